@@ -1,0 +1,12 @@
+"""skdpsparse: differentially private estimators for sparse and heavy-tailed data.
+
+Layers (see ``ARCHITECTURE.md``): ``accounting`` (the privacy calculus, no data),
+``mechanisms`` (randomizers on vectors), ``_kernels`` (numba loops), and thin
+scikit-learn estimators on top.
+"""
+
+from .exceptions import BudgetExceededError, PrivacyLeakWarning
+
+__version__ = "0.1.0.dev0"
+
+__all__ = ["BudgetExceededError", "PrivacyLeakWarning", "__version__"]

@@ -1,0 +1,97 @@
+"""Validation of estimator hyperparameters, with errors that name the parameter.
+
+scikit-learn's own constraint classes live in a private module; a DP library must not
+break when such a module moves, so the few constraints we need are written here.
+"""
+
+import numbers
+
+import numpy as np
+
+
+class Interval:
+    """A real (or integer) interval constraint; ``None`` bounds are infinite.
+
+    Values must be finite numbers (ε = inf is not a privacy guarantee).
+    """
+
+    def __init__(self, kind, left, right, closed="both"):
+        if kind not in ("real", "integer"):
+            raise ValueError("kind must be 'real' or 'integer'")
+        self.kind, self.left, self.right, self.closed = kind, left, right, closed
+
+    def is_satisfied_by(self, value):
+        if isinstance(value, (bool, np.bool_)):
+            return False
+        if self.kind == "integer":
+            if not isinstance(value, numbers.Integral):
+                return False
+        elif not isinstance(value, numbers.Real):
+            return False
+        if not np.isfinite(value):
+            return False
+        left_ok = self.left is None or (
+            value >= self.left if self.closed in ("both", "left") else value > self.left
+        )
+        right_ok = self.right is None or (
+            value <= self.right if self.closed in ("both", "right") else value < self.right
+        )
+        return bool(left_ok and right_ok)
+
+    def __str__(self):
+        lo = "-inf" if self.left is None else repr(self.left)
+        hi = "inf" if self.right is None else repr(self.right)
+        lb = "[" if self.closed in ("both", "left") and self.left is not None else "("
+        rb = "]" if self.closed in ("both", "right") and self.right is not None else ")"
+        what = "an int" if self.kind == "integer" else "a finite float"
+        return f"{what} in the range {lb}{lo}, {hi}{rb}"
+
+
+class Options:
+    """One of a fixed set of values (strings, typically)."""
+
+    def __init__(self, *options):
+        self.options = options
+
+    def is_satisfied_by(self, value):
+        return isinstance(value, str) and value in self.options
+
+    def __str__(self):
+        return "one of " + ", ".join(repr(o) for o in self.options)
+
+
+class InstanceOf:
+    """Any instance of the given type(s); used for callables and objects."""
+
+    def __init__(self, *types, description=None):
+        self.types = types
+        self.description = description or " or ".join(t.__name__ for t in types)
+
+    def is_satisfied_by(self, value):
+        return isinstance(value, self.types)
+
+    def __str__(self):
+        return f"an instance of {self.description}"
+
+
+def validate_params(estimator, constraints):
+    """Check every hyperparameter of ``estimator`` against ``constraints``.
+
+    ``constraints`` maps a parameter name to a list of allowed constraints; ``None``
+    in the list allows the value None. Raises ``ValueError`` (``TypeError`` for a wrong
+    type) with a message naming the parameter and the estimator.
+    """
+    params = estimator.get_params(deep=False)
+    for name, allowed in constraints.items():
+        value = params[name]
+        if value is None and None in allowed:
+            continue
+        if any(c is not None and c.is_satisfied_by(value) for c in allowed):
+            continue
+        described = [str(c) for c in allowed if c is not None]
+        if None in allowed:
+            described.append("None")
+        raise ValueError(
+            f"The {name!r} parameter of {type(estimator).__name__} must be "
+            f"{' or '.join(described)}. Got {value!r} instead."
+        )
