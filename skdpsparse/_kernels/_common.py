@@ -1,0 +1,116 @@
+"""Helpers shared by the kernel modules: norms of array ranges, and the input
+coercion of the thin Python wrappers.
+
+Two numba facts shape the compiled helpers here and elsewhere in ``_kernels``:
+
+* a call from one ``@njit`` function to another is usually not inlined by LLVM
+  (numba links the callee as a separate object), and a call per row can cost as
+  much as the row's arithmetic; small helpers on per-row paths are therefore
+  ``inline="always"`` (inlined in numba's IR, which caching supports);
+* indexing with a signed integer pays for negative-index wraparound; loops over
+  ranges taken from ``indptr`` run over ``uint64`` so the index is known to be
+  non-negative.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+# Smallest positive normal float64: a sum of squares below it has lost precision to
+# underflow (or is exactly zero).
+_DBL_MIN = 2.2250738585072014e-308
+
+
+@njit(cache=True, inline="always")
+def sumsq_range_nb(x, start, stop):
+    """Sum of ``x[k] ** 2`` for ``start <= k < stop``, in float64 (may overflow)."""
+    s = 0.0
+    for k in range(np.uint64(start), np.uint64(stop)):
+        a = np.float64(x[k])
+        s += a * a
+    return s
+
+
+@njit(cache=True, inline="always")
+def l1_norm_range_nb(x, start, stop):
+    """Sum of ``|x[k]|`` for ``start <= k < stop``, in float64."""
+    s = 0.0
+    for k in range(np.uint64(start), np.uint64(stop)):
+        s += abs(np.float64(x[k]))
+    return s
+
+
+@njit(cache=True)
+def _l2_norm_rescaled(x, start, stop):
+    # Cold path: divide by the largest magnitude first, as LAPACK's nrm2 does.
+    amax = 0.0
+    for k in range(np.uint64(start), np.uint64(stop)):
+        amax = max(amax, abs(np.float64(x[k])))
+    if amax == 0.0:
+        return 0.0
+    s = 0.0
+    for k in range(np.uint64(start), np.uint64(stop)):
+        a = np.float64(x[k]) / amax
+        s += a * a
+    return amax * math.sqrt(s)
+
+
+@njit(cache=True, inline="always")
+def l2_norm_range_nb(x, start, stop):
+    """Euclidean norm of ``x[start:stop]``, in float64, without overflow.
+
+    One pass in the common case. The sum of squares overflows for entries above
+    about 1e154 and underflows below about 1e-154; only then (or for an all-zero
+    range) a second, rescaled computation runs, so the norm is exact to rounding for
+    every finite input.
+    """
+    s = sumsq_range_nb(x, start, stop)
+    if _DBL_MIN <= s < math.inf:
+        return math.sqrt(s)
+    return _l2_norm_rescaled(x, start, stop)
+
+
+@njit(cache=True)
+def l2_norm_nb(x):
+    """Euclidean norm of a 1-D float32/float64 array (see :func:`l2_norm_range_nb`)."""
+    return l2_norm_range_nb(x, 0, x.shape[0])
+
+
+def as_float_vector(v, name="v"):
+    """Return ``v`` as a 1-D float32 or float64 array (other dtypes become float64)."""
+    v = np.asarray(v)
+    if v.dtype != np.float32 and v.dtype != np.float64:
+        v = v.astype(np.float64)
+    if v.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {v.shape}.")
+    return v
+
+
+def prepare_out(out, like, name="out"):
+    """Return ``out``, or a new array like ``like`` when ``out`` is None.
+
+    A given ``out`` must be a writable float32 or float64 array of ``like``'s shape;
+    it may be ``like`` itself (the kernels are elementwise, so aliasing is safe).
+    """
+    if out is None:
+        return np.empty_like(like)
+    shape = like.shape
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array, got {type(out).__name__}.")
+    if out.shape != shape:
+        raise ValueError(f"{name} has shape {out.shape}, expected {shape}.")
+    if out.dtype != np.float32 and out.dtype != np.float64:
+        raise ValueError(f"{name} must be float32 or float64, got {out.dtype}.")
+    if not out.flags.writeable:
+        raise ValueError(f"{name} is read-only.")
+    return out
+
+
+def check_nonnegative(value, name, allow_inf=True):
+    """Return ``value`` as a float after checking it is >= 0 (NaN never passes)."""
+    value = float(value)
+    if not (value >= 0.0 and (allow_inf or value < math.inf)):
+        kind = ">= 0" if allow_inf else "finite and >= 0"
+        raise ValueError(f"{name} must be {kind}, got {value}.")
+    return value

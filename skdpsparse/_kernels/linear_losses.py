@@ -1,0 +1,500 @@
+"""Per-example losses of linear models and their gradients, for dense and CSR data.
+
+The margin of example :math:`i` is :math:`z_i = \\langle w, x_i\\rangle + b`.
+Classification losses are functions of the signed margin :math:`t = y z` with
+labels :math:`y \\in \\{-1, +1\\}` (not checked); regression losses of the residual
+:math:`r = z - y`. Losses are selected by integer codes (numba-friendly), with one
+float parameter ``param`` used by two of them:
+
+* ``SQUARED``: :math:`\\tfrac12 r^2`.
+* ``LOGISTIC``: :math:`\\log(1 + e^{-t})`, evaluated without overflow.
+* ``HINGE``: :math:`\\max(0, 1 - t)`; its derivative at the kink :math:`t = 1` is
+  taken as 0.
+* ``SMOOTHED_HINGE`` with width :math:`h` = ``param`` > 0: 0 for :math:`t \\ge 1`,
+  :math:`(1-t)^2/(2h)` for :math:`1-h < t < 1`, :math:`1 - t - h/2` for
+  :math:`t \\le 1-h` (continuously differentiable, :math:`1/h`-smooth).
+* ``HUBER`` with threshold :math:`\\delta` = ``param`` > 0: :math:`\\tfrac12 r^2` for
+  :math:`|r| \\le \\delta`, else :math:`\\delta(|r| - \\delta/2)`.
+* ``SIGMOID``: :math:`1/(1 + e^{t})`, smooth, bounded and nonconvex.
+
+Derivatives are taken in :math:`z`, so the gradient of example :math:`i` is
+:math:`\\ell'(z_i, y_i)\\,(x_i, 1)` in :math:`(w, b)`. The batch kernels never form
+per-example gradient vectors: they scatter :math:`\\ell'_i x_i` along each row's
+nonzeros. Functions taking ``rows`` use only those example indices (repeats
+allowed, e.g. sampling with replacement), so mini-batches are not copied.
+
+Everything here is an ``@njit`` dispatcher callable from Python and compiled code.
+Inputs may be float32 or float64 (labels any numeric dtype); accumulation and
+outputs are float64.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ._common import l2_norm_range_nb
+
+__all__ = [
+    "SQUARED",
+    "LOGISTIC",
+    "HINGE",
+    "SMOOTHED_HINGE",
+    "HUBER",
+    "SIGMOID",
+    "LOSS_CODES",
+    "check_loss",
+    "loss_value",
+    "loss_derivative",
+    "loss_value_and_derivative",
+    "per_example_losses",
+    "per_example_derivatives",
+    "dense_margins",
+    "csr_margins",
+    "dense_loss_gradient",
+    "csr_loss_gradient",
+    "dense_clipped_gradient_sum",
+    "csr_clipped_gradient_sum",
+]
+
+SQUARED = 0
+LOGISTIC = 1
+HINGE = 2
+SMOOTHED_HINGE = 3
+HUBER = 4
+SIGMOID = 5
+
+#: Loss names (as estimators spell them) to codes.
+LOSS_CODES = {
+    "squared": SQUARED,
+    "logistic": LOGISTIC,
+    "hinge": HINGE,
+    "smoothed_hinge": SMOOTHED_HINGE,
+    "huber": HUBER,
+    "sigmoid": SIGMOID,
+}
+
+
+@njit(cache=True)
+def check_loss(code, param):
+    """Raise ``ValueError`` unless ``code`` is a loss code and ``param`` fits it.
+
+    SMOOTHED_HINGE needs a width ``param > 0`` and HUBER a threshold ``param > 0``;
+    the other losses ignore ``param``. The scalar functions do not check ``param``
+    (they run per example); the batch kernels call this once.
+    """
+    if code < SQUARED or code > SIGMOID:
+        raise ValueError("unknown loss code")
+    if (code == SMOOTHED_HINGE or code == HUBER) and not (0.0 < param < math.inf):
+        raise ValueError("SMOOTHED_HINGE and HUBER need a finite param > 0")
+
+
+@njit(cache=True, inline="always")
+def loss_value_and_derivative(code, z, y, param):
+    """Loss and its derivative in the margin ``z``, for one example.
+
+    Parameters
+    ----------
+    code : int
+        One of the loss codes of this module.
+    z : float
+        Margin :math:`\\langle w, x\\rangle + b`.
+    y : float
+        Label (:math:`\\pm 1` for classification) or target.
+    param : float
+        Smoothed-hinge width or Huber threshold; ignored by the other losses.
+
+    Returns
+    -------
+    value, derivative : float
+    """
+    z = np.float64(z)
+    y = np.float64(y)
+    if code == SQUARED:
+        r = z - y
+        return 0.5 * r * r, r
+    elif code == LOGISTIC:
+        # log(1 + e^-t) and its t-derivative -1/(1 + e^t), evaluated with an
+        # exponent <= 0 so that nothing overflows.
+        t = y * z
+        if t > 0.0:
+            e = math.exp(-t)
+            return math.log1p(e), -y * e / (1.0 + e)
+        e = math.exp(t)
+        return math.log1p(e) - t, -y / (1.0 + e)
+    elif code == HINGE:
+        t = y * z
+        if t < 1.0:
+            return 1.0 - t, -y
+        return 0.0, 0.0
+    elif code == SMOOTHED_HINGE:
+        t = y * z
+        if t >= 1.0:
+            return 0.0, 0.0
+        if t > 1.0 - param:
+            u = 1.0 - t
+            return u * u / (2.0 * param), -y * u / param
+        return 1.0 - t - 0.5 * param, -y
+    elif code == HUBER:
+        r = z - y
+        if abs(r) <= param:
+            return 0.5 * r * r, r
+        return param * (abs(r) - 0.5 * param), math.copysign(param, r)
+    elif code == SIGMOID:
+        # l = 1 / (1 + e^t) and 1 - l, each without cancellation or overflow;
+        # dl/dt = -l (1 - l).
+        t = y * z
+        if t >= 0.0:
+            e = math.exp(-t)
+            val = e / (1.0 + e)
+            comp = 1.0 / (1.0 + e)
+        else:
+            e = math.exp(t)
+            val = 1.0 / (1.0 + e)
+            comp = e / (1.0 + e)
+        return val, -y * val * comp
+    raise ValueError("unknown loss code")
+
+
+@njit(cache=True)
+def loss_value(code, z, y, param):
+    """Loss of one example with margin ``z`` and label/target ``y`` (see module doc)."""
+    return loss_value_and_derivative(code, z, y, param)[0]
+
+
+@njit(cache=True)
+def loss_derivative(code, z, y, param):
+    """Derivative in ``z`` of the loss of one example (see module doc)."""
+    return loss_value_and_derivative(code, z, y, param)[1]
+
+
+@njit(cache=True)
+def per_example_losses(margins, y, code, param):
+    """Losses :math:`\\ell(z_i, y_i)` for arrays of margins and labels (float64)."""
+    check_loss(code, param)
+    if y.shape[0] != margins.shape[0]:
+        raise ValueError("margins and y must have the same length")
+    out = np.empty(margins.shape[0], dtype=np.float64)
+    for i in range(margins.shape[0]):
+        out[i] = loss_value_and_derivative(code, margins[i], y[i], param)[0]
+    return out
+
+
+@njit(cache=True)
+def per_example_derivatives(margins, y, code, param):
+    """Derivatives :math:`\\ell'(z_i, y_i)` in the margin (float64).
+
+    The gradient of example :math:`i` in :math:`w` is ``derivatives[i] * x_i``
+    (and ``derivatives[i]`` in :math:`b`), so callers can combine this with CSR
+    rows and keep their sparsity.
+    """
+    check_loss(code, param)
+    if y.shape[0] != margins.shape[0]:
+        raise ValueError("margins and y must have the same length")
+    out = np.empty(margins.shape[0], dtype=np.float64)
+    for i in range(margins.shape[0]):
+        out[i] = loss_value_and_derivative(code, margins[i], y[i], param)[1]
+    return out
+
+
+# ------------------------------------------------------------------------- margins
+
+
+@njit(cache=True, inline="always")
+def _csr_margin(indptr, indices, data, i, w, b):
+    z = b
+    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+        z += np.float64(data[k]) * np.float64(w[np.uint64(indices[k])])
+    return z
+
+
+@njit(cache=True, inline="always")
+def _dense_margin(X, i, w, b):
+    z = b
+    for j in range(X.shape[1]):
+        z += np.float64(X[i, j]) * np.float64(w[j])
+    return z
+
+
+@njit(cache=True)
+def dense_margins(X, w, b):
+    """Margins ``X @ w + b`` of a dense 2-D array, accumulated in float64.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_cols)
+    w : ndarray of shape (n_cols,)
+    b : float
+
+    Returns
+    -------
+    ndarray of shape (n_rows,), float64
+    """
+    if w.shape[0] != X.shape[1]:
+        raise ValueError("w must have one entry per column of X")
+    out = np.empty(X.shape[0], dtype=np.float64)
+    for i in range(X.shape[0]):
+        out[i] = _dense_margin(X, i, w, np.float64(b))
+    return out
+
+
+@njit(cache=True)
+def csr_margins(indptr, indices, data, w, b):
+    """Margins ``X @ w + b`` of a CSR matrix (``n_cols == len(w)``), in float64.
+
+    Parameters
+    ----------
+    indptr, indices, data : CSR parts
+    w : ndarray of shape (n_cols,)
+    b : float
+
+    Returns
+    -------
+    ndarray of shape (n_rows,), float64
+    """
+    n = indptr.shape[0] - 1
+    out = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        out[i] = _csr_margin(indptr, indices, data, i, w, np.float64(b))
+    return out
+
+
+# ------------------------------------------------------------- mean loss gradients
+
+
+@njit(cache=True, inline="always")
+def _check_rows(rows, n):
+    for t in range(rows.shape[0]):
+        if rows[t] < 0 or rows[t] >= n:
+            raise IndexError("rows holds an index out of range")
+
+
+@njit(cache=True)
+def _dense_loss_gradient(X, y, w, b, code, param, rows):
+    check_loss(code, param)
+    _check_rows(rows, X.shape[0])
+    if rows.shape[0] == 0:
+        raise ValueError("the mean loss of no examples is undefined")
+    d = X.shape[1]
+    grad = np.zeros(d, dtype=np.float64)
+    loss = 0.0
+    grad_b = 0.0
+    for t in range(rows.shape[0]):
+        i = rows[t]
+        val, der = loss_value_and_derivative(code, _dense_margin(X, i, w, b), y[i], param)
+        loss += val
+        grad_b += der
+        if der != 0.0:
+            for j in range(d):
+                grad[j] += der * np.float64(X[i, j])
+    m = rows.shape[0]
+    return loss / m, grad / m, grad_b / m
+
+
+@njit(cache=True)
+def dense_loss_gradient(X, y, w, b, code, param, rows=None):
+    """Mean loss and its gradient over (a subset of) the rows of a dense array.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_cols)
+    y : ndarray of shape (n_rows,)
+    w : ndarray of shape (n_cols,)
+    b : float
+    code : int
+        Loss code.
+    param : float
+        Loss parameter (see :func:`check_loss`).
+    rows : ndarray of int, optional
+        Example indices to average over (repeats count twice); default all rows.
+
+    Returns
+    -------
+    loss : float
+        Mean loss.
+    grad_w : ndarray of shape (n_cols,), float64
+        Gradient of the mean loss in ``w``.
+    grad_b : float
+        Derivative of the mean loss in ``b``.
+    """
+    if w.shape[0] != X.shape[1] or y.shape[0] != X.shape[0]:
+        raise ValueError("X, y and w have inconsistent shapes")
+    if rows is None:
+        return _dense_loss_gradient(X, y, w, np.float64(b), code, param, np.arange(X.shape[0]))
+    return _dense_loss_gradient(X, y, w, np.float64(b), code, param, rows)
+
+
+@njit(cache=True)
+def _csr_loss_gradient(indptr, indices, data, y, w, b, code, param, rows):
+    check_loss(code, param)
+    _check_rows(rows, indptr.shape[0] - 1)
+    if rows.shape[0] == 0:
+        raise ValueError("the mean loss of no examples is undefined")
+    grad = np.zeros(w.shape[0], dtype=np.float64)
+    loss = 0.0
+    grad_b = 0.0
+    for t in range(rows.shape[0]):
+        i = rows[t]
+        z = _csr_margin(indptr, indices, data, i, w, b)
+        val, der = loss_value_and_derivative(code, z, y[i], param)
+        loss += val
+        grad_b += der
+        if der != 0.0:
+            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                grad[np.uint64(indices[k])] += der * np.float64(data[k])
+    m = rows.shape[0]
+    return loss / m, grad / m, grad_b / m
+
+
+@njit(cache=True)
+def csr_loss_gradient(indptr, indices, data, y, w, b, code, param, rows=None):
+    """Mean loss and its gradient over (a subset of) the rows of a CSR matrix.
+
+    Same as :func:`dense_loss_gradient` with the CSR parts of ``X`` (``n_cols ==
+    len(w)``); the gradient is accumulated along each row's nonzeros.
+
+    Returns
+    -------
+    loss : float
+    grad_w : ndarray of shape (n_cols,), float64
+    grad_b : float
+    """
+    if y.shape[0] != indptr.shape[0] - 1:
+        raise ValueError("y must have one entry per row")
+    if rows is None:
+        return _csr_loss_gradient(
+            indptr, indices, data, y, w, np.float64(b), code, param, np.arange(y.shape[0])
+        )
+    return _csr_loss_gradient(indptr, indices, data, y, w, np.float64(b), code, param, rows)
+
+
+# ---------------------------------------------------- clipped per-example gradients
+
+
+@njit(cache=True, inline="always")
+def _clip_factor(der, x_norm, clip_norm, fit_intercept):
+    # Per-example gradient g = der * (x, 1) (or der * x): its norm is
+    # |der| * sqrt(||x||^2 + 1) (or |der| * ||x||); scale it to norm <= clip_norm.
+    g_norm = abs(der) * (math.hypot(x_norm, 1.0) if fit_intercept else x_norm)
+    if g_norm > clip_norm:
+        return clip_norm / g_norm
+    return 1.0
+
+
+@njit(cache=True)
+def _dense_clipped_gradient_sum(X, y, w, b, code, param, clip_norm, rows, fit_intercept):
+    check_loss(code, param)
+    _check_rows(rows, X.shape[0])
+    d = X.shape[1]
+    coef = np.zeros(d, dtype=np.float64)
+    intercept = 0.0
+    for t in range(rows.shape[0]):
+        i = rows[t]
+        der = loss_value_and_derivative(code, _dense_margin(X, i, w, b), y[i], param)[1]
+        if der == 0.0:
+            continue
+        c = der * _clip_factor(der, l2_norm_range_nb(X[i], 0, d), clip_norm, fit_intercept)
+        for j in range(d):
+            coef[j] += c * np.float64(X[i, j])
+        if fit_intercept:
+            intercept += c
+    return coef, intercept
+
+
+@njit(cache=True)
+def dense_clipped_gradient_sum(X, y, w, b, code, param, clip_norm, rows=None, fit_intercept=True):
+    """Sum of per-example gradients, each clipped to l2 norm ``<= clip_norm``.
+
+    DP-SGD's clipped sum: example :math:`i` contributes
+    :math:`g_i \\min(1, C/\\|g_i\\|_2)` with :math:`g_i = \\ell'(z_i, y_i)(x_i, 1)`.
+    With ``fit_intercept`` the intercept is a constant feature 1, so it shares the
+    clipping: :math:`\\|g_i\\|_2 = |\\ell'_i|\\sqrt{\\|x_i\\|_2^2 + 1}`; without it
+    :math:`g_i = \\ell'_i x_i` and the intercept part returned is 0 (``b`` still
+    enters the margins). Sensitivity of the sum under replacement of one example
+    is therefore ``2 * clip_norm`` (``clip_norm`` under addition/removal).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_cols)
+    y : ndarray of shape (n_rows,)
+    w : ndarray of shape (n_cols,)
+    b : float
+    code : int
+    param : float
+    clip_norm : float
+        ``C >= 0``; ``np.inf`` disables clipping.
+    rows : ndarray of int, optional
+        Example indices (repeats allowed); default all rows.
+    fit_intercept : bool, default=True
+
+    Returns
+    -------
+    coef_sum : ndarray of shape (n_cols,), float64
+    intercept_sum : float
+    """
+    if w.shape[0] != X.shape[1] or y.shape[0] != X.shape[0]:
+        raise ValueError("X, y and w have inconsistent shapes")
+    if not clip_norm >= 0.0:
+        raise ValueError("clip_norm must be >= 0")
+    if rows is None:
+        return _dense_clipped_gradient_sum(
+            X, y, w, np.float64(b), code, param, clip_norm, np.arange(X.shape[0]), fit_intercept
+        )
+    return _dense_clipped_gradient_sum(
+        X, y, w, np.float64(b), code, param, clip_norm, rows, fit_intercept
+    )
+
+
+@njit(cache=True)
+def _csr_clipped_gradient_sum(
+    indptr, indices, data, y, w, b, code, param, clip_norm, rows, fit_intercept
+):
+    check_loss(code, param)
+    _check_rows(rows, indptr.shape[0] - 1)
+    coef = np.zeros(w.shape[0], dtype=np.float64)
+    intercept = 0.0
+    for t in range(rows.shape[0]):
+        i = rows[t]
+        z = _csr_margin(indptr, indices, data, i, w, b)
+        der = loss_value_and_derivative(code, z, y[i], param)[1]
+        if der == 0.0:
+            continue
+        start = indptr[i]
+        stop = indptr[i + 1]
+        x_norm = l2_norm_range_nb(data, start, stop)
+        c = der * _clip_factor(der, x_norm, clip_norm, fit_intercept)
+        for k in range(np.uint64(start), np.uint64(stop)):
+            coef[np.uint64(indices[k])] += c * np.float64(data[k])
+        if fit_intercept:
+            intercept += c
+    return coef, intercept
+
+
+@njit(cache=True)
+def csr_clipped_gradient_sum(
+    indptr, indices, data, y, w, b, code, param, clip_norm, n_cols, rows=None,
+    fit_intercept=True,
+):
+    """CSR version of :func:`dense_clipped_gradient_sum`.
+
+    ``n_cols`` must equal ``len(w)`` (it is checked; the CSR parts do not carry the
+    number of columns). Each example's gradient is scattered along its row's
+    nonzeros; no per-example gradient vector is formed.
+
+    Returns
+    -------
+    coef_sum : ndarray of shape (n_cols,), float64
+    intercept_sum : float
+    """
+    if n_cols != w.shape[0] or y.shape[0] != indptr.shape[0] - 1:
+        raise ValueError("n_cols, w and y have inconsistent shapes")
+    if not clip_norm >= 0.0:
+        raise ValueError("clip_norm must be >= 0")
+    if rows is None:
+        return _csr_clipped_gradient_sum(
+            indptr, indices, data, y, w, np.float64(b), code, param, clip_norm,
+            np.arange(y.shape[0]), fit_intercept,
+        )
+    return _csr_clipped_gradient_sum(
+        indptr, indices, data, y, w, np.float64(b), code, param, clip_norm, rows, fit_intercept
+    )

@@ -1,0 +1,356 @@
+"""Row norms, contribution bounding (per-row scaling) and column sums, for CSR parts
+``(indptr, indices, data)`` and for dense 2-D arrays.
+
+Contribution bounding scales a row into the set
+:math:`\\{x : \\|x\\|_2 \\le L_2,\\ \\|x\\|_1 \\le L_1\\}` by the factor
+:math:`\\min(1, L_2/\\|x\\|_2, L_1/\\|x\\|_1)`: rows are scaled, never dropped
+(dropping would make the output depend on whether one record is out of bounds).
+Scaled rows satisfy the bounds up to floating-point rounding.
+
+CSR parts are those of a ``scipy.sparse.csr_array``/``csr_matrix`` in canonical
+form: ``indices`` within ``[0, n_cols)`` (not checked in the loops: out-of-range
+column indices are undefined behaviour) and no duplicate entries in a row. Norms are
+taken over the stored entries, so a duplicate would understate a row's norm and
+break the bound: call ``X.sum_duplicates()`` first unless ``X.has_canonical_format``.
+Data may be float32 or float64; norms, scales and sums are float64.
+
+All functions here are ``@njit`` dispatchers callable from Python and compiled code,
+except :func:`csr_scale_rows` and :func:`dense_scale_rows`, thin wrappers (for
+``out=None``) around the cores with suffix ``_nb``.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ._common import _DBL_MIN, l1_norm_range_nb, l2_norm_range_nb, prepare_out
+
+__all__ = [
+    "csr_row_norms",
+    "dense_row_norms",
+    "csr_bounding_scales",
+    "dense_bounding_scales",
+    "csr_scaled_column_sum",
+    "dense_scaled_column_sum",
+    "csr_bounded_column_sum",
+    "dense_bounded_column_sum",
+    "csr_scale_rows",
+    "dense_scale_rows",
+    "csr_scale_rows_nb",
+    "dense_scale_rows_nb",
+]
+
+
+# Rows per block in the fused bounded sums (scales of a block fit in L1).
+_BLOCK = 256
+
+
+@njit(cache=True, inline="always")
+def _check_bounds(l2_bound, l1_bound):
+    if not (l2_bound >= 0.0 and l1_bound >= 0.0):
+        raise ValueError("l2_bound and l1_bound must be >= 0 (inf for no bound).")
+
+
+@njit(cache=True, inline="always")
+def _row_norm(x, start, stop, ord):
+    if ord == 2:
+        return l2_norm_range_nb(x, start, stop)
+    return l1_norm_range_nb(x, start, stop)
+
+
+@njit(cache=True, inline="always")
+def _bounding_scale(x, start, stop, l2_bound, l1_bound):
+    # min(1, L2/||x||_2, L1/||x||_1) for the row x[start:stop]; a zero row (or no
+    # bound) gives 1, and a zero bound zeroes any nonzero row.
+    if l2_bound < math.inf and l1_bound < math.inf:
+        # Both norms in one loop over the row.
+        sumsq = 0.0
+        l1 = 0.0
+        for k in range(np.uint64(start), np.uint64(stop)):
+            a = np.float64(x[k])
+            sumsq += a * a
+            l1 += abs(a)
+        if _DBL_MIN <= sumsq < math.inf:
+            l2 = math.sqrt(sumsq)
+        else:
+            l2 = l2_norm_range_nb(x, start, stop)  # under/overflow: robust path
+    elif l2_bound < math.inf:
+        l2 = l2_norm_range_nb(x, start, stop)
+        l1 = 0.0
+    elif l1_bound < math.inf:
+        l2 = 0.0
+        l1 = l1_norm_range_nb(x, start, stop)
+    else:
+        return 1.0
+    scale = 1.0
+    if l2 > l2_bound:
+        scale = l2_bound / l2
+    if l1 * scale > l1_bound:
+        scale = l1_bound / l1
+    return scale
+
+
+@njit(cache=True)
+def csr_row_norms(indptr, data, ord):
+    """l1 or l2 norm of every row of a CSR matrix.
+
+    Parameters
+    ----------
+    indptr : ndarray of shape (n_rows + 1,), int32 or int64
+    data : ndarray of shape (nnz,), float32 or float64
+    ord : int
+        1 or 2.
+
+    Returns
+    -------
+    ndarray of shape (n_rows,), float64
+    """
+    if ord != 1 and ord != 2:
+        raise ValueError("ord must be 1 or 2.")
+    n = indptr.shape[0] - 1
+    out = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        out[i] = _row_norm(data, indptr[i], indptr[i + 1], ord)
+    return out
+
+
+@njit(cache=True)
+def dense_row_norms(X, ord):
+    """l1 or l2 norm of every row of a dense 2-D array.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_cols), float32 or float64
+    ord : int
+        1 or 2.
+
+    Returns
+    -------
+    ndarray of shape (n_rows,), float64
+    """
+    if ord != 1 and ord != 2:
+        raise ValueError("ord must be 1 or 2.")
+    out = np.empty(X.shape[0], dtype=np.float64)
+    for i in range(X.shape[0]):
+        out[i] = _row_norm(X[i], 0, X.shape[1], ord)
+    return out
+
+
+@njit(cache=True)
+def csr_bounding_scales(indptr, data, l2_bound, l1_bound):
+    """Per-row factors :math:`\\min(1, L_2/\\|x_i\\|_2, L_1/\\|x_i\\|_1)`.
+
+    Parameters
+    ----------
+    indptr : ndarray of shape (n_rows + 1,)
+    data : ndarray of shape (nnz,), float32 or float64
+    l2_bound, l1_bound : float
+        Bounds ``>= 0``; ``np.inf`` means no constraint.
+
+    Returns
+    -------
+    ndarray of shape (n_rows,), float64
+        In ``[0, 1]``; 1 for all-zero rows.
+    """
+    _check_bounds(l2_bound, l1_bound)
+    n = indptr.shape[0] - 1
+    out = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        out[i] = _bounding_scale(data, indptr[i], indptr[i + 1], l2_bound, l1_bound)
+    return out
+
+
+@njit(cache=True)
+def dense_bounding_scales(X, l2_bound, l1_bound):
+    """Dense version of :func:`csr_bounding_scales`.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_cols), float32 or float64
+    l2_bound, l1_bound : float
+        Bounds ``>= 0``; ``np.inf`` means no constraint.
+
+    Returns
+    -------
+    ndarray of shape (n_rows,), float64
+    """
+    _check_bounds(l2_bound, l1_bound)
+    out = np.empty(X.shape[0], dtype=np.float64)
+    for i in range(X.shape[0]):
+        out[i] = _bounding_scale(X[i], 0, X.shape[1], l2_bound, l1_bound)
+    return out
+
+
+@njit(cache=True)
+def csr_scaled_column_sum(indptr, indices, data, n_cols, scales):
+    """Column sums of the CSR matrix with row ``i`` multiplied by ``scales[i]``.
+
+    Parameters
+    ----------
+    indptr, indices, data : CSR parts
+    n_cols : int
+        Number of columns.
+    scales : ndarray of shape (n_rows,)
+
+    Returns
+    -------
+    ndarray of shape (n_cols,), float64
+    """
+    n = indptr.shape[0] - 1
+    if scales.shape[0] != n:
+        raise ValueError("scales must have one entry per row.")
+    out = np.zeros(n_cols, dtype=np.float64)
+    for i in range(n):
+        c = np.float64(scales[i])
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            out[np.uint64(indices[k])] += c * np.float64(data[k])
+    return out
+
+
+@njit(cache=True)
+def dense_scaled_column_sum(X, scales):
+    """Column sums of ``X`` with row ``i`` multiplied by ``scales[i]`` (float64).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_cols)
+    scales : ndarray of shape (n_rows,)
+
+    Returns
+    -------
+    ndarray of shape (n_cols,), float64
+    """
+    if scales.shape[0] != X.shape[0]:
+        raise ValueError("scales must have one entry per row.")
+    out = np.zeros(X.shape[1], dtype=np.float64)
+    for i in range(X.shape[0]):
+        c = np.float64(scales[i])
+        for j in range(X.shape[1]):
+            out[j] += c * np.float64(X[i, j])
+    return out
+
+
+@njit(cache=True)
+def csr_bounded_column_sum(indptr, indices, data, n_cols, l2_bound, l1_bound):
+    """Column sums of the contribution-bounded rows, in one pass.
+
+    Equal to ``csr_scaled_column_sum(..., csr_bounding_scales(...))`` but without
+    a scales array or scaled data: the norms of a block of rows are taken while its
+    data is in cache, then the block is added scaled. This is the sum behind a
+    private mean.
+
+    Parameters
+    ----------
+    indptr, indices, data : CSR parts
+    n_cols : int
+    l2_bound, l1_bound : float
+        Bounds ``>= 0``; ``np.inf`` means no constraint.
+
+    Returns
+    -------
+    ndarray of shape (n_cols,), float64
+    """
+    _check_bounds(l2_bound, l1_bound)
+    n = indptr.shape[0] - 1
+    out = np.zeros(n_cols, dtype=np.float64)
+    # Blocks of rows: first the block's scales (branchy norm code), then a tight
+    # scatter loop over the block, whose data is still in cache. Interleaving the
+    # two per row is slower: the norm code's branches limit how many of the
+    # scatter's cache misses the CPU keeps in flight.
+    scales = np.empty(_BLOCK, dtype=np.float64)
+    for b0 in range(0, n, _BLOCK):
+        b1 = min(b0 + _BLOCK, n)
+        for i in range(b0, b1):
+            scales[i - b0] = _bounding_scale(data, indptr[i], indptr[i + 1], l2_bound, l1_bound)
+        for i in range(b0, b1):
+            c = scales[i - b0]
+            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                out[np.uint64(indices[k])] += c * np.float64(data[k])
+    return out
+
+
+@njit(cache=True)
+def dense_bounded_column_sum(X, l2_bound, l1_bound):
+    """Dense version of :func:`csr_bounded_column_sum`.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_cols)
+    l2_bound, l1_bound : float
+
+    Returns
+    -------
+    ndarray of shape (n_cols,), float64
+    """
+    _check_bounds(l2_bound, l1_bound)
+    out = np.zeros(X.shape[1], dtype=np.float64)
+    for i in range(X.shape[0]):
+        c = _bounding_scale(X[i], 0, X.shape[1], l2_bound, l1_bound)
+        for j in range(X.shape[1]):
+            out[j] += c * np.float64(X[i, j])
+    return out
+
+
+@njit(cache=True)
+def csr_scale_rows_nb(indptr, data, scales, out):
+    """Compiled core of :func:`csr_scale_rows`; writes into ``out`` and returns it."""
+    n = indptr.shape[0] - 1
+    if scales.shape[0] != n or out.shape[0] != data.shape[0]:
+        raise ValueError("scales must have n_rows entries and out nnz entries.")
+    for i in range(n):
+        c = np.float64(scales[i])
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            out[k] = c * np.float64(data[k])
+    return out
+
+
+@njit(cache=True)
+def dense_scale_rows_nb(X, scales, out):
+    """Compiled core of :func:`dense_scale_rows`; writes into ``out`` and returns it."""
+    if scales.shape[0] != X.shape[0] or out.shape != X.shape:
+        raise ValueError("scales must have n_rows entries and out X's shape.")
+    for i in range(X.shape[0]):
+        c = np.float64(scales[i])
+        for j in range(X.shape[1]):
+            out[i, j] = c * np.float64(X[i, j])
+    return out
+
+
+def csr_scale_rows(indptr, data, scales, out=None):
+    """CSR data with row ``i`` multiplied by ``scales[i]``.
+
+    With ``scales = csr_bounding_scales(...)`` this is contribution bounding; the
+    sparsity pattern (``indptr``, ``indices``) is unchanged.
+
+    Parameters
+    ----------
+    indptr : ndarray of shape (n_rows + 1,)
+    data : ndarray of shape (nnz,), float32 or float64
+    scales : ndarray of shape (n_rows,)
+    out : ndarray of shape (nnz,), optional
+        Where to write; may be ``data`` itself. Default: new array of ``data``'s
+        dtype.
+
+    Returns
+    -------
+    ndarray of shape (nnz,)
+    """
+    return csr_scale_rows_nb(indptr, data, scales, prepare_out(out, data))
+
+
+def dense_scale_rows(X, scales, out=None):
+    """``X`` with row ``i`` multiplied by ``scales[i]``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_cols), float32 or float64
+    scales : ndarray of shape (n_rows,)
+    out : ndarray of shape (n_rows, n_cols), optional
+        Where to write; may be ``X`` itself. Default: new array of ``X``'s dtype.
+
+    Returns
+    -------
+    ndarray of shape (n_rows, n_cols)
+    """
+    return dense_scale_rows_nb(X, scales, prepare_out(out, X))
