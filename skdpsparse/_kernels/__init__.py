@@ -55,6 +55,8 @@ from .projections import (
 from .prox import prox_elastic_net, prox_l1, prox_l2_squared, soft_threshold
 from .sparse_rows import (
     csr_bounded_column_sum,
+    csr_bounded_column_sum_rows,
+    csr_bounded_column_sum_threaded,
     csr_bounding_scales,
     csr_row_norms,
     csr_scale_rows,
@@ -87,6 +89,8 @@ __all__ = [
     "csr_scaled_column_sum",
     "dense_scaled_column_sum",
     "csr_bounded_column_sum",
+    "csr_bounded_column_sum_rows",
+    "csr_bounded_column_sum_threaded",
     "dense_bounded_column_sum",
     "csr_scale_rows",
     "dense_scale_rows",
