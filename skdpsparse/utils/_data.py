@@ -24,8 +24,22 @@ def check_fit_input(estimator, X, y=None, *, reset=True, accept_sparse=True, **k
         out = validate_data(estimator, X, y, **common)
         X_out = out[0]
     if hasattr(X_out, "has_canonical_format") and not X_out.has_canonical_format:
-        # Duplicate entries would corrupt row norms, hence contribution bounds.
-        X_out = X_out.copy()
-        X_out.sum_duplicates()
+        X_out = as_canonical_csr(X_out)
         out = X_out if y is None else (X_out, out[1])
     return out
+
+
+def as_canonical_csr(X):
+    """``X`` as CSR without duplicate entries (copying only when needed).
+
+    Duplicate entries would make row norms, and so every contribution bound and
+    sensitivity computed from them, wrong.
+    """
+    import scipy.sparse as sp
+
+    if not (sp.issparse(X) and X.format == "csr"):
+        X = sp.csr_matrix(X)
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    return X

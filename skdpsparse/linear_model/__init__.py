@@ -1,0 +1,1 @@
+"""Private linear models (output perturbation, bias-reduced SGD, cyclic DP-SGD): to come."""

@@ -1,0 +1,5 @@
+"""Private mean estimators."""
+
+from ._sparse_mean import DPSparseMeanEstimator
+
+__all__ = ["DPSparseMeanEstimator"]

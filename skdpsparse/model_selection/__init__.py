@@ -1,0 +1,1 @@
+"""Private model selection (private selection with random stopping): to come."""

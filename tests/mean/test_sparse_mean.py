@@ -1,0 +1,211 @@
+"""DPSparseMeanEstimator: noise scales, distributions, accuracy regimes, sklearn API."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import stats
+from sklearn.decomposition import PCA
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skdpsparse.accounting import ApproxDP, PureDP, analytic_gaussian_sigma
+from skdpsparse.datasets import make_sparse_vectors
+from skdpsparse.mean import DPSparseMeanEstimator
+from skdpsparse.mechanisms.projection import bounded_mean, mean_noise
+from skdpsparse.mechanisms.sparse_mean import choose_method, predicted_error
+
+
+@parametrize_with_checks([
+    DPSparseMeanEstimator(random_state=0),
+    DPSparseMeanEstimator(delta=0, sparsity=2, random_state=0),
+])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+def test_noise_scales_equal_the_seed_formulas():
+    n, L, s, eps, delta = 1000, 2.0, 9, 0.5, 1e-5
+    kind, b, budget = mean_noise(n, epsilon=eps, delta=0, norm_bound=L, sparsity=s)
+    assert kind == "laplace" and budget == PureDP(eps)
+    assert b == pytest.approx(2 * L * 3 / (n * eps), rel=1e-14)  # Thm 3.2: 2L√s/(nε)
+    kind, sigma, budget = mean_noise(n, epsilon=eps, delta=delta, norm_bound=L,
+                                     sparsity=s, calibration="classic")
+    assert kind == "gaussian" and budget == ApproxDP(eps, delta)
+    # Algorithm 1: σ² = 8L² ln(1.25/δ)/(nε)².
+    assert sigma ** 2 == pytest.approx(8 * L**2 * np.log(1.25 / delta) / (n * eps) ** 2,
+                                       rel=1e-12)
+    _, sigma_a, _ = mean_noise(n, epsilon=eps, delta=delta, norm_bound=L, sparsity=s)
+    assert sigma_a == analytic_gaussian_sigma(2 * L / n, eps, delta)
+    assert sigma_a < sigma  # the analytic calibration is tighter
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_released_noise_has_the_right_law(delta):
+    """On all-zero data the dense baselines release pure noise: test its law."""
+    n, d, eps = 500, 20_000, 1.0
+    X = sp.csr_matrix((n, d))
+    method = "laplace" if delta == 0 else "gaussian"
+    est = DPSparseMeanEstimator(epsilon=eps, delta=delta, method=method,
+                                sparsity=4, random_state=1).fit(X)
+    kind, scale, _ = mean_noise(n, epsilon=eps, delta=delta, norm_bound=1.0, sparsity=4)
+    lap = stats.laplace(scale=scale)
+    gauss = stats.norm(scale=scale)
+    gauss_same_var = stats.norm(scale=scale * np.sqrt(2))
+    lap_same_var = stats.laplace(scale=scale / np.sqrt(2))
+    if kind == "laplace":
+        assert stats.kstest(est.mean_, lap.cdf).pvalue > 1e-3
+        assert stats.kstest(est.mean_, gauss_same_var.cdf).pvalue < 1e-6
+    else:
+        assert stats.kstest(est.mean_, gauss.cdf).pvalue > 1e-3
+        assert stats.kstest(est.mean_, lap_same_var.cdf).pvalue < 1e-6
+
+
+# Three regimes of seed 002 Table 1 (constant, high-dimensional, low-dimensional) for the
+# projection mechanism, pure and approximate DP: (n, d, s) chosen so that a different
+# term of the bound is the smallest.
+REGIMES = {
+    "constant": (20, 20_000, 4),
+    "high_dimensional": (500, 20_000, 4),
+    "low_dimensional": (2000, 50, 10),
+}
+
+
+def _active_term(n, d, s, eps, delta, beta=0.05):
+    dense = predicted_error("gaussian" if delta else "laplace", n, d, s, eps, delta, beta=beta)
+    proj = predicted_error("projection", n, d, s, eps, delta, beta=beta)
+    if proj == 2.0:
+        return "constant"
+    return "low_dimensional" if proj == dense else "high_dimensional"
+
+
+@pytest.mark.parametrize("regime", sorted(REGIMES))
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_projection_error_within_theorem_bound(regime, delta):
+    n, d, s = REGIMES[regime]
+    eps, beta, runs = 1.0, 0.05, 200
+    assert _active_term(n, d, s, eps, delta, beta) == regime
+    bound = predicted_error("projection", n, d, s, eps, delta, beta=beta)
+    X, _ = make_sparse_vectors(n, d, s, column_distribution="power_law", random_state=0)
+    target = bounded_mean(X, 1.0, s)
+    errors = np.array([
+        np.linalg.norm(DPSparseMeanEstimator(epsilon=eps, delta=delta, sparsity=s,
+                                             method="projection", random_state=seed)
+                       .fit(X).mean_ - target)
+        for seed in range(runs)
+    ])
+    # The bound (constant 1, explicit proof constants) holds with probability ≥ 1 − β.
+    assert np.mean(errors <= bound) >= 0.95
+    # ... and the projection never does worse than its own dense noise would.
+    dense = DPSparseMeanEstimator(epsilon=eps, delta=delta, sparsity=s,
+                                  method="gaussian" if delta else "laplace")
+    dense_errors = np.array([np.linalg.norm(dense.set_params(random_state=seed)
+                                            .fit(X).mean_ - target) for seed in range(20)])
+    assert np.all(errors[:20] <= dense_errors + 1e-12)
+
+
+def test_dense_gaussian_error_concentrates_at_sigma_sqrt_d():
+    """A noise scale off by a few percent would fail this (not only the loose bound)."""
+    n, d, s = 1000, 40_000, 4
+    X, _ = make_sparse_vectors(n, d, s, random_state=0)
+    target = bounded_mean(X, 1.0, s)
+    _, sigma, _ = mean_noise(n, epsilon=1.0, delta=1e-6, norm_bound=1.0, sparsity=s)
+    err = np.linalg.norm(DPSparseMeanEstimator(method="gaussian", sparsity=s, random_state=3)
+                         .fit(X).mean_ - target)
+    assert err / (sigma * np.sqrt(d)) == pytest.approx(1.0, abs=0.02)
+
+
+def test_rows_outside_bounds_are_scaled_not_rejected():
+    rng = np.random.default_rng(0)
+    n, d, s, L = 300, 1000, 5, 2.0
+    X, _ = make_sparse_vectors(n, d, s, random_state=1)
+    X = sp.csr_matrix(X.multiply(L))  # rows of norm exactly L: inside the bounds
+    big = X.copy()
+    big.data *= np.repeat(rng.uniform(1.0, 1e6, n), np.diff(big.indptr))  # out of bounds
+    for method in ["projection", "gaussian"]:
+        a = DPSparseMeanEstimator(norm_bound=L, sparsity=s, method=method,
+                                  random_state=4).fit(X).mean_
+        b = DPSparseMeanEstimator(norm_bound=L, sparsity=s, method=method,
+                                  random_state=4).fit(big).mean_
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    # ℓ1 bounding: a dense row of norm L with d nonzeros has ℓ1 mass L√d > L√s.
+    dense_row = np.full((1, d), L / np.sqrt(d))
+    mean = bounded_mean(sp.csr_matrix(dense_row), L, s)
+    assert np.abs(mean).sum() == pytest.approx(L * np.sqrt(s), rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_input_raises(bad):
+    X = np.zeros((5, 3))
+    X[2, 1] = bad
+    with pytest.raises(ValueError, match="NaN|infinity|inf"):
+        DPSparseMeanEstimator(random_state=0).fit(X)
+    with pytest.raises(ValueError, match="NaN|infinity|inf"):
+        DPSparseMeanEstimator(random_state=0).fit(sp.csr_matrix(X))
+
+
+@pytest.mark.parametrize("param, value", [
+    ("epsilon", 0.0), ("epsilon", -1.0), ("epsilon", np.inf), ("delta", 1.0),
+    ("delta", -1e-3), ("sparsity", 0), ("norm_bound", -1.0), ("method", "magic"),
+])
+def test_invalid_parameters_are_named(param, value):
+    est = DPSparseMeanEstimator(**{param: value})
+    with pytest.raises(ValueError, match=param):
+        est.fit(np.ones((4, 3)))
+
+
+def test_method_delta_mismatch_is_explained():
+    with pytest.raises(ValueError, match="delta"):
+        DPSparseMeanEstimator(delta=0, method="l1_recovery").fit(np.ones((4, 3)))
+    with pytest.raises(ValueError, match="delta"):
+        DPSparseMeanEstimator(delta=1e-6, method="laplace").fit(np.ones((4, 3)))
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "lil", "dok", "bsr"])
+def test_sparse_formats_match_dense(fmt):
+    X, _ = make_sparse_vectors(200, 300, 6, random_state=2)
+    dense = DPSparseMeanEstimator(sparsity=6, random_state=5).fit(X.toarray()).mean_
+    other = DPSparseMeanEstimator(sparsity=6, random_state=5).fit(X.asformat(fmt)).mean_
+    np.testing.assert_allclose(dense, other, rtol=1e-10, atol=1e-13)
+
+
+def test_auto_depends_only_on_public_shape_and_parameters():
+    X1, _ = make_sparse_vectors(1000, 5000, 5, random_state=0)
+    X2 = sp.csr_matrix(X1.shape)
+    m1 = DPSparseMeanEstimator(sparsity=5, random_state=0).fit(X1).method_
+    m2 = DPSparseMeanEstimator(sparsity=5, random_state=0).fit(X2).method_
+    assert m1 == m2 == choose_method(1000, 5000, 5, 1.0, 1e-6)
+    # Pure DP: the projection dominates the dense Laplace baseline.
+    assert choose_method(1000, 5000, 5, 1.0, 0.0) == "projection"
+
+
+def test_transform_and_score():
+    X, _ = make_sparse_vectors(500, 40, 4, random_state=0)
+    est = DPSparseMeanEstimator(sparsity=4, random_state=0).fit(X)
+    Xd = X.toarray()
+    np.testing.assert_allclose(est.transform(Xd), Xd - est.mean_)
+    with pytest.raises(ValueError, match="sparse"):
+        est.transform(X)
+    expected = -np.mean(np.sum((Xd - est.mean_) ** 2, axis=1))
+    assert est.score(X) == pytest.approx(expected, rel=1e-12)
+    assert est.score(Xd) == pytest.approx(expected, rel=1e-12)
+
+
+def test_grid_search_and_pipeline():
+    X, _ = make_sparse_vectors(300, 200, 4, random_state=0)
+    grid = GridSearchCV(DPSparseMeanEstimator(random_state=0),
+                        {"epsilon": [0.01, 10.0], "sparsity": [4, 50]}, cv=3).fit(X)
+    assert grid.best_params_["epsilon"] == 10.0  # far less noise wins on held-out rows
+    pipe = Pipeline([("center", DPSparseMeanEstimator(sparsity=4, random_state=0)),
+                     ("pca", PCA(n_components=2))]).fit(X.toarray())
+    assert pipe.transform(X.toarray()).shape == (300, 2)
+
+
+def test_seeded_fits_reproduce_and_unseeded_fits_differ():
+    X, _ = make_sparse_vectors(100, 50, 3, random_state=0)
+    a = DPSparseMeanEstimator(random_state=7).fit(X).mean_
+    b = DPSparseMeanEstimator(random_state=7).fit(X).mean_
+    c = DPSparseMeanEstimator().fit(X).mean_
+    d = DPSparseMeanEstimator().fit(X).mean_
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(c, d)
