@@ -20,7 +20,7 @@ def demo_sparse_mean():
     X, _ = make_sparse_vectors(n, d, s, column_distribution="power_law", random_state=0)
     target = np.asarray(X.mean(axis=0)).ravel()  # rows already have unit norm
     _section(f"DPSparseMeanEstimator: n={n}, d={d}, s={s} nonzeros per row (CSR)")
-    print(f"{"method":<18} {"privacy spent":<16} {'l2 error':>9}  (||mean|| = "
+    print(f"{'method':<18} {'privacy spent':<16} {'l2 error':>9}  (||mean|| = "
           f"{np.linalg.norm(target):.3f})")
     for method, delta in [("gaussian", 1e-6), ("projection", 1e-6),
                           ("laplace", 0.0), ("projection", 0.0), ("auto", 1e-6)]:
