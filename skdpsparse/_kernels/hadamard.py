@@ -38,6 +38,7 @@ XORs and one more look-up, independently of :math:`g` — instead of :math:`g` p
 """
 
 import math
+import threading
 
 import numba
 import numpy as np
@@ -73,6 +74,24 @@ _PARALLEL_MIN_WORK = 1 << 20
 # --------------------------------------------------------------------------------------
 # Fast Walsh–Hadamard transform
 # --------------------------------------------------------------------------------------
+
+@njit(cache=True, inline="always")
+def _radix4_butterfly(x0, x1, x2, x3, width):
+    """Two WHT butterfly levels on four disjoint views of equal ``width``, in place."""
+    for j in range(width):
+        a0 = x0[j]
+        a1 = x1[j]
+        a2 = x2[j]
+        a3 = x3[j]
+        b0 = a0 + a1
+        b1 = a0 - a1
+        b2 = a2 + a3
+        b3 = a2 - a3
+        x0[j] = b0 + b2
+        x1[j] = b1 + b3
+        x2[j] = b0 - b2
+        x3[j] = b1 - b3
+
 
 @njit(cache=True)
 def _fwht_block(x, start, n):
@@ -122,19 +141,7 @@ def _fwht_block(x, start, n):
             x1 = x[i + h:i + 2 * h]
             x2 = x[i + 2 * h:i + 3 * h]
             x3 = x[i + 3 * h:i + 4 * h]
-            for j in range(h):
-                a0 = x0[j]
-                a1 = x1[j]
-                a2 = x2[j]
-                a3 = x3[j]
-                b0 = a0 + a1
-                b1 = a0 - a1
-                b2 = a2 + a3
-                b3 = a2 - a3
-                x0[j] = b0 + b2
-                x1[j] = b1 + b3
-                x2[j] = b0 - b2
-                x3[j] = b1 - b3
+            _radix4_butterfly(x0, x1, x2, x3, h)
         h *= 4
     if 2 * h <= n:
         for i in range(start, start + n, 2 * h):
@@ -223,19 +230,7 @@ def _high_strip(x, block, width, c, scale):
                 x1 = x[p1:p1 + width]
                 x2 = x[p2:p2 + width]
                 x3 = x[p3:p3 + width]
-                for j in range(width):
-                    a0 = x0[j]
-                    a1 = x1[j]
-                    a2 = x2[j]
-                    a3 = x3[j]
-                    b0 = a0 + a1
-                    b1 = a0 - a1
-                    b2 = a2 + a3
-                    b3 = a2 - a3
-                    x0[j] = b0 + b2
-                    x1[j] = b1 + b3
-                    x2[j] = b0 - b2
-                    x3[j] = b1 - b3
+                _radix4_butterfly(x0, x1, x2, x3, width)
         h *= 4
     if 2 * h <= rows:
         # Last level fused with the scaling.
@@ -272,8 +267,11 @@ def _high_levels_ser(x, block, width, scale):
 
 def _parallel(work):
     """Use the threaded drivers only for work worth a thread launch (on a busy
-    machine a parallel region can wait milliseconds for a descheduled worker)."""
-    return work >= _PARALLEL_MIN_WORK and numba.get_num_threads() > 1
+    machine a parallel region can wait milliseconds for a descheduled worker), and
+    only from the main thread: numba's fallback "workqueue" threading layer aborts
+    the process when two Python threads enter parallel regions at once."""
+    return (work >= _PARALLEL_MIN_WORK and numba.get_num_threads() > 1
+            and threading.current_thread() is threading.main_thread())
 
 
 _NO_POS = np.empty(0, dtype=np.int64)
