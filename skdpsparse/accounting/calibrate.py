@@ -25,6 +25,7 @@ __all__ = [
     "analytic_gaussian_sigma",
     "calibrate_noise_multiplier",
     "gaussian_delta",
+    "gaussian_sigma",
     "gaussian_sigma_classic",
     "laplace_scale",
     "zcdp_gaussian_sigma",
@@ -180,6 +181,20 @@ def analytic_gaussian_sigma(sensitivity, epsilon, delta):
     while excess(math.log(sigma)) > 0:  # brentq may stop on either side of the root
         sigma = math.nextafter(sigma, math.inf)
     return sigma
+
+
+def gaussian_sigma(sensitivity, epsilon, delta, calibration="analytic"):
+    """σ of an (ε, δ)-DP Gaussian mechanism for ℓ2 sensitivity Δ₂, by ``calibration``.
+
+    ``"analytic"``: :func:`analytic_gaussian_sigma` (Balle and Wang 2018; valid for
+    every ε, tighter). ``"classic"``: :func:`gaussian_sigma_classic`, the formula the
+    seeds state (Dwork and Roth 2014, Thm A.1; ε < 1).
+    """
+    if calibration == "analytic":
+        return analytic_gaussian_sigma(sensitivity, epsilon, delta)
+    if calibration == "classic":
+        return gaussian_sigma_classic(sensitivity, epsilon, delta)
+    raise ValueError(f"calibration must be 'analytic' or 'classic', got {calibration!r}.")
 
 
 def zcdp_gaussian_sigma(sensitivity, rho):

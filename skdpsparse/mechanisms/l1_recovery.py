@@ -30,8 +30,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _kernels
+from ..accounting import ApproxDP, gaussian_sigma
 from ..utils._data import as_canonical_csr
-from ..accounting import ApproxDP, analytic_gaussian_sigma, gaussian_sigma_classic
 from .basis_pursuit import basis_pursuit
 from .noise import add_noise_inplace
 from .projection import bounded_mean, projection_mechanism, row_bounds
@@ -57,12 +57,10 @@ def uses_compressed_sensing(d, m):
 def measurement_noise_sigma(n, *, epsilon, delta, norm_bound, calibration="analytic"):
     """σ for the averaged clipped measurements (ℓ2 sensitivity 2·1.5·L/n = 3L/n)."""
     sensitivity = 2.0 * MEASUREMENT_CLIP * norm_bound / n
-    if calibration == "classic":
-        # The seed's σ² = 18L² ln(2.5/δ)/(nε)², i.e. sensitivity 3L/n at δ/2.
-        return gaussian_sigma_classic(sensitivity, epsilon, delta / 2.0)
-    if calibration == "analytic":
-        return analytic_gaussian_sigma(sensitivity, epsilon, delta)
-    raise ValueError(f"calibration must be 'analytic' or 'classic', got {calibration!r}.")
+    # "classic" is the seed's σ² = 18L² ln(2.5/δ)/(nε)², i.e. sensitivity 3L/n at δ/2
+    # (the seed charges the other δ/2 to the RIP event, which clipping makes moot).
+    return gaussian_sigma(sensitivity, epsilon,
+                          delta / 2.0 if calibration == "classic" else delta, calibration)
 
 
 def gaussian_l1_recovery(X, *, epsilon, delta, norm_bound, sparsity, rng,

@@ -17,8 +17,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _kernels
+from ..accounting import ApproxDP, PureDP, gaussian_sigma
 from ..utils._data import as_canonical_csr
-from ..accounting import ApproxDP, PureDP, analytic_gaussian_sigma, gaussian_sigma_classic
 from .noise import add_noise_inplace
 
 
@@ -81,13 +81,7 @@ def mean_noise(n, *, epsilon, delta, norm_bound, sparsity, calibration="analytic
     l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
     if delta == 0:
         return "laplace", 2.0 * l1_bound / (n * epsilon), PureDP(epsilon)
-    sensitivity = 2.0 * l2_bound / n
-    if calibration == "classic":
-        sigma = gaussian_sigma_classic(sensitivity, epsilon, delta)
-    elif calibration == "analytic":
-        sigma = analytic_gaussian_sigma(sensitivity, epsilon, delta)
-    else:
-        raise ValueError(f"calibration must be 'analytic' or 'classic', got {calibration!r}.")
+    sigma = gaussian_sigma(2.0 * l2_bound / n, epsilon, delta, calibration)
     return "gaussian", sigma, ApproxDP(epsilon, delta)
 
 

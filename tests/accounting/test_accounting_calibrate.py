@@ -127,3 +127,13 @@ def test_docstring_examples():
     for module in (acc.budget, acc.rdp, acc.calibrate):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0
+
+
+def test_gaussian_sigma_dispatches_on_calibration():
+    from skdpsparse.accounting import (
+        analytic_gaussian_sigma, gaussian_sigma, gaussian_sigma_classic,
+    )
+    assert gaussian_sigma(0.3, 0.5, 1e-6) == analytic_gaussian_sigma(0.3, 0.5, 1e-6)
+    assert gaussian_sigma(0.3, 0.5, 1e-6, "classic") == gaussian_sigma_classic(0.3, 0.5, 1e-6)
+    with pytest.raises(ValueError, match="calibration"):
+        gaussian_sigma(0.3, 0.5, 1e-6, "exact")
