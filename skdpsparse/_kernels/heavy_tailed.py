@@ -260,9 +260,10 @@ def _check_dense(X):
 def _check_center(center, d):
     if center is None:
         return np.zeros(d)
-    center = np.ascontiguousarray(center, dtype=np.float64)
-    if center.ndim == 0:
+    center = np.asarray(center, dtype=np.float64)
+    if center.ndim == 0:  # (np.ascontiguousarray would make a scalar 1-D)
         center = np.full(d, float(center))
+    center = np.ascontiguousarray(center)
     if center.shape != (d,):
         raise ValueError(f"center must have shape ({d},), got {center.shape}.")
     if not np.all(np.isfinite(center)):

@@ -103,6 +103,12 @@ from .._kernels.heavy_tailed import (
     noise_smoothing_mean_dense,
     smoothed_phi_sup,
 )
+from .._kernels.heavy_tailed_scaled import (
+    cwme_scaled_csr,
+    cwme_scaled_dense,
+    noise_smoothing_scaled_csr,
+    noise_smoothing_scaled_dense,
+)
 from ..accounting import (
     ZCDP,
     PureDP,
@@ -348,9 +354,9 @@ def noise_smoothing_sensitivity(n_samples, n_features, tau, smoothing_variance=1
 
 
 # -------------------------------------------------------------- non-private statistics
-def trimmed_median_of_means(X, *, tau, n_groups, center=None):
+def trimmed_median_of_means(X, *, tau, n_groups, center=None, scale=None, groups=None):
     """Algorithm 3 without noise (NOT private): the coordinate-wise trimmed median of
-    means of the rows of ``X``.
+    means of the rows of ``X`` (or of the rows ``scale[i] * X[i]``).
 
     Parameters
     ----------
@@ -361,6 +367,16 @@ def trimmed_median_of_means(X, *, tau, n_groups, center=None):
         m; min(m, n) consecutive groups are used.
     center : array-like of shape (d,) or float, optional
         Data-independent centre of the clipping intervals (0 by default).
+    scale : array-like of shape (n,), optional
+        Per-row factors: the statistic of ``scale[:, None] * X`` without forming it
+        (per-example gradients of a linear model are scaled rows). Any values: the
+        clipping bounds every row's contribution whatever its scale.
+    groups : array-like of int of shape (n,), optional
+        Group of each row, a permutation of the consecutive split
+        (:func:`skdpsparse._kernels.heavy_tailed_scaled.check_groups`); consecutive
+        groups when omitted. Drawn independently of the data, it leaves the
+        sensitivity unchanged: the proof holds for every fixed assignment with these
+        group sizes.
 
     Returns
     -------
@@ -369,6 +385,13 @@ def trimmed_median_of_means(X, *, tau, n_groups, center=None):
     X = _as_data(X)
     tau = _positive_finite(tau, "tau")
     n_groups = _count(n_groups, "n_groups")
+    if scale is not None or groups is not None:
+        if sp.issparse(X):
+            out = cwme_scaled_csr(X.indptr, X.indices, X.data, X.shape[0], X.shape[1],
+                                  tau, n_groups, center, scale=scale, groups=groups)
+        else:
+            out = cwme_scaled_dense(X, tau, n_groups, center, scale=scale, groups=groups)
+        return _finite_statistic(out)
     if sp.issparse(X):
         out = cwme_csr(X.indptr, X.indices, X.data, X.shape[0], X.shape[1], tau,
                        n_groups, center)
@@ -377,8 +400,9 @@ def trimmed_median_of_means(X, *, tau, n_groups, center=None):
     return _finite_statistic(out)
 
 
-def noise_smoothing_mean(X, *, tau, smoothing_variance=1.0):
-    """Algorithm 4 without noise (NOT private): ``(τ/n) Σ_i ψ_c(x_i/τ)`` per coordinate.
+def noise_smoothing_mean(X, *, tau, smoothing_variance=1.0, scale=None):
+    """Algorithm 4 without noise (NOT private): ``(τ/n) Σ_i ψ_c(x_i/τ)`` per coordinate
+    (of the rows ``scale[i] * x_i`` when ``scale`` is given).
 
     Returns
     -------
@@ -387,6 +411,13 @@ def noise_smoothing_mean(X, *, tau, smoothing_variance=1.0):
     X = _as_data(X)
     tau = _positive_finite(tau, "tau")
     c = _real(smoothing_variance, "smoothing_variance")
+    if scale is not None:
+        if sp.issparse(X):
+            out = noise_smoothing_scaled_csr(X.indptr, X.indices, X.data, X.shape[0],
+                                             X.shape[1], tau, c, scale=scale)
+        else:
+            out = noise_smoothing_scaled_dense(X, tau, c, scale=scale)
+        return _finite_statistic(out)
     if sp.issparse(X):
         out = noise_smoothing_mean_csr(X.indptr, X.indices, X.data, X.shape[0],
                                        X.shape[1], tau, c)
@@ -402,7 +433,8 @@ def _release(statistic, rng, kind, scale):
     return z
 
 
-def private_cwme_zcdp(X, *, tau, n_groups, rho, rng, center=None):
+def private_cwme_zcdp(X, *, tau, n_groups, rho, rng, center=None, scale=None,
+                      groups=None):
     """CDPCWME: trimmed median of means plus N(0, σ²I), ρ-zCDP (Theorem 4.1).
 
     σ = Δ₂/√(2ρ) with Δ₂ = 6τ√d/floor(n/m) for odd m, half that for even m
@@ -421,6 +453,8 @@ def private_cwme_zcdp(X, *, tau, n_groups, rho, rng, center=None):
     rng : numpy.random.Generator
     center : array-like of shape (d,) or float, optional
         Data-independent centre of the clipping intervals (0 by default).
+    scale, groups : array-like of shape (n,), optional
+        As in :func:`trimmed_median_of_means`; the sensitivity does not depend on them.
 
     Returns
     -------
@@ -433,7 +467,8 @@ def private_cwme_zcdp(X, *, tau, n_groups, rho, rng, center=None):
     rng = _check_rng(rng)
     rho = _positive_finite(rho, "rho")
     X = _as_data(X)
-    statistic = trimmed_median_of_means(X, tau=tau, n_groups=n_groups, center=center)
+    statistic = trimmed_median_of_means(X, tau=tau, n_groups=n_groups, center=center,
+                                        scale=scale, groups=groups)
     n, d = X.shape
     sens = cwme_sensitivity(n, d, tau, n_groups)
     sigma = zcdp_gaussian_sigma(sens.l2, rho)
@@ -443,7 +478,8 @@ def private_cwme_zcdp(X, *, tau, n_groups, rho, rng, center=None):
     return _release(statistic, rng, "gaussian", sigma), ZCDP(rho), info
 
 
-def private_cwme(X, *, tau, n_groups, epsilon, delta, rng, center=None):
+def private_cwme(X, *, tau, n_groups, epsilon, delta, rng, center=None, scale=None,
+                 groups=None):
     """Private coordinate-wise trimmed median of means (seed 004, Theorem 4.1).
 
     * ``delta > 0`` (CDPCWME): spends ρ = ``approx_dp_to_zcdp(epsilon, delta)``, the
@@ -471,6 +507,8 @@ def private_cwme(X, *, tau, n_groups, epsilon, delta, rng, center=None):
     rng : numpy.random.Generator
     center : array-like of shape (d,) or float, optional
         Data-independent centre of the clipping intervals (0 by default).
+    scale, groups : array-like of shape (n,), optional
+        As in :func:`trimmed_median_of_means`; the sensitivity does not depend on them.
 
     Returns
     -------
@@ -485,12 +523,14 @@ def private_cwme(X, *, tau, n_groups, epsilon, delta, rng, center=None):
     if delta > 0:
         rho = approx_dp_to_zcdp(epsilon, delta)
         estimate, budget, info = private_cwme_zcdp(
-            X, tau=tau, n_groups=n_groups, rho=rho, rng=rng, center=center)
+            X, tau=tau, n_groups=n_groups, rho=rho, rng=rng, center=center, scale=scale,
+            groups=groups)
         info.update(epsilon=epsilon, delta=delta, approx_dp=budget.to_approx_dp(delta))
         return estimate, budget, info
     rng = _check_rng(rng)
     X = _as_data(X)
-    statistic = trimmed_median_of_means(X, tau=tau, n_groups=n_groups, center=center)
+    statistic = trimmed_median_of_means(X, tau=tau, n_groups=n_groups, center=center,
+                                        scale=scale, groups=groups)
     n, d = X.shape
     sens = cwme_sensitivity(n, d, tau, n_groups)
     b = laplace_scale(sens.l1, epsilon)
@@ -501,7 +541,8 @@ def private_cwme(X, *, tau, n_groups, epsilon, delta, rng, center=None):
     return _release(statistic, rng, "laplace", b), PureDP(epsilon), info
 
 
-def private_noise_smoothing_mean_zcdp(X, *, tau, rho, rng, smoothing_variance=1.0):
+def private_noise_smoothing_mean_zcdp(X, *, tau, rho, rng, smoothing_variance=1.0,
+                                      scale=None):
     """CDPNSME (seed 004, Algorithm 4) with the corrected sensitivity: ρ-zCDP.
 
     Adds N(0, σ²I), σ = Δ₂/√(2ρ), Δ₂ = 2 S_c τ√d/n with S_c = (2√2/3) erf(1/√(2c))
@@ -518,6 +559,9 @@ def private_noise_smoothing_mean_zcdp(X, *, tau, rho, rng, smoothing_variance=1.
     rng : numpy.random.Generator
     smoothing_variance : float, default=1.0
         c, the variance of the multiplicative noise N (the seed's "constant c").
+    scale : array-like of shape (n,), optional
+        Per-row factors (:func:`noise_smoothing_mean`); the sensitivity does not
+        depend on them (ψ_c is bounded whatever its argument).
 
     Returns
     -------
@@ -530,7 +574,8 @@ def private_noise_smoothing_mean_zcdp(X, *, tau, rho, rng, smoothing_variance=1.
     rng = _check_rng(rng)
     rho = _positive_finite(rho, "rho")
     X = _as_data(X)
-    statistic = noise_smoothing_mean(X, tau=tau, smoothing_variance=smoothing_variance)
+    statistic = noise_smoothing_mean(X, tau=tau, smoothing_variance=smoothing_variance,
+                                     scale=scale)
     n, d = X.shape
     sens = noise_smoothing_sensitivity(n, d, tau, smoothing_variance)
     sigma = zcdp_gaussian_sigma(sens.l2, rho)
@@ -539,7 +584,8 @@ def private_noise_smoothing_mean_zcdp(X, *, tau, rho, rng, smoothing_variance=1.
     return _release(statistic, rng, "gaussian", sigma), ZCDP(rho), info
 
 
-def private_noise_smoothing_mean(X, *, tau, epsilon, delta, rng, smoothing_variance=1.0):
+def private_noise_smoothing_mean(X, *, tau, epsilon, delta, rng, smoothing_variance=1.0,
+                                 scale=None):
     """CDPNSME at an (ε, δ) target: ρ = ``approx_dp_to_zcdp(epsilon, delta)``.
 
     Only ``delta > 0`` (the mechanism is Gaussian). Returns ``(estimate, ZCDP(ρ),
@@ -553,6 +599,6 @@ def private_noise_smoothing_mean(X, *, tau, epsilon, delta, rng, smoothing_varia
                          "delta must be positive.")
     rho = approx_dp_to_zcdp(epsilon, delta)
     estimate, budget, info = private_noise_smoothing_mean_zcdp(
-        X, tau=tau, rho=rho, rng=rng, smoothing_variance=smoothing_variance)
+        X, tau=tau, rho=rho, rng=rng, smoothing_variance=smoothing_variance, scale=scale)
     info.update(epsilon=epsilon, delta=delta, approx_dp=budget.to_approx_dp(delta))
     return estimate, budget, info

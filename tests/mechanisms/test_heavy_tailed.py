@@ -11,6 +11,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import special, stats
 
+from skdpsparse._kernels.heavy_tailed_scaled import consecutive_groups
 from skdpsparse.accounting import ZCDP, PureDP, approx_dp_to_zcdp
 from skdpsparse.datasets import central_moment_bound, make_heavy_tailed
 from skdpsparse.mechanisms.heavy_tailed import (
@@ -87,6 +88,29 @@ def test_cwme_sensitivity_holds_on_adversarial_neighbours(n, d, m, centered):
     assert worst[2] <= sens.l2 * slack
     if min(m, n) == 1:  # the clipped mean: -HUGE -> +HUGE moves it by 6τ/n everywhere
         np.testing.assert_allclose(worst, sens, rtol=1e-9)
+
+
+@pytest.mark.parametrize("n, d, m", [(20, 3, 3), (37, 4, 4), (41, 3, 7)])
+def test_cwme_sensitivity_holds_with_scaled_rows_and_shuffled_groups(n, d, m):
+    """The gradient-oracle form (rows scale_i·x_i, groups a random permutation of
+    the consecutive split) has the same sensitivity: the proof only uses the group
+    sizes and that every clipped value lies in an interval of length 6τ."""
+    rng = np.random.default_rng(n + m)
+    tau = 0.7
+    X = rng.standard_t(2.0, size=(n, d))
+    scale = rng.standard_t(2.0, size=n) + 0.1  # nonzero: any row value is reachable
+    groups = rng.permutation(consecutive_groups(n, m))
+    sens = cwme_sensitivity(n, d, tau, m)
+    worst = max_neighbour_change(
+        lambda Y: trimmed_median_of_means(Y, tau=tau, n_groups=m, scale=scale,
+                                          groups=groups),
+        X, tau, None)
+    assert np.all(worst <= np.asarray(sens) * (1 + 1e-9))
+    nsens = noise_smoothing_sensitivity(n, d, tau, 0.5)
+    worst = max_neighbour_change(
+        lambda Y: noise_smoothing_mean(Y, tau=tau, smoothing_variance=0.5, scale=scale),
+        X, tau, None)
+    assert np.all(worst <= np.asarray(nsens) * (1 + 1e-9))
 
 
 def attaining_dataset(n, d, m, tau, center):

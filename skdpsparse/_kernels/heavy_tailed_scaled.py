@@ -1,0 +1,301 @@
+"""The seed 004 mean kernels on rows scaled by per-row factors, in shuffled groups.
+
+Two needs of the heavy-tailed estimators that the plain kernels of
+:mod:`skdpsparse._kernels.heavy_tailed` do not meet without copying the data:
+
+* **Per-example gradients of a linear model** are ``g_i = l'(x_i . w + b, y_i) x_i``,
+  a row of ``X`` scaled by one number. The kernels here read ``scale[i] * X[i, j]``
+  on the fly, so a gradient step of the SCO regressor never forms the ``n x d``
+  gradient matrix (nor a CSR copy of it).
+* **Shuffled groups.** The median of means assumes exchangeable rows; data sorted by
+  time or label would give biased group means. Instead of permuting ``X`` (a full
+  copy), row ``i`` goes to group ``groups[i]``, where ``groups`` is a permutation of
+  :func:`consecutive_groups`: the group *sizes* are those of the consecutive split,
+  which is all the sensitivity and the median (``_median_of_group_means``) use.
+
+Same conventions as the plain kernels (float64 accumulation, NaN in a column that
+holds a non-finite value, implicit CSR zeros clipped like explicit ones); no
+randomness and no privacy decisions here.
+"""
+
+import numpy as np
+from numba import njit
+
+from .heavy_tailed import (
+    _check_c,
+    _check_center,
+    _check_csr,
+    _check_dense,
+    _check_positive_tau,
+    _check_tau,
+    _clip,
+    _constants,
+    _interval,
+    _median_of_group_means,
+    _psi,
+    effective_n_groups,
+    group_bounds,
+)
+
+__all__ = [
+    "consecutive_groups",
+    "check_groups",
+    "cwme_scaled_dense",
+    "cwme_scaled_csr",
+    "noise_smoothing_scaled_dense",
+    "noise_smoothing_scaled_csr",
+]
+
+
+def consecutive_groups(n_rows, n_groups):
+    """Group label of every row in the consecutive split of the plain kernels.
+
+    Returns an int64 array of length ``n_rows`` holding ``g`` for the rows
+    ``start_g <= i < start_{g+1}`` (:func:`~skdpsparse._kernels.heavy_tailed.group_bounds`).
+    Any permutation of it is a valid ``groups`` argument.
+    """
+    bounds = group_bounds(n_rows, n_groups)
+    return np.repeat(np.arange(bounds.shape[0] - 1, dtype=np.int64), np.diff(bounds))
+
+
+def check_groups(groups, n_rows, n_groups):
+    """Validate ``groups``: int labels with the group sizes of the consecutive split.
+
+    ``None`` gives :func:`consecutive_groups`. Anything else must be a length
+    ``n_rows`` integer array whose label counts equal the consecutive sizes (sizes
+    ``q + 1`` for the first ``r`` labels and ``q`` for the rest), or the median and
+    the sensitivity would be computed for the wrong sizes.
+    """
+    m = effective_n_groups(n_rows, n_groups)
+    if groups is None:
+        return consecutive_groups(n_rows, m)
+    groups = np.asarray(groups)
+    if groups.shape != (n_rows,) or groups.dtype.kind not in "iu":
+        raise ValueError(f"groups must be an integer array of shape ({n_rows},).")
+    groups = groups.astype(np.int64, copy=False)
+    if groups.min() < 0 or groups.max() >= m:
+        raise ValueError(f"group labels must lie in [0, {m}).")
+    counts = np.bincount(groups, minlength=m)
+    if not np.array_equal(counts, np.diff(group_bounds(n_rows, m))):
+        raise ValueError("groups must have the sizes of the consecutive split "
+                         "(a permutation of consecutive_groups(n_rows, n_groups)).")
+    return np.ascontiguousarray(groups)
+
+
+def _check_scale(scale, n_rows):
+    if scale is None:
+        return np.ones(n_rows)
+    scale = np.ascontiguousarray(scale, dtype=np.float64)
+    if scale.shape != (n_rows,):
+        raise ValueError(f"scale must have shape ({n_rows},), got {scale.shape}.")
+    return scale
+
+
+# -------------------------------------------------------------------- median of means
+@njit(cache=True)
+def _group_sums_rows(X, scale, groups, lo, hi, m):
+    n, d = X.shape
+    sums = np.zeros((m, d))
+    for i in range(n):
+        acc = sums[groups[i]]
+        row = X[i]
+        s = scale[i]
+        for j in range(d):
+            v = s * np.float64(row[j])
+            acc[j] += _clip(v, lo[j], hi[j]) + (v - v)
+    return sums
+
+
+@njit(cache=True)
+def _group_sums_cols(XT, scale, groups, lo, hi, m):
+    # F-contiguous X read column by column; a length-m buffer keeps the scatter local.
+    d, n = XT.shape
+    sums = np.zeros((m, d))
+    buf = np.zeros(m)
+    for j in range(d):
+        col = XT[j]
+        lj = lo[j]
+        hj = hi[j]
+        buf[:] = 0.0
+        for i in range(n):
+            v = scale[i] * np.float64(col[i])
+            buf[groups[i]] += _clip(v, lj, hj) + (v - v)
+        for g in range(m):
+            sums[g, j] = buf[g]
+    return sums
+
+
+@njit(cache=True)
+def _cwme_scaled_dense_nb(X, scale, groups, tau, m, center, f_order):
+    lo, hi = _interval(center, tau)
+    if f_order:
+        sums = _group_sums_cols(X.T, scale, groups, lo, hi, m)
+    else:
+        sums = _group_sums_rows(X, scale, groups, lo, hi, m)
+    return _median_of_group_means(sums, X.shape[0])
+
+
+@njit(cache=True)
+def _cwme_scaled_csr_nb(indptr, indices, data, n_rows, n_cols, scale, groups, tau, m,
+                        center):
+    lo, hi = _interval(center, tau)
+    clip0 = np.empty(n_cols)
+    any_nonzero = False
+    for j in range(n_cols):
+        clip0[j] = _clip(0.0, lo[j], hi[j])
+        if clip0[j] != 0.0:
+            any_nonzero = True
+    sums = np.zeros((m, n_cols))
+    if any_nonzero:
+        counts = np.zeros((m, n_cols), dtype=np.int64)
+    else:
+        counts = np.zeros((1, 1), dtype=np.int64)
+    for i in range(n_rows):
+        g = groups[i]
+        acc = sums[g]
+        s = scale[i]
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            j = indices[k]
+            v = s * np.float64(data[k])
+            acc[j] += _clip(v, lo[j], hi[j]) + (v - v)
+            if any_nonzero:
+                counts[g, j] += 1
+    if any_nonzero:
+        q = n_rows // m
+        r = n_rows - q * m
+        for g in range(m):
+            size = q + 1 if g < r else q
+            for j in range(n_cols):
+                sums[g, j] += (size - counts[g, j]) * clip0[j]
+    return _median_of_group_means(sums, n_rows)
+
+
+def cwme_scaled_dense(X, tau, n_groups, center=None, scale=None, groups=None):
+    """Coordinate-wise trimmed median of means of the rows ``scale[i] * X[i]``.
+
+    Equals :func:`~skdpsparse._kernels.heavy_tailed.cwme_dense` of
+    ``scale[:, None] * X`` with row ``i`` in group ``groups[i]`` (consecutive groups
+    when None), without forming either.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d), float32 or float64
+    tau : float
+        ``>= 0``; entries are clipped into ``[center_j - 3 tau, center_j + 3 tau]``.
+    n_groups : int
+        ``m >= 1``; ``min(m, n)`` groups are used.
+    center : array-like of shape (d,) or float, default=None
+    scale : array-like of shape (n,), default=None
+        Per-row factors (ones when None).
+    groups : array-like of int of shape (n,), default=None
+        See :func:`check_groups`.
+
+    Returns
+    -------
+    ndarray of shape (d,), float64
+    """
+    X = _check_dense(X)
+    n, d = X.shape
+    m = effective_n_groups(n, n_groups)
+    tau = _check_tau(tau)
+    center = _check_center(center, d)
+    scale = _check_scale(scale, n)
+    groups = check_groups(groups, n, m)
+    if not (X.flags.c_contiguous or X.flags.f_contiguous):
+        X = np.ascontiguousarray(X)
+    f_order = bool(X.flags.f_contiguous and not X.flags.c_contiguous)
+    return _cwme_scaled_dense_nb(X, scale, groups, tau, m, center, f_order)
+
+
+def cwme_scaled_csr(indptr, indices, data, n_rows, n_cols, tau, n_groups, center=None,
+                    scale=None, groups=None):
+    """:func:`cwme_scaled_dense` of a canonical CSR matrix given by its parts.
+
+    A scaled implicit zero is still zero and is clipped like one; ``O(m n_cols)``
+    memory.
+    """
+    indptr, indices, data, n_rows, n_cols = _check_csr(indptr, indices, data, n_rows, n_cols)
+    m = effective_n_groups(n_rows, n_groups)
+    tau = _check_tau(tau)
+    center = _check_center(center, n_cols)
+    scale = _check_scale(scale, n_rows)
+    groups = check_groups(groups, n_rows, m)
+    return _cwme_scaled_csr_nb(indptr, indices, data, n_rows, n_cols, scale, groups, tau,
+                               m, center)
+
+
+# --------------------------------------------------------------------- noise smoothing
+@njit(cache=True)
+def _noise_smoothing_scaled_rows(X, scale, tau, c):
+    n, d = X.shape
+    sqrt_c, inv_sqrt_c, sup = _constants(c)
+    sums = np.zeros(d)
+    for i in range(n):
+        row = X[i]
+        s = scale[i] / tau
+        for j in range(d):
+            sums[j] += _psi(s * np.float64(row[j]), c, sqrt_c, inv_sqrt_c, sup)
+    for j in range(d):
+        sums[j] *= tau / n
+    return sums
+
+
+@njit(cache=True)
+def _noise_smoothing_scaled_cols(XT, scale, tau, c):
+    d, n = XT.shape
+    sqrt_c, inv_sqrt_c, sup = _constants(c)
+    sums = np.zeros(d)
+    for j in range(d):
+        col = XT[j]
+        acc = 0.0
+        for i in range(n):
+            acc += _psi(scale[i] / tau * np.float64(col[i]), c, sqrt_c, inv_sqrt_c, sup)
+        sums[j] = acc * (tau / n)
+    return sums
+
+
+@njit(cache=True)
+def _noise_smoothing_scaled_csr_nb(indptr, indices, data, n_rows, n_cols, scale, tau, c):
+    sqrt_c, inv_sqrt_c, sup = _constants(c)
+    sums = np.zeros(n_cols)
+    for i in range(n_rows):
+        s = scale[i] / tau
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            sums[indices[k]] += _psi(s * np.float64(data[k]), c, sqrt_c, inv_sqrt_c, sup)
+    for j in range(n_cols):
+        sums[j] *= tau / n_rows
+    return sums
+
+
+def noise_smoothing_scaled_dense(X, tau, c, scale=None):
+    """Noise-smoothing column means of the rows ``scale[i] * X[i]``:
+    ``(tau/n) sum_i smoothed_phi(scale[i] X[i, j] / tau, c)``.
+
+    Returns
+    -------
+    ndarray of shape (d,), float64
+    """
+    X = _check_dense(X)
+    if X.shape[0] < 1:
+        raise ValueError("need at least one row.")
+    tau = _check_positive_tau(tau)
+    c = _check_c(c)
+    scale = _check_scale(scale, X.shape[0])
+    if X.flags.c_contiguous:
+        return _noise_smoothing_scaled_rows(X, scale, tau, c)
+    if X.flags.f_contiguous:
+        return _noise_smoothing_scaled_cols(X.T, scale, tau, c)
+    return _noise_smoothing_scaled_rows(np.ascontiguousarray(X), scale, tau, c)
+
+
+def noise_smoothing_scaled_csr(indptr, indices, data, n_rows, n_cols, tau, c, scale=None):
+    """:func:`noise_smoothing_scaled_dense` of a canonical CSR matrix given by its parts
+    (implicit zeros contribute 0)."""
+    indptr, indices, data, n_rows, n_cols = _check_csr(indptr, indices, data, n_rows, n_cols)
+    if n_rows < 1:
+        raise ValueError("need at least one row.")
+    tau = _check_positive_tau(tau)
+    c = _check_c(c)
+    scale = _check_scale(scale, n_rows)
+    return _noise_smoothing_scaled_csr_nb(indptr, indices, data, n_rows, n_cols, scale,
+                                          tau, c)
