@@ -1,16 +1,14 @@
 """DPSparseMeanEstimator: private means of sparse vectors (seed 002, Section 3)."""
 
-import numpy as np
-import scipy.sparse as sp
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.base import BaseEstimator
 
 from ..mechanisms.sparse_mean import METHODS, choose_method, private_sparse_mean
 from ..utils import Interval, Options, check_generator, validate_params
 from ..utils._data import check_fit_input
+from ._base import PrivateMeanMixin
 
 
-class DPSparseMeanEstimator(TransformerMixin, BaseEstimator):
+class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
     """Differentially private mean of sparse vectors.
 
     Implements the projection mechanism and Gaussian ℓ1-recovery of Ghazi, Guzmán,
@@ -154,56 +152,3 @@ class DPSparseMeanEstimator(TransformerMixin, BaseEstimator):
         if "solver" in info:
             self.n_iter_ = int(info["solver"]["n_iter"])
         return self
-
-    def transform(self, X):
-        """Center dense ``X`` by the private mean.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Sparse input is refused: centering would make it dense.
-
-        Returns
-        -------
-        X_centered : ndarray of shape (n_samples, n_features)
-        """
-        check_is_fitted(self)
-        X = check_fit_input(self, X, reset=False)
-        if sp.issparse(X):
-            raise ValueError(
-                "Cannot center sparse matrices: transform subtracts mean_ and would make "
-                "X dense. Convert to a dense array first if that is intended."
-            )
-        return X - self.mean_.astype(X.dtype, copy=False)
-
-    def score(self, X, y=None):
-        """Minus the mean squared ℓ2 distance of the rows of ``X`` to ``mean_``.
-
-        Higher is better, so ``GridSearchCV`` can tune ε, s or L with it (each fit
-        spends its own budget: see the privacy ledger).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        score : float
-        """
-        check_is_fitted(self)
-        X = check_fit_input(self, X, reset=False)
-        mu = self.mean_
-        if sp.issparse(X):
-            row_sq = np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
-        else:
-            row_sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
-        cross = np.asarray(X @ mu, dtype=np.float64).ravel()
-        return -float(np.mean(row_sq - 2.0 * cross + mu @ mu))
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
-        return tags
