@@ -20,6 +20,17 @@ from .calibrate import (
     laplace_scale,
     zcdp_gaussian_sigma,
 )
+from .last_iterate import (
+    LAST_ITERATE_BOUNDS,
+    CyclicSchedule,
+    LastIterateEpsilon,
+    calibrate_last_iterate_noise,
+    cyclic_schedule,
+    displacement_noise_std,
+    last_iterate_epsilon,
+    last_iterate_rdp,
+    last_iterate_rdp_bounds,
+)
 from .rdp import (
     DEFAULT_ORDERS,
     RdpCurve,
@@ -32,6 +43,15 @@ from .rdp import (
 
 __all__ = [
     "DEFAULT_ORDERS",
+    "LAST_ITERATE_BOUNDS",
+    "CyclicSchedule",
+    "LastIterateEpsilon",
+    "calibrate_last_iterate_noise",
+    "cyclic_schedule",
+    "displacement_noise_std",
+    "last_iterate_epsilon",
+    "last_iterate_rdp",
+    "last_iterate_rdp_bounds",
     "ZCDP",
     "ApproxDP",
     "PureDP",
