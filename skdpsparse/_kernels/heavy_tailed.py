@@ -496,7 +496,11 @@ def _psi(a, c, sqrt_c, inv_sqrt_c, sup):
         return np.nan
     if c == 0.0:
         return _phi(a)
-    if a < 0.0:
+    if abs(a) * (1.0 + _INNER_SDS * sqrt_c) < _B:
+        # The common case, inlined: the plain-moments branch of _smoothed_phi_pos
+        # (b - |a| > 8.5 s), odd in a.
+        v = a - a * a * a * (1.0 + 3.0 * c) / 6.0
+    elif a < 0.0:
         v = -_smoothed_phi_pos(-a, c, sqrt_c, inv_sqrt_c)
     else:
         v = _smoothed_phi_pos(a, c, sqrt_c, inv_sqrt_c)

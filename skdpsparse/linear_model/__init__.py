@@ -1,1 +1,5 @@
-"""Private linear models (output perturbation, bias-reduced SGD, cyclic DP-SGD): to come."""
+"""Private linear models."""
+
+from ._heavy_tailed import DPHeavyTailedRegressor
+
+__all__ = ["DPHeavyTailedRegressor"]

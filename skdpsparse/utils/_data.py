@@ -29,6 +29,14 @@ def check_fit_input(estimator, X, y=None, *, reset=True, accept_sparse=True, **k
     return out
 
 
+def check_supervised_input(estimator, X, y, *, reset=True, **kwargs):
+    """:func:`check_fit_input` for estimators that need ``y`` (a missing ``y`` raises
+    scikit-learn's "requires y to be passed" error); returns ``(X, y)``."""
+    if y is None:
+        validate_data(estimator, X, None, reset=reset)  # raises the standard message
+    return check_fit_input(estimator, X, y, reset=reset, **kwargs)
+
+
 def as_canonical_csr(X):
     """``X`` as CSR without duplicate entries (copying only when needed).
 

@@ -1,0 +1,225 @@
+"""Private stochastic convex optimization with heavy-tailed gradients (seed 004,
+Algorithms 1-2, Theorems 5.2, 5.5, 5.7) for linear models.
+
+Projected gradient descent on the ℓ2 ball of radius D (diameter M = 2D) whose
+gradient at each step is a private mean of the per-example gradients, computed by
+one of the heavy-tailed mean mechanisms of :mod:`skdpsparse.mechanisms.heavy_tailed`
+(the same functions the mean estimator releases; here they are the gradient oracle).
+For a linear model the per-example gradient is ``l'(z_i, y_i) x_i`` (with a constant
+feature for the intercept), a scaled row, so the oracle reads it without forming
+the ``n x d`` gradient matrix.
+
+Privacy (replacement neighbours; n, d public)
+---------------------------------------------
+* **Convex, full data each step** (Algorithm 2): each of the T steps runs the oracle
+  on all n rows at ρ/T-zCDP; zCDP composes additively (seed 004, Lemma 2.4), so the
+  run is ρ-zCDP (Lemma 5.1). The iterate w^{t-1} at which the gradients are taken is
+  a function of earlier releases only (adaptive composition).
+* **Strongly convex, disjoint batches** (Algorithm 1's second branch): step t uses
+  rows S_t only. Replacing one row changes the input of exactly one step t₀: the
+  steps before it have the same law on both datasets, step t₀ is ρ_t-zCDP for every
+  fixed w^{t₀-1}, and every later step is a randomized map of w^{t₀} and of rows that
+  are the same on both datasets, i.e. post-processing. Hence the run is
+  max_t ρ_t-zCDP (parallel composition), and each step gets the full ρ. The seed's
+  Algorithm 2 spends ρ/T per step here too: valid, but with T times the noise
+  variance needed.
+* The rows are put in random order once (a data-independent permutation: the
+  guarantee holds for each fixed order, hence for the mixture, Rényi divergence being
+  jointly quasi-convex), so that the consecutive groups of the median of means and the
+  disjoint batches are exchangeable even when the input is sorted.
+* The ridge term (α/2)‖w‖² of the strongly convex objective is data-independent:
+  its gradient αw is added after the oracle, exactly. Projection, averaging and the
+  step sizes are post-processing. T, η and τ are chosen from (n, d, ρ, the declared
+  bounds) only — never from the data.
+"""
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._kernels.linear_losses import csr_margins, dense_margins, per_example_derivatives
+from .._kernels.projections import project_l2_ball
+from .heavy_tailed import (
+    n_groups_for,
+    private_cwme_zcdp,
+    private_noise_smoothing_mean_zcdp,
+)
+
+__all__ = ["ORACLES", "SETTINGS", "sco_schedule", "nsme_exponent", "heavy_tailed_sco"]
+
+ORACLES = ("cwme", "noise_smoothing")
+SETTINGS = ("convex", "strongly_convex")
+DEFAULT_MAX_AUTO_ITER = 1000
+
+
+def nsme_exponent(d, rho):
+    """q of Theorem 5.5: the q in [0.5, 2] minimising its bound's q-dependent part
+    d^{(3-q)/2} + d^{(1+q)/2} ρ^{-1/4} (Remark 5.6: "choose q which minimizes their
+    sum"), on a grid of step 0.01; q = 1 when d = 1 (the bound does not depend on q)."""
+    if d == 1:
+        return 1.0
+    q = np.linspace(0.5, 2.0, 151)
+    bound = d ** ((3 - q) / 2) + d ** ((1 + q) / 2) * rho ** -0.25
+    return float(q[np.argmin(bound)])
+
+
+def sco_schedule(setting, oracle, n, d, rho, *, moment=2.0, moment_bound=1.0, diameter=2.0,
+                 gradient_bound=1.0, smoothness=1.0, strong_convexity=0.0, n_iter=None,
+                 max_iter=DEFAULT_MAX_AUTO_ITER):
+    """T, η, τ (and q) of seed 004's theorems for the given public parameters.
+
+    * convex, cwme (Theorem 5.2): τ = (√ρ n/(M d^{3/2}))^{1/k}, T = R²ρn²/(τ²d⁴),
+      η = M/(R√T);
+    * convex, noise_smoothing (Theorem 5.5): τ = (√ρ n/(M d^q))^{1/2} with
+      q = :func:`nsme_exponent`, T = R²ρn²/(τ²d²), η = M/(R√T);
+    * strongly convex, cwme (Theorem 5.7): G = √(d/n) + √d (√d/(√ρ n))^{(k-1)/k},
+      T = log((λ+L)G/(λL)) / log((λ²+L²+λL)/(λ+L)²), η = 1/(λ+L), and τ from
+      Corollary 4.2 for one step, (√ρ_t n_t/√d)^{1/k} with n_t = n/T rows and ρ_t = ρ
+      (parallel composition, module notes); with the seed's ρ_t = ρ/T this is its
+      τ = (√ρ n/(√d T^{3/2}))^{1/k}. For noise_smoothing, the k = 2 analogue
+      (√ρ n_t/√d)^{1/2}.
+
+    M is the diameter, R the bound on the norm of the expected gradient, L the
+    smoothness, λ the strong convexity, k the moment; τ is multiplied by γ^{1/k} for
+    a k-th moment bound γ (the theorems take γ = 1; standardisation as in
+    :func:`~skdpsparse.mechanisms.heavy_tailed.truncation_for`). T is rounded up and
+    clipped to [1, ``max_iter``] (or is ``n_iter`` when given), and at most n for
+    disjoint batches; η and τ are then computed for the T used (Theorems 3.1-3.2
+    hold for any T).
+
+    Returns
+    -------
+    dict with ``n_iter``, ``learning_rate``, ``truncation``, ``rho_step``,
+    ``batch_size`` (rows per step), ``theorem_n_iter`` (before clipping), ``q``.
+    """
+    if setting not in SETTINGS:
+        raise ValueError(f"setting must be one of {SETTINGS}, got {setting!r}.")
+    if oracle not in ORACLES:
+        raise ValueError(f"oracle must be one of {ORACLES}, got {oracle!r}.")
+    k, gamma, M, R = float(moment), float(moment_bound), float(diameter), float(gradient_bound)
+    scale = gamma ** (1.0 / k)
+    q = None
+    if setting == "convex":
+        if oracle == "cwme":
+            tau = (math.sqrt(rho) * n / (M * d ** 1.5)) ** (1.0 / k)
+            t_theorem = R**2 * rho * n**2 / (tau**2 * d**4)
+        else:
+            q = nsme_exponent(d, rho)
+            tau = (math.sqrt(rho) * n / (M * d**q)) ** 0.5
+            t_theorem = R**2 * rho * n**2 / (tau**2 * d**2)
+        T = _steps(t_theorem, n_iter, max_iter)
+        eta = M / (R * math.sqrt(T))
+        rho_step = rho / T
+        batch = n
+    else:
+        lam, L = float(strong_convexity), float(smoothness)
+        if not lam > 0:
+            raise ValueError("the strongly convex setting needs strong_convexity > 0.")
+        G = math.sqrt(d / n) + math.sqrt(d) * (math.sqrt(d) / (math.sqrt(rho) * n)) ** (
+            (k - 1) / k)
+        ratio = (lam**2 + L**2 + lam * L) / (lam + L) ** 2  # in (3/4, 1)
+        t_theorem = math.log((lam + L) * G / (lam * L)) / math.log(ratio)
+        T = min(_steps(t_theorem, n_iter, max_iter), n)
+        eta = 1.0 / (lam + L)
+        rho_step = rho
+        batch = n // T
+        power = 1.0 / k if oracle == "cwme" else 0.5
+        tau = (math.sqrt(rho_step) * batch / math.sqrt(d)) ** power
+    return {"n_iter": T, "learning_rate": eta, "truncation": tau * scale,
+            "rho_step": rho_step, "batch_size": batch, "theorem_n_iter": t_theorem, "q": q}
+
+
+def _steps(t_theorem, n_iter, max_iter):
+    if n_iter is not None:
+        return int(n_iter)
+    return int(min(max(math.ceil(t_theorem), 1), max_iter))
+
+
+def _margins(X, w):
+    if sp.issparse(X):
+        return csr_margins(X.indptr, X.indices, X.data, w, 0.0)
+    return dense_margins(X, w, 0.0)
+
+
+def heavy_tailed_sco(X, y, *, loss_code, loss_param, oracle, setting, n_iter, learning_rate,
+                     truncation, rho, radius, rng, alpha=0.0, failure_prob=0.1,
+                     smoothing_variance=1.0, penalized=None, callback=None):
+    """Run Algorithm 1 with a heavy-tailed mean oracle; ρ-zCDP in total.
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n, p)
+        Features, already in random order (the caller permutes), with a constant
+        column if an intercept is wanted. Never rescaled or clipped here: the oracle
+        bounds each row's influence.
+    y : ndarray of shape (n,)
+    loss_code, loss_param : int, float
+        A loss of :mod:`skdpsparse._kernels.linear_losses` (derivative in the margin).
+    oracle : {"cwme", "noise_smoothing"}
+    setting : {"convex", "strongly_convex"}
+        Full data each step and the average iterate, or disjoint consecutive batches
+        of n // T rows (the last n mod T rows unused) and the last iterate.
+    n_iter, learning_rate, truncation : int, float, float
+        T, η, τ (see :func:`sco_schedule`); public.
+    rho : float
+        Total zCDP budget; each step spends ρ/T (convex) or ρ (disjoint batches).
+    radius : float
+        D: iterates are projected onto {‖w‖₂ ≤ D}.
+    rng : numpy.random.Generator
+    alpha : float, default=0.0
+        Ridge weight: αw (on the ``penalized`` coordinates) is added to each private
+        gradient.
+    failure_prob : float, default=0.1
+        β for the number of groups of cwme (⌈4 log(2p/β)⌉, rounded up to even).
+    smoothing_variance : float, default=1.0
+        c of noise_smoothing.
+    penalized : ndarray of bool of shape (p,), optional
+        Coordinates the ridge applies to (all by default; not the intercept).
+    callback : callable, optional
+        ``callback(t, w)`` after every step (progress reporting).
+
+    Returns
+    -------
+    w : ndarray of shape (p,)
+    info : dict
+        ``n_groups``, ``noise_scale`` (per coordinate, per step), ``rho_step``,
+        ``batch_size``.
+    """
+    n, p = X.shape
+    T = int(n_iter)
+    if setting == "convex":
+        rho_step, batch = rho / T, n
+    else:
+        rho_step, batch = rho, n // T
+        if batch < 1:
+            raise ValueError(f"n_iter={T} disjoint batches need at least {T} rows, got {n}.")
+    m = n_groups_for(p, failure_prob, batch, even=True)
+    mask = np.ones(p) if penalized is None else np.asarray(penalized, dtype=np.float64)
+    w = np.zeros(p)
+    w_sum = np.zeros(p)
+    noise_scale = None
+    for t in range(T):
+        if setting == "convex":
+            Xt, yt = X, y
+        else:
+            Xt, yt = X[t * batch:(t + 1) * batch], y[t * batch:(t + 1) * batch]
+        der = per_example_derivatives(_margins(Xt, w), yt, loss_code, loss_param)
+        if oracle == "cwme":
+            grad, _, info = private_cwme_zcdp(Xt, tau=truncation, n_groups=m, rho=rho_step,
+                                              rng=rng, scale=der)
+        else:
+            grad, _, info = private_noise_smoothing_mean_zcdp(
+                Xt, tau=truncation, rho=rho_step, rng=rng,
+                smoothing_variance=smoothing_variance, scale=der)
+        noise_scale = info["scale"]
+        if alpha:
+            grad += alpha * mask * w
+        w = w - learning_rate * grad
+        project_l2_ball(w, radius, w)
+        w_sum += w
+        if callback is not None:
+            callback(t, w)
+    out = w_sum / T if setting == "convex" else w
+    return out, {"n_groups": m if oracle == "cwme" else None, "noise_scale": noise_scale,
+                 "rho_step": rho_step, "batch_size": batch}
