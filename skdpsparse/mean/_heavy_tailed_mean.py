@@ -182,7 +182,10 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         self : DPHeavyTailedMean
         """
         validate_params(self, self._parameter_constraints)
-        X = check_fit_input(self, X, reset=True)
+        # Finiteness is checked by the compiled pass itself (a non-finite entry makes
+        # its column NaN, and the mechanism raises before releasing anything): one read
+        # of X instead of two.
+        X = check_fit_input(self, X, reset=True, ensure_all_finite=False)
         n, d = X.shape
         delta = 0.0 if self.delta is None else float(self.delta)
         if self.method == "noise_smoothing":
