@@ -6,7 +6,8 @@ scikit-learn estimators on top.
 """
 
 from .exceptions import BudgetExceededError, PrivacyLeakWarning
+from .ledger import PrivacyLedger
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["BudgetExceededError", "PrivacyLeakWarning", "__version__"]
+__all__ = ["BudgetExceededError", "PrivacyLedger", "PrivacyLeakWarning", "__version__"]

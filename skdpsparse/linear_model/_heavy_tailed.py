@@ -9,6 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._kernels.linear_losses import HUBER, SQUARED
 from ..accounting import ZCDP, approx_dp_to_zcdp
 from ..mechanisms.heavy_tailed_sco import ORACLES, heavy_tailed_sco, sco_schedule
+from ..ledger import charge_budget
 from ..utils import InstanceOf, Interval, Options, check_generator, validate_params
 from ..utils._data import check_fit_input, check_supervised_input
 
@@ -216,6 +217,7 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
             n_iter=T, learning_rate=eta, truncation=tau, rho=rho, radius=float(self.radius),
             rng=rng, alpha=float(self.alpha), failure_prob=float(self.failure_prob),
             smoothing_variance=float(self.smoothing_variance), penalized=penalized)
+        charge_budget(self, ZCDP(rho))  # may refuse: nothing is set before this line
         self.coef_ = w[:d].copy()
         self.intercept_ = float(w[d]) if self.fit_intercept else 0.0
         self.n_iter_ = T

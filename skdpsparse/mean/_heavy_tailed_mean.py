@@ -11,6 +11,7 @@ from ..mechanisms.heavy_tailed import (
     private_noise_smoothing_mean,
     truncation_for,
 )
+from ..ledger import charge_budget
 from ..utils import InstanceOf, Interval, Options, check_generator, validate_params
 from ..utils._data import check_fit_input
 from ._base import PrivateMeanMixin
@@ -207,14 +208,16 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
             mean, budget, info = private_cwme(
                 X, tau=tau, n_groups=m, epsilon=float(self.epsilon), delta=delta, rng=rng,
                 center=center, groups=groups)
-            self.n_groups_ = int(info["n_groups"])
         else:
             mean, budget, info = private_noise_smoothing_mean(
                 X, tau=tau, epsilon=float(self.epsilon), delta=delta, rng=rng,
                 smoothing_variance=float(self.smoothing_variance))
+        charge_budget(self, budget)  # may refuse: nothing is set before this line
         self.mean_ = mean
         self.truncation_ = tau
         self.noise_scale_ = float(info["scale"])
+        if self.method == "cwme":
+            self.n_groups_ = int(info["n_groups"])
         self.privacy_spent_ = budget
         self.approx_dp_spent_ = info.get("approx_dp", budget)
         return self

@@ -3,6 +3,7 @@
 from sklearn.base import BaseEstimator
 
 from ..mechanisms.sparse_mean import METHODS, choose_method, private_sparse_mean
+from ..ledger import charge_budget
 from ..utils import Interval, Options, check_generator, validate_params
 from ..utils._data import check_fit_input
 from ._base import PrivateMeanMixin
@@ -145,6 +146,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
             recovery=self.recovery,
             max_iter=self.solver_max_iter, tol=self.solver_tol,
         )
+        charge_budget(self, budget)  # may refuse: nothing is set before this line
         self.mean_ = mean
         self.method_ = method
         self.sparsity_ = s

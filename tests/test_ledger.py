@@ -1,0 +1,124 @@
+"""The privacy ledger: composition rules, counting through clone / Pipeline /
+GridSearchCV (processes and threads) / cross_validate, and refusal at a limit."""
+
+import math
+import os
+
+import joblib
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV, cross_validate
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from skdpsparse import BudgetExceededError, PrivacyLedger
+from skdpsparse.accounting import ZCDP, ApproxDP, PureDP, approx_dp_to_zcdp, zcdp_to_epsilon
+from skdpsparse.datasets import make_heavy_tailed
+from skdpsparse.ledger import compose
+from skdpsparse.mean import DPHeavyTailedMean, DPSparseMeanEstimator
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, _ = make_heavy_tailed(600, 3, random_state=0)
+    return X
+
+
+def test_compose_rules():
+    assert compose([PureDP(0.5), PureDP(0.25)]) == PureDP(0.75)
+    rho = 0.01 + 0.02
+    assert compose([ZCDP(0.01), ZCDP(0.02)], 1e-6) == ApproxDP(zcdp_to_epsilon(rho, 1e-6), 1e-6)
+    # (ε, δ) entries add; their δ is taken off the target before converting the zCDP part.
+    total = compose([ApproxDP(0.3, 1e-7), ZCDP(0.05)], 1e-6)
+    assert total.epsilon == pytest.approx(0.3 + zcdp_to_epsilon(0.05, 9e-7), rel=1e-12)
+    # Pure entries: the better of basic composition and ε²/2-zCDP.
+    many = [PureDP(0.1)] * 100 + [ZCDP(1e-9)]
+    as_zcdp = zcdp_to_epsilon(100 * 0.005 + 1e-9, 1e-6)
+    assert compose(many, 1e-6).epsilon == pytest.approx(min(10.0, as_zcdp), rel=1e-9)
+    assert as_zcdp < 10.0
+    with pytest.raises(ValueError, match="delta"):
+        compose([ApproxDP(0.1, 1e-5), ZCDP(0.1)], 1e-6)
+
+
+def test_records_fits_and_clones(data):
+    est = DPHeavyTailedMean(epsilon=0.5, truncation=2.0, random_state=0)
+    with PrivacyLedger() as ledger:
+        est.fit(data)
+        clone(est).fit(data)
+        DPSparseMeanEstimator(epsilon=0.25, delta=0, random_state=0).fit(data)
+    budgets = [b for _, b in ledger.entries]
+    rho = approx_dp_to_zcdp(0.5, 1e-6)
+    assert budgets == [ZCDP(rho), ZCDP(rho), PureDP(0.25)]
+    assert ledger.total_zcdp() == ZCDP(2 * rho + 0.25**2 / 2)
+    assert "DPHeavyTailedMean(epsilon=0.5, delta=1e-06)" in ledger.summary(1e-5)
+    est.fit(data)  # outside the ledger: not recorded
+    assert len(ledger.entries) == 3
+
+
+@pytest.mark.parametrize("n_jobs, backend", [(1, None), (2, "loky"), (2, "threading")])
+def test_grid_search_counts_every_fold_and_the_refit(data, n_jobs, backend):
+    grid = GridSearchCV(
+        make_pipeline(StandardScaler(), DPHeavyTailedMean(truncation=2.0, random_state=0)),
+        {"dpheavytailedmean__epsilon": [0.5, 1.0]}, cv=3, n_jobs=n_jobs)
+    with PrivacyLedger() as ledger:
+        if backend is None:
+            grid.fit(data)
+        else:
+            with joblib.parallel_backend(backend, n_jobs=n_jobs):
+                grid.fit(data)
+    entries = ledger.entries
+    assert len(entries) == 2 * 3 + 1
+    rhos = sorted(b.rho for _, b in entries)
+    r05, r1 = approx_dp_to_zcdp(0.5, 1e-6), approx_dp_to_zcdp(1.0, 1e-6)
+    best = approx_dp_to_zcdp(grid.best_params_["dpheavytailedmean__epsilon"], 1e-6)
+    np.testing.assert_allclose(rhos, sorted([r05] * 3 + [r1] * 3 + [best]), rtol=1e-12)
+    if backend == "loky":  # the folds really ran in worker processes
+        assert ledger.processes - {os.getpid()}
+    else:
+        assert ledger.processes == {os.getpid()}
+
+
+def test_cross_validate_counts_each_fold(data):
+    with PrivacyLedger() as ledger:
+        cross_validate(DPHeavyTailedMean(truncation=2.0, random_state=0), data, cv=4, n_jobs=2)
+    assert len(ledger.entries) == 4
+
+
+def test_limit_refuses_and_releases_nothing(data):
+    with PrivacyLedger(limit=PureDP(2.5)) as ledger:
+        for _ in range(2):
+            DPHeavyTailedMean(epsilon=1.0, delta=0, truncation=2.0).fit(data)
+        third = DPHeavyTailedMean(epsilon=1.0, delta=0, truncation=2.0)
+        with pytest.raises(BudgetExceededError, match="limit"):
+            third.fit(data)
+        assert not hasattr(third, "mean_")
+        DPHeavyTailedMean(epsilon=0.5, delta=0, truncation=2.0).fit(data)  # still fits
+    assert ledger.total() == PureDP(2.5)
+
+
+def test_limit_in_approx_dp_stops_a_grid_search(data):
+    limit = ApproxDP(1.0, 1e-5)
+    grid = GridSearchCV(DPHeavyTailedMean(truncation=2.0), {"epsilon": [0.3, 0.6]}, cv=3,
+                        error_score="raise")
+    with PrivacyLedger(limit=limit) as ledger:
+        with pytest.raises(BudgetExceededError):
+            grid.fit(data)
+    assert ledger.total().epsilon <= limit.epsilon
+    assert len(ledger.entries) >= 1
+
+
+def test_pointer_file_is_removed_on_exit(data):
+    with PrivacyLedger():
+        pass
+    from skdpsparse.ledger import _pointer_path
+    assert not os.path.exists(_pointer_path(os.getpid()))
+
+
+def test_invalid_limit():
+    with pytest.raises(TypeError, match="limit"):
+        PrivacyLedger(limit=1.0)
+    led = PrivacyLedger()
+    with pytest.raises(RuntimeError, match="active"):
+        led.charge(PureDP(1.0))
+    assert math.isfinite(compose([PureDP(1.0)]).epsilon)
