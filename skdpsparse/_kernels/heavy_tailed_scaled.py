@@ -13,9 +13,12 @@ Two needs of the heavy-tailed estimators that the plain kernels of
   :func:`consecutive_groups`: the group *sizes* are those of the consecutive split,
   which is all the sensitivity and the median (``_median_of_group_means``) use.
 
-Same conventions as the plain kernels (float64 accumulation, NaN in a column that
-holds a non-finite value, implicit CSR zeros clipped like explicit ones); no
-randomness and no privacy decisions here.
+Same conventions as the plain kernels (float64 accumulation, implicit CSR zeros
+clipped like explicit ones); no randomness and no privacy decisions here. A
+non-finite *input* (an entry of ``X`` or a factor) makes its column NaN, but a
+product ``scale[i] * X[i, j]`` that overflows to ±inf from finite inputs is a huge
+value like any other and is clipped (cwme) or saturates (noise smoothing): a
+per-example gradient can be that large.
 """
 
 import numpy as np
@@ -101,8 +104,9 @@ def _group_sums_rows(X, scale, groups, lo, hi, m):
         row = X[i]
         s = scale[i]
         for j in range(d):
-            v = s * np.float64(row[j])
-            acc[j] += _clip(v, lo[j], hi[j]) + (v - v)
+            x = np.float64(row[j])
+            # (x - x) * s is 0 for finite x and s, NaN otherwise (see the module notes).
+            acc[j] += _clip(s * x, lo[j], hi[j]) + (x - x) * s
     return sums
 
 
@@ -118,8 +122,8 @@ def _group_sums_cols(XT, scale, groups, lo, hi, m):
         hj = hi[j]
         buf[:] = 0.0
         for i in range(n):
-            v = scale[i] * np.float64(col[i])
-            buf[groups[i]] += _clip(v, lj, hj) + (v - v)
+            x = np.float64(col[i])
+            buf[groups[i]] += _clip(scale[i] * x, lj, hj) + (x - x) * scale[i]
         for g in range(m):
             sums[g, j] = buf[g]
     return sums
@@ -156,8 +160,8 @@ def _cwme_scaled_csr_nb(indptr, indices, data, n_rows, n_cols, scale, groups, ta
         s = scale[i]
         for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
             j = indices[k]
-            v = s * np.float64(data[k])
-            acc[j] += _clip(v, lo[j], hi[j]) + (v - v)
+            x = np.float64(data[k])
+            acc[j] += _clip(s * x, lo[j], hi[j]) + (x - x) * s
             if any_nonzero:
                 counts[g, j] += 1
     if any_nonzero:
@@ -225,6 +229,16 @@ def cwme_scaled_csr(indptr, indices, data, n_rows, n_cols, tau, n_groups, center
 
 
 # --------------------------------------------------------------------- noise smoothing
+_HUGE = 1e300  # psi_c saturates long before: clamping an overflowed argument is exact
+
+
+@njit(cache=True, inline="always")
+def _psi_scaled(s_over_tau, x, c, sqrt_c, inv_sqrt_c, sup):
+    # psi_c(s x / tau) with an overflowed argument saturating; NaN for non-finite x or s.
+    a = _clip(s_over_tau * x, -_HUGE, _HUGE)
+    return _psi(a, c, sqrt_c, inv_sqrt_c, sup) + (x - x) * s_over_tau
+
+
 @njit(cache=True)
 def _noise_smoothing_scaled_rows(X, scale, tau, c):
     n, d = X.shape
@@ -234,7 +248,7 @@ def _noise_smoothing_scaled_rows(X, scale, tau, c):
         row = X[i]
         s = scale[i] / tau
         for j in range(d):
-            sums[j] += _psi(s * np.float64(row[j]), c, sqrt_c, inv_sqrt_c, sup)
+            sums[j] += _psi_scaled(s, np.float64(row[j]), c, sqrt_c, inv_sqrt_c, sup)
     for j in range(d):
         sums[j] *= tau / n
     return sums
@@ -249,7 +263,7 @@ def _noise_smoothing_scaled_cols(XT, scale, tau, c):
         col = XT[j]
         acc = 0.0
         for i in range(n):
-            acc += _psi(scale[i] / tau * np.float64(col[i]), c, sqrt_c, inv_sqrt_c, sup)
+            acc += _psi_scaled(scale[i] / tau, np.float64(col[i]), c, sqrt_c, inv_sqrt_c, sup)
         sums[j] = acc * (tau / n)
     return sums
 
@@ -261,7 +275,8 @@ def _noise_smoothing_scaled_csr_nb(indptr, indices, data, n_rows, n_cols, scale,
     for i in range(n_rows):
         s = scale[i] / tau
         for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-            sums[indices[k]] += _psi(s * np.float64(data[k]), c, sqrt_c, inv_sqrt_c, sup)
+            sums[indices[k]] += _psi_scaled(s, np.float64(data[k]), c, sqrt_c, inv_sqrt_c,
+                                            sup)
     for j in range(n_cols):
         sums[j] *= tau / n_rows
     return sums

@@ -14,6 +14,7 @@ from ..utils import InstanceOf, Interval, Options, check_generator, validate_par
 from ..utils._data import check_fit_input, check_supervised_input
 
 _AUTO_ITER_CAP = 1000
+_ENTRY_CAP = 1e150
 
 
 class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
@@ -59,7 +60,7 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         Add a constant feature (its coordinate is in the ball and is clipped like the
         others, but not penalised by ``alpha``).
     radius : float, default=10.0
-        D: the parameter vector (w, b) stays in the ℓ2 ball of radius D (the domain
+        D in (0, 1e100]: the parameter vector (w, b) stays in the ℓ2 ball of radius D (the domain
         𝒲 of diameter M = 2D of the theorems). Choose it from what you know about
         the model, not from the data.
     max_iter : "auto" or int, default="auto"
@@ -131,7 +132,7 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         "mean_oracle": [Options(*ORACLES)],
         "alpha": [Interval("real", 0, None, closed="left")],
         "fit_intercept": [InstanceOf(bool, np.bool_, description="bool")],
-        "radius": [Interval("real", 0, None, closed="neither")],
+        "radius": [Interval("real", 0, 1e100, closed="right")],
         "max_iter": [Options("auto"), Interval("integer", 1, None, closed="left")],
         "learning_rate": [Options("auto"), Interval("real", 0, None, closed="neither")],
         "truncation": [Options("auto"), Interval("real", 0, None, closed="neither")],
@@ -192,7 +193,15 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         # Random row order (secret): exchangeable groups and batches (module notes of
         # mechanisms.heavy_tailed_sco); a data-independent mixture keeps the guarantee.
         perm = rng.permutation(n)
-        X, y = X[perm], y[perm]
+        X, y = X[perm], np.clip(y[perm], -_ENTRY_CAP, _ENTRY_CAP)
+        # Entries beyond ±1e150 are capped there (a fixed, per-row map: no privacy
+        # cost) so that margins cannot overflow into inf - inf = NaN; a per-example
+        # gradient can still be huge and is then clipped by the oracle.
+        if X.dtype == np.float64:  # (float32 cannot exceed the cap)
+            if sp.issparse(X):
+                np.clip(X.data, -_ENTRY_CAP, _ENTRY_CAP, out=X.data)
+            else:
+                X = np.clip(X, -_ENTRY_CAP, _ENTRY_CAP)
         if self.fit_intercept:
             ones = np.ones((n, 1), dtype=X.dtype)
             X = sp.hstack([X, ones], format="csr") if sp.issparse(X) else np.hstack([X, ones])

@@ -93,6 +93,24 @@ def test_non_finite_gives_nan_in_its_column():
     assert np.isnan(out[1]) and np.all(np.isfinite(out[[0, 2]]))
 
 
+def test_overflowing_products_are_clipped_not_errors():
+    """A huge per-example gradient (finite factors whose product overflows) is a
+    large value, clipped or saturated; only non-finite inputs are errors."""
+    X = np.array([[1e200, -1e200], [1.0, 2.0], [0.0, -1.0]])
+    scale = np.array([1e200, 1.0, 3.0])
+    out = cwme_scaled_dense(X, 1.0, 1, scale=scale)
+    np.testing.assert_allclose(out, [(3.0 + 1.0 + 0.0) / 3, (-3.0 + 2.0 - 3.0) / 3])
+    ns = noise_smoothing_scaled_dense(X, 1.0, 0.5, scale=scale)
+    assert np.all(np.isfinite(ns))
+    A = sp.csr_matrix(X)
+    assert np.all(np.isfinite(noise_smoothing_scaled_csr(A.indptr, A.indices, A.data, 3, 2,
+                                                         1.0, 0.5, scale=scale)))
+    bad = scale.copy()
+    bad[1] = np.nan
+    assert np.all(np.isnan(cwme_scaled_dense(X, 1.0, 1, scale=bad)))
+    assert np.all(np.isnan(noise_smoothing_scaled_dense(X, 1.0, 0.5, scale=bad)))
+
+
 def test_groups_validation():
     good = consecutive_groups(10, 3)
     np.testing.assert_array_equal(good, [0, 0, 0, 0, 1, 1, 1, 2, 2, 2])

@@ -1,0 +1,137 @@
+"""Hostile and unusual input for every public estimator (property-based).
+
+Allowed outcomes: a fit whose released values are finite, or a ValueError/TypeError
+whose message names the problem. Never a crash inside numba, a silent NaN or a hang.
+``HYPOTHESIS_MAX_EXAMPLES`` (environment) scales the number of generated cases; the
+audit run (``benchmarks/audit.py``) uses at least 10⁴ in total.
+"""
+
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from skdpsparse.linear_model import DPHeavyTailedRegressor
+from skdpsparse.mean import DPHeavyTailedMean, DPSparseMeanEstimator
+
+MAX_EXAMPLES = int(os.environ.get("HYPOTHESIS_MAX_EXAMPLES", "40"))
+SETTINGS = settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+#: (name, factory, supervised, released attribute). Extend as estimators land.
+ESTIMATORS = [
+    ("sparse_mean", lambda: DPSparseMeanEstimator(random_state=0), False, "mean_"),
+    ("sparse_mean_pure", lambda: DPSparseMeanEstimator(delta=0, sparsity=2, random_state=0),
+     False, "mean_"),
+    ("heavy_tailed_mean", lambda: DPHeavyTailedMean(random_state=0), False, "mean_"),
+    ("heavy_tailed_nsme", lambda: DPHeavyTailedMean(method="noise_smoothing", random_state=0),
+     False, "mean_"),
+    ("heavy_tailed_regressor", lambda: DPHeavyTailedRegressor(max_iter=5, random_state=0),
+     True, "coef_"),
+    ("heavy_tailed_regressor_cwme",
+     lambda: DPHeavyTailedRegressor(mean_oracle="cwme", alpha=0.5, random_state=0),
+     True, "coef_"),
+]
+IDS = [e[0] for e in ESTIMATORS]
+SPARSE_FORMATS = ["csr", "csc", "coo", "lil", "dok", "bsr", "dia"]
+
+
+@st.composite
+def matrices(draw):
+    n = draw(st.integers(1, 12))
+    d = draw(st.integers(1, 6))
+    exponent = draw(st.sampled_from([-300, -30, 0, 30, 300]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    X = rng.standard_t(2.0, size=(n, d)) * 10.0**exponent
+    if draw(st.booleans()):
+        X[:, 0] = 7.0  # a constant column
+    if draw(st.booleans()):
+        X[rng.random((n, d)) < 0.5] = 0.0
+    dtype = draw(st.sampled_from(["float64", "float32", "int64"]))
+    if dtype == "int64":
+        X = np.clip(np.round(X), -1e9, 1e9).astype(np.int64)
+    elif dtype == "float32":
+        X = np.clip(X, -1e38, 1e38).astype(np.float32)
+    container = draw(st.sampled_from(["dense", "fortran", "strided", "readonly", "pandas",
+                                      *SPARSE_FORMATS]))
+    y = rng.standard_t(2.0, size=n) * 10.0 ** draw(st.sampled_from([-300, 0, 300]))
+    return _wrap(X, container), y, container
+
+
+def _wrap(X, container):
+    if container == "fortran":
+        return np.asfortranarray(X)
+    if container == "strided":
+        return np.repeat(X, 2, axis=1)[:, ::2]
+    if container == "readonly":
+        X = X.copy()
+        X.setflags(write=False)
+        return X
+    if container == "pandas":
+        pd = pytest.importorskip("pandas")
+        return pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+    if container in SPARSE_FORMATS:
+        return sp.csr_matrix(X).asformat(container)
+    return X
+
+
+def _fit(factory, supervised, X, y):
+    est = factory()
+    return est.fit(X, y) if supervised else est.fit(X)
+
+
+@pytest.mark.parametrize("name, factory, supervised, attr", ESTIMATORS, ids=IDS)
+@SETTINGS
+@given(data=matrices())
+def test_any_finite_input_fits_to_finite_values(name, factory, supervised, attr, data):
+    X, y, container = data
+    try:
+        est = _fit(factory, supervised, X, y)
+    except ValueError as err:  # the only refusal allowed: a named, explained one
+        msg = str(err)
+        assert any(w in msg for w in ("sparse", "sample", "feature")), msg
+        return
+    released = np.asarray(getattr(est, attr))
+    assert released.shape == (np.shape(X)[1],)
+    assert np.all(np.isfinite(released)), (name, container)
+    if supervised:
+        assert np.all(np.isfinite(est.predict(X)))
+
+
+@pytest.mark.parametrize("name, factory, supervised, attr", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_non_finite_input_is_a_clear_error(name, factory, supervised, attr, bad, sparse):
+    X = np.arange(24.0).reshape(8, 3)
+    X[5, 2] = bad
+    X = sp.csr_matrix(X) if sparse else X
+    with pytest.raises(ValueError, match="NaN|inf"):
+        _fit(factory, supervised, X, np.ones(8))
+
+
+@pytest.mark.parametrize("name, factory, supervised, attr", ESTIMATORS, ids=IDS)
+def test_empty_and_wrong_shapes(name, factory, supervised, attr):
+    with pytest.raises(ValueError, match="sample"):
+        _fit(factory, supervised, np.empty((0, 3)), np.empty(0))
+    with pytest.raises(ValueError, match="feature"):
+        _fit(factory, supervised, np.empty((4, 0)), np.ones(4))
+    with pytest.raises(ValueError, match="2D|2-D|dimension"):
+        _fit(factory, supervised, np.ones(5), np.ones(5))
+    est = _fit(factory, supervised, np.random.default_rng(0).normal(size=(20, 3)), np.ones(20))
+    method = est.predict if supervised else est.score
+    with pytest.raises(ValueError, match="features"):
+        method(np.ones((4, 5)))
+
+
+@pytest.mark.parametrize("name, factory, supervised, attr", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("param, value", [("epsilon", 0.0), ("epsilon", -1.0),
+                                          ("epsilon", np.nan), ("delta", 1.0),
+                                          ("delta", -0.5), ("epsilon", "1")])
+def test_invalid_privacy_parameters_are_named(name, factory, supervised, attr, param, value):
+    est = factory().set_params(**{param: value})
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    with pytest.raises((ValueError, TypeError), match=param):
+        est.fit(X, np.ones(20)) if supervised else est.fit(X)
