@@ -1,0 +1,232 @@
+"""Benchmark of DPCyclicSGD (cyclic DP-SGD, last-iterate accounting; seed 003). Not a test.
+
+1. Noise multiplier z for (ε, δ) = (1, 1e-5) by last-iterate accounting vs composition,
+   over E ∈ {1, 5, 20} and m ∈ {0, 0.1, 1}: the table of
+   ``bench_last_iterate_table.py`` (imported, not copied).
+2. Epoch time, logistic loss, dense n = 10⁵, d = 100, b = 256, same epochs, in one run:
+   DPCyclicSGD (whole fit, and the noisy-step loop alone) against scikit-learn's
+   non-private SGDClassifier and a plain NumPy DP-SGD; ratios printed (target:
+   DPCyclicSGD no slower than SGDClassifier). ``--opacus`` adds Opacus (torch CPU) in a
+   virtual environment of its own; needs network access the first time, and is
+   skipped with a message when anything fails.
+3. Test accuracy vs ε on ``load_sparse_digits(binary=True)`` (CSR, d = 29 760) and
+   ``make_sparse_classification`` (CSR, n = 5·10⁴, d = 1000, 10 nonzeros per row),
+   next to non-private logistic regression.
+
+Run:  python benchmarks/bench_dp_sgd.py                 (all parts, about a minute)
+      python benchmarks/bench_dp_sgd.py --part 2 --epochs 10 --opacus
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import warnings
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression, SGDClassifier
+from sklearn.model_selection import train_test_split
+
+from skdpsparse.datasets import load_sparse_digits, make_sparse_classification
+from skdpsparse.exceptions import PrivacyLeakWarning
+from skdpsparse.linear_model._cyclic_sgd import DPCyclicSGD
+from skdpsparse.mechanisms.cyclic_sgd import cyclic_sgd, plan_cyclic_sgd
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_last_iterate_table import table  # noqa: E402
+
+EPS, DELTA = 1.0, 1e-5
+warnings.simplefilter("ignore", PrivacyLeakWarning)  # classes are declared below
+
+
+# ---------------------------------------------------------------------------- part 2
+def _data(n, d, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) / math.sqrt(d)  # rows of norm ≈ 1
+    y = (X @ rng.standard_normal(d) + 0.1 * rng.standard_normal(n) > 0).astype(np.int64)
+    return X, y
+
+
+def numpy_dp_sgd(X, y01, *, epochs, batch_size, learning_rate, clip_norm, noise_std, rng):
+    """Plain NumPy cyclic DP-SGD (logistic, intercept, no penalty): the baseline the
+    compiled loop must beat. Vectorized per batch with BLAS."""
+    n, d = X.shape
+    y = np.where(y01 == 1, 1.0, -1.0)
+    aug_norms = np.sqrt(np.einsum("ij,ij->i", X, X) + 1.0)
+    order = rng.permutation(n)
+    theta, pos = np.zeros(d + 1), 0
+    step = learning_rate / batch_size
+    for _ in range(math.ceil(epochs * n / batch_size)):
+        rows = order[(pos + np.arange(batch_size)) % n]
+        pos = (pos + batch_size) % n
+        A = X[rows]
+        der = -y[rows] / (1.0 + np.exp(y[rows] * (A @ theta[:d] + theta[d])))
+        der *= np.minimum(1.0, clip_norm / np.maximum(np.abs(der) * aug_norms[rows], 1e-300))
+        theta[:d] -= step * (A.T @ der)
+        theta[d] -= step * der.sum()
+        theta += noise_std * rng.standard_normal(d + 1)
+    return theta
+
+
+OPACUS_SCRIPT = textwrap.dedent("""
+    import json, sys, time
+    import numpy as np, torch
+    from opacus import PrivacyEngine
+    n, d, b, epochs, z, clip, lr = json.loads(sys.argv[1])
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    X = torch.tensor(rng.standard_normal((n, d)) / d ** 0.5, dtype=torch.float32)
+    y = (X @ torch.tensor(rng.standard_normal(d), dtype=torch.float32) > 0).float()
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=b)
+    model = torch.nn.Linear(d, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    model, opt, loader = PrivacyEngine().make_private(
+        module=model, optimizer=opt, data_loader=loader, noise_multiplier=z,
+        max_grad_norm=clip, poisson_sampling=False)
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    start = time.perf_counter()
+    for _ in range(epochs):
+        for xb, yb in loader:
+            opt.zero_grad()
+            loss_fn(model(xb).squeeze(1), yb).backward()
+            opt.step()
+    print(json.dumps({"seconds": time.perf_counter() - start}))
+""")
+
+
+def opacus_epoch_time(n, d, b, epochs, z, clip, lr, venv):
+    """Seconds per epoch of Opacus DP-SGD in ``venv`` (created with torch CPU and
+    opacus on first use); None, with the reason printed, if anything fails."""
+    python = os.path.join(venv, "bin", "python")
+    try:
+        if not os.path.exists(python):
+            print(f"    creating {venv} (torch CPU + opacus; needs network) ...")
+            subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+            # --isolated: only the CPU wheel index, never a CUDA build from another one;
+            # few retries so that an offline run fails in seconds.
+            pip = [python, "-m", "pip", "--isolated", "install", "-q", "--retries", "1",
+                   "--timeout", "20"]
+            try:
+                subprocess.run(pip + ["torch", "--index-url",
+                                      "https://download.pytorch.org/whl/cpu"],
+                               check=True, timeout=1800)
+                subprocess.run(pip + ["opacus"], check=True, timeout=600)
+            except (OSError, subprocess.SubprocessError):
+                shutil.rmtree(venv, ignore_errors=True)  # retry from scratch next time
+                raise
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
+            fh.write(OPACUS_SCRIPT)
+        try:
+            out = subprocess.run([python, fh.name, json.dumps([n, d, b, epochs, z, clip, lr])],
+                                 capture_output=True, text=True, check=True, timeout=3600)
+        finally:
+            os.unlink(fh.name)
+        return json.loads(out.stdout.strip().splitlines()[-1])["seconds"] / epochs
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError, KeyError) as exc:
+        detail = getattr(exc, "stderr", None) or exc
+        print(f"    Opacus comparison skipped: {str(detail).strip()[-300:]}")
+        return None
+
+
+def speed(epochs, reps, opacus, venv, n=100_000, d=100, b=256):
+    X, y = _data(n, d)
+    est = DPCyclicSGD(epsilon=EPS, delta=DELTA, batch_size=b, epochs=epochs, classes=[0, 1],
+                      random_state=0)
+    est.fit(X[:2000], y[:2000])  # warm-up: numba compile / cache load, not timed
+    plan = plan_cyclic_sgd(n, d, loss="logistic", norm_bound=1.0, fit_intercept=True,
+                           batch_size=b, epochs=epochs, delta=DELTA, epsilon=EPS,
+                           penalty="l2", alpha=1e-4)
+    targets = np.where(y == 1, 1.0, -1.0)
+    sgd = SGDClassifier(loss="log_loss", max_iter=epochs, tol=None, random_state=0)
+    times = {"fit": [], "loop": [], "sgd": [], "numpy": []}
+    for rep in range(reps):
+        t0 = time.perf_counter()
+        est.fit(X, y)
+        times["fit"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        cyclic_sgd(X, targets, plan, np.random.default_rng(rep))
+        times["loop"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # ConvergenceWarning: fixed epochs on purpose
+            sgd.fit(X, y)
+        times["sgd"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        numpy_dp_sgd(X, y, epochs=epochs, batch_size=b, learning_rate=plan.learning_rate,
+                     clip_norm=plan.clip_norm, noise_std=plan.noise_std,
+                     rng=np.random.default_rng(rep))
+        times["numpy"].append(time.perf_counter() - t0)
+    per = {k: float(np.median(v)) / epochs for k, v in times.items()}
+    print(f"\n[2] seconds per epoch, logistic, dense n={n}, d={d}, b={b}, {epochs} epochs "
+          f"(median of {reps}); z={est.noise_multiplier_:.3f} for ({EPS:g}, {DELTA:g}) by "
+          f"{est.accounting_['bound']}")
+    print(f"    DPCyclicSGD.fit (validation, calibration, bounding, loop): {per['fit']:.4f}")
+    print(f"    noisy-step loop alone (mechanisms.cyclic_sgd):            {per['loop']:.4f}")
+    print(f"    sklearn SGDClassifier(log_loss), non-private, b=1:        {per['sgd']:.4f}")
+    print(f"    plain NumPy DP-SGD, same steps:                           {per['numpy']:.4f}")
+    print(f"    ratio fit/SGDClassifier {per['fit'] / per['sgd']:.2f} (target <= 1), "
+          f"loop/SGDClassifier {per['loop'] / per['sgd']:.2f}, "
+          f"NumPy/loop {per['numpy'] / per['loop']:.2f}")
+    print(f"    accuracy on the training rows: DPCyclicSGD {est.score(X, y):.3f}, "
+          f"SGDClassifier {sgd.score(X, y):.3f}")
+    if opacus:
+        sec = opacus_epoch_time(n, d, b, epochs, est.noise_multiplier_, est.clip_norm_,
+                                est.learning_rate_, venv)
+        if sec is not None:
+            print(f"    Opacus (torch CPU, 1 thread), same steps:                 {sec:.4f}"
+                  f"  ratio Opacus/loop {sec / per['loop']:.1f}")
+
+
+# ---------------------------------------------------------------------------- part 3
+def accuracy(epsilons, seeds):
+    X, y = load_sparse_digits(return_X_y=True, binary=True)
+    Xs, ys, _ = make_sparse_classification(50_000, 1000, 10, random_state=0)
+    configs = [dict(), dict(batch_size=2048, epochs=20, alpha=1e-3)]
+    for name, (X, y) in [("load_sparse_digits(binary=True)", (X, y)),
+                         ("make_sparse_classification(5e4, 1000, 10)", (Xs, ys))]:
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=0,
+                                              stratify=y)
+        base = LogisticRegression(max_iter=2000).fit(Xtr, ytr).score(Xte, yte)
+        print(f"\n[3] test accuracy, {name}: n_train={Xtr.shape[0]}, d={X.shape[1]}, "
+              f"delta={DELTA:g}, mean of {seeds} seeds; non-private LogisticRegression "
+              f"{base:.3f}")
+        print(f"    {'config':<40}" + "".join(f"{'eps=' + format(e, 'g'):>9}" for e in epsilons))
+        for cfg in configs:
+            row = []
+            for eps in epsilons:
+                row.append(np.mean([
+                    DPCyclicSGD(epsilon=eps, delta=DELTA, classes=[0, 1], random_state=s,
+                                **cfg).fit(Xtr, ytr).score(Xte, yte) for s in range(seeds)]))
+            label = ", ".join(f"{k}={v}" for k, v in cfg.items()) or "defaults (b=256, E=5)"
+            print(f"    {label:<40}" + "".join(f"{a:>9.3f}" for a in row))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", type=int, choices=[1, 2, 3])
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--opacus", action="store_true")
+    parser.add_argument("--opacus-venv",
+                        default=os.path.join(tempfile.gettempdir(), "skdpsparse-opacus-venv"))
+    args = parser.parse_args()
+    start = time.perf_counter()
+    if args.part in (None, 1):
+        print("[1] noise multiplier for (1, 1e-5): last-iterate accounting vs composition")
+        table(0.1)
+    if args.part in (None, 2):
+        speed(args.epochs, args.reps, args.opacus, args.opacus_venv)
+    if args.part in (None, 3):
+        accuracy([0.5, 1.0, 2.0, 4.0, 8.0], args.seeds)
+    print(f"\n({time.perf_counter() - start:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()

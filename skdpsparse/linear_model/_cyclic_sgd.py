@@ -1,0 +1,382 @@
+"""DPCyclicSGD: cyclic DP-SGD released at its last iterate (seed 003, Kong & Ribero)."""
+
+import warnings
+
+import numpy as np
+from scipy.special import expit
+from sklearn.base import BaseEstimator
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.utils import ClassifierTags, RegressorTags
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import check_is_fitted
+
+from ..exceptions import PrivacyLeakWarning
+from ..mechanisms.cyclic_sgd import (
+    CLASSIFICATION_LOSSES,
+    PENALTIES,
+    REGRESSION_LOSSES,
+    bound_rows_l2,
+    cyclic_sgd,
+    plan_cyclic_sgd,
+)
+from ..ledger import charge_budget
+from ..utils import InstanceOf, Interval, Options, check_generator, validate_params
+from ..utils._data import check_fit_input
+
+_POSITIVE = Interval("real", 0, None, closed="neither")
+_NONNEGATIVE = Interval("real", 0, None, closed="left")
+_BOOL = InstanceOf(bool, np.bool_, description="bool")
+
+
+class DPCyclicSGD(BaseEstimator):
+    """Linear model trained by cyclic DP-SGD, private at its last iterate.
+
+    Algorithm 1 of Kong and Ribero, "Privacy of the last iterate in cyclically-sampled
+    DP-SGD on nonconvex composite losses" (seed 003; formulas recovered in
+    ``kong_ribero.md``): E passes over the rows in a fixed order in batches of b
+    (wrapping at the end), each per-example gradient clipped to norm C, Gaussian noise
+    of std λzC/b added to the displacement, then the proximal map of the penalty /
+    constraint h; only the last iterate is released. Its privacy is the smallest of
+    every RDP bound valid for the loss (composition; Theorem 4.5 with the
+    clipping-safe constant or, when clipping provably never binds, eq. (12); Theorem
+    4.4 with a bounded domain), see :mod:`skdpsparse.mechanisms.cyclic_sgd`.
+
+    The task follows ``loss``: ``"logistic"``, ``"smoothed_hinge"`` and ``"sigmoid"``
+    (nonconvex) make a binary classifier, ``"squared"`` and ``"huber"`` a regressor.
+    More than two classes raise a ``ValueError``: wrap the estimator in
+    :class:`~sklearn.multiclass.OneVsRestClassifier` with ``epsilon`` divided by the
+    number of classes (basic composition) for a multiclass model.
+
+    Privacy unit: one row (replace-one neighbours; n and d public). Every row is scaled
+    into ‖x‖₂ ≤ ``norm_bound`` (contribution bounding, never rejection); the same
+    public scaling is applied by ``predict``, so the model is x ↦ ⟨w, s(x)⟩ + b with
+    s(x) = x·min(1, R/‖x‖₂). The curvature constants (m, M) and the gradient bound
+    that the accountant needs are computed from ``norm_bound`` and the loss, never
+    read from the data.
+
+    Parameters
+    ----------
+    loss : {"logistic", "smoothed_hinge", "sigmoid", "squared", "huber"}, \
+default="logistic"
+        f in seed 003 eq. (1), ℓ(⟨θ, x̃⟩, y) with x̃ = (x, 1) when fitting an intercept.
+    penalty : {"l2", "l1", "elasticnet"} or None, default="l2"
+        The nonsmooth part h on the coefficients (never the intercept), applied by
+        its proximal map after every step: α‖w‖₁, (α/2)‖w‖² or
+        α(ρ‖w‖₁ + (1−ρ)/2‖w‖²), as in :class:`~sklearn.linear_model.SGDClassifier`.
+    alpha : float, default=1e-4
+        α ≥ 0.
+    l1_ratio : float, default=0.15
+        ρ in [0, 1] for ``"elasticnet"``.
+    fit_intercept : bool, default=True
+        Learn b as the coefficient of a constant feature 1; it shares the clipping and
+        the noise, and the feature bound becomes G = √(R² + 1).
+    norm_bound : float, default=1.0
+        R > 0: rows with ‖x‖₂ > R are scaled down to norm R. M, m and the gradient
+        bound are computed from G (R, or √(R² + 1) with an intercept): logistic
+        M = G²/4, m = 0; smoothed hinge of width h M = G²/h, m = 0; sigmoid
+        m = M = G²/(6√3); squared and huber M = G², m = 0.
+    clip_norm : float or "auto", default="auto"
+        C > 0. ``"auto"``: the largest possible gradient norm sup|ℓ'|·G (G, G/4 and
+        δG for logistic / smoothed hinge, sigmoid and huber), so clipping never binds
+        and eq. (12) applies; G for the squared loss, whose gradients are unbounded.
+    batch_size : int, default=256
+        b ≥ 1; capped at n (public).
+    learning_rate : float or "auto", default="auto"
+        λ > 0. ``"auto"``: 1/(M + m), the largest step for which eq. (12) holds (the
+        clipping-safe Theorem 4.5 bound holds for every λ).
+    epochs : int, default=5
+        E passes: T = ⌈E·n/b⌉ steps.
+    epsilon : float, default=1.0
+        Target ε > 0, used when ``noise_multiplier`` is None.
+    delta : float, default=1e-6
+        δ in (0, 1).
+    noise_multiplier : float or None, default=None
+        z > 0 (noise N(0, z²C²I) on the sum of the clipped gradients of a batch).
+        ``None``: the smallest z meeting (ε, δ), found by root finding. Given:
+        ``epsilon`` is ignored and the ε reached is reported.
+    weak_convexity, smoothness : float or None, default=None
+        m and M of (A2), seed 003 eq. (9). ``None``: computed as above. A declared
+        value below the computed one is refused with a ``ValueError`` (it is false for
+        some possible record and would void the guarantee); a larger one is used as
+        declared (valid, and looser for the clipping-safe bound).
+    radius : float or None, default=None
+        h also contains the indicator of {‖(w, b)‖₂ ≤ r}: iterates stay in a ball of
+        diameter 2r, which enables Theorem 4.4 (eq. (20)).
+    box : (float, float) or None, default=None
+        h also contains the indicator of [l, u]^p over (w, b): diameter (u − l)√p.
+        At most one of ``radius`` and ``box``.
+    loss_param : float, default=1.0
+        Smoothed-hinge width h or Huber threshold δ (> 0); ignored otherwise.
+    classes : array-like of 2 labels or None, default=None
+        The labels of a classifier, declared. ``None`` reads them from ``y``, which
+        reveals which labels occur (a :class:`~skdpsparse.exceptions.PrivacyLeakWarning`
+        is issued). Labels other than ``classes[1]`` count as ``classes[0]``.
+    shuffle : bool, default=True
+        Visit the rows in one secret random order (the same in every pass) rather
+        than the data order; the guarantee holds for every order. Never stored.
+    verbose : int, default=0
+        > 0 prints the steps and time of each pass (nothing data-dependent).
+    random_state : None, int or numpy.random.Generator, default=None
+        ``None`` draws fresh noise from the operating system. A fixed seed makes the
+        noise known to whoever knows the seed: use it for tests and reports only.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (1, n_features) (classifier) or (n_features,) (regressor)
+    intercept_ : ndarray of shape (1,)
+    classes_ : ndarray of shape (2,)
+        Classifiers only.
+    n_iter_ : int
+        Passes over the data (E).
+    n_steps_ : int
+        Noisy steps T.
+    batch_size_, learning_rate_, clip_norm_ : int, float, float
+        The b, λ and C used (after capping / ``"auto"``).
+    noise_multiplier_ : float
+        z used; the displacement noise std is ``accounting_["noise_std"]`` = λzC/b.
+    privacy_spent_ : ApproxDP
+        (ε, δ) at the requested δ; never above the target when calibrated.
+    accounting_ : dict
+        ``bound`` (the winning bound's name, one of
+        :data:`~skdpsparse.accounting.LAST_ITERATE_BOUNDS`), ``order``, ``epsilons``
+        (ε of every valid bound), ``weak_convexity``, ``smoothness``,
+        ``gradient_bound``, ``clipping_can_bind``, ``domain_diameter``, ``n_steps``,
+        ``max_uses`` and ``noise_std``.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when ``X`` has string feature names.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from skdpsparse.linear_model import DPCyclicSGD
+    >>> X, y = make_classification(20000, 10, class_sep=2.0, random_state=0)
+    >>> clf = DPCyclicSGD(epsilon=1.0, norm_bound=3.0, classes=[0, 1],
+    ...                   random_state=0).fit(X, y)
+    >>> clf.accounting_["bound"], bool(clf.privacy_spent_.epsilon <= 1.0)
+    ('thm4.5-eq12', True)
+    >>> bool(clf.score(X, y) > 0.9)
+    True
+    """
+
+    _parameter_constraints = {
+        "loss": [Options(*CLASSIFICATION_LOSSES, *REGRESSION_LOSSES)],
+        "penalty": [Options(*PENALTIES), None],
+        "alpha": [_NONNEGATIVE],
+        "l1_ratio": [Interval("real", 0, 1, closed="both")],
+        "fit_intercept": [_BOOL],
+        "norm_bound": [_POSITIVE],
+        "clip_norm": [Options("auto"), _POSITIVE],
+        "batch_size": [Interval("integer", 1, None, closed="left")],
+        "learning_rate": [Options("auto"), _POSITIVE],
+        "epochs": [Interval("integer", 1, None, closed="left")],
+        "epsilon": [_POSITIVE],
+        "delta": [Interval("real", 0, 1, closed="neither")],
+        "noise_multiplier": [_POSITIVE, None],
+        "weak_convexity": [_NONNEGATIVE, None],
+        "smoothness": [_NONNEGATIVE, None],
+        "radius": [_POSITIVE, None],
+        "box": [InstanceOf(tuple, list, description="a pair (lower, upper)"), None],
+        "loss_param": [_POSITIVE],
+        "classes": [InstanceOf(list, tuple, np.ndarray, description="array-like"), None],
+        "shuffle": [_BOOL],
+        "verbose": [Interval("integer", 0, None, closed="left")],
+        # random_state is validated by check_generator.
+    }
+
+    def __init__(self, loss="logistic", *, penalty="l2", alpha=1e-4, l1_ratio=0.15,
+                 fit_intercept=True, norm_bound=1.0, clip_norm="auto", batch_size=256,
+                 learning_rate="auto", epochs=5, epsilon=1.0, delta=1e-6,
+                 noise_multiplier=None, weak_convexity=None, smoothness=None, radius=None,
+                 box=None, loss_param=1.0, classes=None, shuffle=True, verbose=0,
+                 random_state=None):
+        self.loss = loss
+        self.penalty = penalty
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.fit_intercept = fit_intercept
+        self.norm_bound = norm_bound
+        self.clip_norm = clip_norm
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.epochs = epochs
+        self.epsilon = epsilon
+        self.delta = delta
+        self.noise_multiplier = noise_multiplier
+        self.weak_convexity = weak_convexity
+        self.smoothness = smoothness
+        self.radius = radius
+        self.box = box
+        self.loss_param = loss_param
+        self.classes = classes
+        self.shuffle = shuffle
+        self.verbose = verbose
+        self.random_state = random_state
+
+    def _is_classifier(self):
+        return self.loss not in REGRESSION_LOSSES
+
+    def _binary_targets(self, y):
+        check_classification_targets(y)
+        if self.classes is None:
+            y_type = type_of_target(y, input_name="y", raise_unknown=True)
+            if y_type != "binary":
+                raise ValueError("Only binary classification is supported. The type of the "
+                                 f"target is {y_type}.")
+            classes = np.unique(y)
+            warnings.warn(
+                "classes=None: the label set is read from y, which reveals which labels "
+                "occur. Declare classes to keep the guarantee of privacy_spent_.",
+                PrivacyLeakWarning, stacklevel=3)
+            if classes.size < 2:
+                raise ValueError(f"{type(self).__name__} needs samples of 2 classes; got 1 "
+                                 f"class ({classes[0]!r}).")
+        else:
+            classes = np.unique(np.asarray(self.classes))
+            if classes.size != 2:
+                raise ValueError("Only binary classification is supported: classes must "
+                                 f"declare 2 labels, got {self.classes!r}.")
+        self.classes_ = classes
+        return np.where(y == classes[1], 1.0, -1.0)
+
+    def fit(self, X, y):
+        """Run cyclic DP-SGD on ``(X, y)``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Sparse input stays sparse (CSR).
+        y : array-like of shape (n_samples,)
+            Labels (classification losses) or targets.
+
+        Returns
+        -------
+        self : DPCyclicSGD
+        """
+        validate_params(self, self._parameter_constraints)
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target "
+                             "y is None.")
+        classifier = self._is_classifier()
+        X, y = check_fit_input(self, X, y, y_numeric=not classifier)
+        if classifier:
+            targets = self._binary_targets(y)
+        else:
+            targets = np.asarray(y, dtype=np.float64)
+            if hasattr(self, "classes_"):
+                del self.classes_  # refit of a former classifier
+        n, d = X.shape
+        plan = plan_cyclic_sgd(
+            n, d, loss=self.loss, loss_param=float(self.loss_param),
+            norm_bound=float(self.norm_bound), fit_intercept=bool(self.fit_intercept),
+            batch_size=int(self.batch_size), epochs=int(self.epochs), delta=float(self.delta),
+            epsilon=float(self.epsilon), noise_multiplier=self.noise_multiplier,
+            learning_rate=self.learning_rate, clip_norm=self.clip_norm,
+            weak_convexity=self.weak_convexity, smoothness=self.smoothness,
+            penalty=self.penalty, alpha=float(self.alpha), l1_ratio=float(self.l1_ratio),
+            radius=self.radius, box=None if self.box is None else tuple(self.box))
+        coef, intercept = cyclic_sgd(X, targets, plan, check_generator(self.random_state),
+                                     shuffle=bool(self.shuffle), verbose=self.verbose)
+        charge_budget(self, plan.budget)  # may refuse: the model is not set before this
+        self.coef_ = coef[None, :] if classifier else coef
+        self.intercept_ = np.array([intercept])
+        self.n_iter_ = plan.epochs
+        self.n_steps_ = plan.n_steps
+        self.batch_size_ = plan.batch_size
+        self.learning_rate_ = plan.learning_rate
+        self.clip_norm_ = plan.clip_norm
+        self.noise_multiplier_ = plan.noise_multiplier
+        self.privacy_spent_ = plan.budget
+        self.accounting_ = plan.accounting
+        return self
+
+    def _margins(self, X):
+        check_is_fitted(self)
+        X = bound_rows_l2(check_fit_input(self, X, reset=False), float(self.norm_bound))
+        return np.asarray(X @ self.coef_.ravel(), dtype=np.float64) + self.intercept_[0]
+
+    @available_if(_is_classifier)
+    def decision_function(self, X):
+        """Margins ⟨w, s(x)⟩ + b, positive for ``classes_[1]``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        return self._margins(X)
+
+    def predict(self, X):
+        """Predicted labels (classifier) or values (regressor).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        scores = self._margins(X)
+        if self._is_classifier():
+            return self.classes_[(scores > 0).astype(np.intp)]
+        return scores
+
+    def _has_proba(self):
+        return self.loss == "logistic"
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """Class probabilities of the logistic model (``loss="logistic"`` only).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2)
+        """
+        p = expit(self._margins(X))
+        return np.column_stack([1.0 - p, p])
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`."""
+        return np.log(self.predict_proba(X))
+
+    def score(self, X, y, sample_weight=None):
+        """Accuracy (classifier) or R² (regressor) on ``(X, y)``.
+
+        Post-processing of the released model; scores on held-out rows are not private
+        in those rows, and a grid search over k settings spends k budgets.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), optional
+
+        Returns
+        -------
+        float
+        """
+        metric = accuracy_score if self._is_classifier() else r2_score
+        return float(metric(y, self.predict(X), sample_weight=sample_weight))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.target_tags.required = True
+        # The task follows the loss, per instance (poor_score: noise by design).
+        if self._is_classifier():
+            tags.estimator_type = "classifier"
+            tags.classifier_tags = ClassifierTags(multi_class=False, poor_score=True)
+        else:
+            tags.estimator_type = "regressor"
+            tags.regressor_tags = RegressorTags(poor_score=True)
+        return tags

@@ -1,0 +1,402 @@
+"""Cyclic DP-SGD released at its last iterate (seed 003, Kong & Ribero, Algorithm 1).
+
+Pass over the n examples in a fixed order in batches of b (wrapping at the end), clip
+each per-example gradient of f to norm C, average, step by λ, add N(0, σ²I) to the
+displacement, apply prox_{λh}; after T = ⌈E·n/b⌉ steps release only the last iterate
+(``../shared/papers/recovered/kong_ribero.md`` §2). The noise std is σ = λzC/b for the
+noise multiplier z (noise N(0, z²C²I) on the sum of the clipped gradients; notes §2
+"Noise convention"), and the privacy of x_T is the minimum over every RDP bound that
+holds for the declared assumptions (:func:`~skdpsparse.accounting.last_iterate_rdp`,
+notes §4.4).
+
+Those assumptions are not taken on trust. For the built-in losses of linear models,
+f_i(θ) = ℓ(⟨θ, x̃_i⟩, y_i) with x̃ = (x, 1) (intercept) or x, and every row is scaled
+into ‖x‖ ≤ R first, so ‖x̃‖ ≤ G = √(R² + 1) (or R). Along any direction u the second
+derivative of f_i is ℓ''(z)⟨u, x̃⟩², so with a ≤ ℓ'' ≤ c (a.e.; ℓ' absolutely
+continuous for every loss here) assumption (A2) of seed 003, eq. (9), holds for every
+possible record with
+
+    M = max(c, 0)·G²,   m = max(−a, 0)·G²,
+
+and each per-example gradient ℓ'(z)·x̃ has norm ≤ sup|ℓ'|·G:
+
+==============  ==================  ===========  ==================================
+loss            ℓ'' range           sup |ℓ'|     (m, M)
+==============  ==================  ===========  ==================================
+logistic        (0, 1/4]            1            (0, G²/4)
+smoothed_hinge  {0, 1/h}            1            (0, G²/h), h = ``loss_param``
+sigmoid         |ℓ''| ≤ 1/(6√3)     1/4          (G²/(6√3), G²/(6√3)), nonconvex
+squared         1                   unbounded    (0, G²)
+huber           {0, 1}              δ            (0, G²), δ = ``loss_param``
+==============  ==================  ===========  ==================================
+
+(sigmoid: ℓ(t) = s(−t), s the logistic function, s'' = s(1−s)(1−2s) peaks at
+s = (3 ± √3)/6 with |s''| = 1/(6√3).) When sup|ℓ'|·G ≤ C clipping is the identity on
+every possible record and the paper's eq. (12) Lipschitz constant is valid; otherwise
+only the clipping-safe constant is (kong_ribero.md §0 caveat, §3.5). The squared loss
+has unbounded gradients, so clipping is always taken to bind for it.
+"""
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import _kernels
+from .._kernels.cyclic_sgd import (
+    BALL,
+    BOX,
+    NO_CONSTRAINT,
+    csr_cyclic_sgd_steps,
+    dense_cyclic_sgd_steps,
+)
+from ..accounting import (
+    ApproxDP,
+    calibrate_last_iterate_noise,
+    cyclic_schedule,
+    displacement_noise_std,
+    last_iterate_rdp_bounds,
+)
+from ..utils._data import as_canonical_csr
+from .noise import add_noise_inplace
+
+__all__ = [
+    "CLASSIFICATION_LOSSES",
+    "REGRESSION_LOSSES",
+    "PENALTIES",
+    "CyclicSGDPlan",
+    "bound_rows_l2",
+    "cyclic_sgd",
+    "feature_bound",
+    "gradient_bound",
+    "loss_curvature",
+    "plan_cyclic_sgd",
+]
+
+CLASSIFICATION_LOSSES = ("logistic", "smoothed_hinge", "sigmoid")
+REGRESSION_LOSSES = ("squared", "huber")
+PENALTIES = ("l1", "l2", "elasticnet")
+
+_SIGMOID_CURVATURE = 1.0 / (6.0 * math.sqrt(3.0))
+# Noise entries drawn per block of steps (8 MB of float64).
+_NOISE_BLOCK = 1 << 20
+
+
+def feature_bound(norm_bound, fit_intercept):
+    """G ≥ ‖x̃‖: R, or √(R² + 1) for the augmented row (x, 1) with an intercept."""
+    return math.hypot(norm_bound, 1.0) if fit_intercept else float(norm_bound)
+
+
+def loss_curvature(loss, loss_param, feature_bound):
+    """(m, M) of (A2), seed 003 eq. (9), for every record with ‖x̃‖ ≤ ``feature_bound``.
+
+    See the module docstring for the derivation; the bounds on ℓ'' are exact
+    suprema, so no smaller (m, M) holds for every possible record.
+
+    Returns
+    -------
+    weak_convexity, smoothness : float
+    """
+    g2 = float(feature_bound) ** 2
+    if loss == "logistic":
+        return 0.0, 0.25 * g2
+    if loss == "smoothed_hinge":
+        return 0.0, g2 / float(loss_param)
+    if loss == "sigmoid":
+        return _SIGMOID_CURVATURE * g2, _SIGMOID_CURVATURE * g2
+    if loss in ("squared", "huber"):
+        return 0.0, g2
+    raise ValueError(f"unknown loss {loss!r}")
+
+
+def gradient_bound(loss, loss_param, feature_bound):
+    """sup ‖∇f_i‖ = sup|ℓ'|·‖x̃‖ over every record (``inf`` for the squared loss)."""
+    lip = {"logistic": 1.0, "smoothed_hinge": 1.0, "sigmoid": 0.25, "squared": math.inf,
+           "huber": float(loss_param)}
+    if loss not in lip:
+        raise ValueError(f"unknown loss {loss!r}")
+    return lip[loss] * float(feature_bound)
+
+
+def bound_rows_l2(X, norm_bound, order=None):
+    """``X`` (float64) with every row of ℓ2 norm > R scaled down to norm R.
+
+    Contribution bounding (never rejection, ARCHITECTURE.md): the bounds of the module
+    docstring then hold for every row. Sparse input stays canonical CSR.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix of shape (n, d)
+    norm_bound : float
+        R.
+    order : ndarray of shape (n,), optional
+        Also permute the rows (row k of the result is row ``order[k]`` of ``X``), in
+        the same copy.
+
+    Returns
+    -------
+    ndarray or scipy.sparse.csr_matrix
+        ``X`` itself (as float64) when no row needs scaling and ``order`` is None.
+    """
+    r = float(norm_bound)
+    if sp.issparse(X):
+        X = as_canonical_csr(X)
+        scales = _kernels.csr_bounding_scales(X.indptr, X.data, r, math.inf)
+        if order is not None:
+            X, scales = X[order], scales[order]  # row slicing keeps rows canonical
+        if np.all(scales == 1.0) and X.data.dtype == np.float64:
+            return X
+        data = _kernels.csr_scale_rows(X.indptr, X.data, scales,
+                                       out=np.empty(X.data.shape, dtype=np.float64))
+        return sp.csr_matrix((data, X.indices, X.indptr), shape=X.shape)
+    X = np.ascontiguousarray(X)
+    scales = _kernels.dense_bounding_scales(X, r, math.inf)
+    if order is not None:
+        X = np.ascontiguousarray(X[order], dtype=np.float64)  # a new array: scale in place
+        return _kernels.dense_scale_rows(X, scales[order], out=X)
+    if np.all(scales == 1.0):
+        return np.ascontiguousarray(X, dtype=np.float64)
+    return _kernels.dense_scale_rows(X, scales, out=np.empty(X.shape, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class CyclicSGDPlan:
+    """Everything :func:`cyclic_sgd` runs with, fixed before the data are read.
+
+    Built by :func:`plan_cyclic_sgd` from public quantities only (n, d, the declared
+    bounds and hyperparameters), so the noise and the guarantee never depend on the
+    data.
+    """
+
+    loss: str
+    loss_param: float
+    norm_bound: float
+    fit_intercept: bool
+    n_samples: int
+    n_features: int
+    batch_size: int
+    epochs: int
+    n_steps: int
+    learning_rate: float
+    clip_norm: float
+    alpha: float  #: elastic-net weight on w (0: no penalty)
+    l1_ratio: float
+    radius: float | None
+    box: tuple | None
+    weak_convexity: float
+    smoothness: float
+    gradient_bound: float
+    clipping_can_bind: bool
+    domain_diameter: float | None
+    noise_multiplier: float
+    noise_std: float  #: σ = λzC/b on the displacement
+    budget: ApproxDP
+    accounting: dict = field(repr=False)
+
+
+def _resolve_curvature(loss, loss_param, g, weak_convexity, smoothness):
+    m0, big_m0 = loss_curvature(loss, loss_param, g)
+    # A declared constant below the computed supremum is false for some record and
+    # would void the guarantee: refuse it. A larger one is a valid (looser) claim.
+    for name, declared, true in (("smoothness", smoothness, big_m0),
+                                 ("weak_convexity", weak_convexity, m0)):
+        if declared is not None and float(declared) < true * (1.0 - 1e-12):
+            raise ValueError(
+                f"{name}={declared!r} is below the {name} {true:.6g} that loss={loss!r} has "
+                f"on rows of norm <= norm_bound (feature bound {g:.6g}); leave it None to "
+                "use the computed value.")
+    m = m0 if weak_convexity is None else float(weak_convexity)
+    big_m = big_m0 if smoothness is None else float(smoothness)
+    return m, big_m
+
+
+def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
+                    fit_intercept, batch_size, epochs, delta, epsilon=None,
+                    noise_multiplier=None, learning_rate="auto", clip_norm="auto",
+                    weak_convexity=None, smoothness=None, penalty=None, alpha=0.0,
+                    l1_ratio=0.15, radius=None, box=None):
+    """Noise, step size and guarantee of cyclic DP-SGD, from public quantities.
+
+    Parameters
+    ----------
+    n_samples, n_features : int
+        n and d (public under replace-one neighbours).
+    loss : {"logistic", "smoothed_hinge", "sigmoid", "squared", "huber"}
+    loss_param : float
+        Smoothed-hinge width h or Huber threshold δ.
+    norm_bound : float
+        R: rows are scaled into ‖x‖₂ ≤ R by :func:`cyclic_sgd`.
+    fit_intercept : bool
+    batch_size : int
+        b, capped at n.
+    epochs : int
+        E; T = ⌈E·n/b⌉ steps (:func:`~skdpsparse.accounting.cyclic_schedule`).
+    delta : float
+        δ in (0, 1).
+    epsilon : float, optional
+        Target ε; needed when ``noise_multiplier`` is None (then z is calibrated).
+    noise_multiplier : float, optional
+        z; ``epsilon`` is then ignored and the ε reached is reported.
+    learning_rate : float or "auto"
+        λ; ``"auto"`` is 1/(M + m), the largest step for which eq. (12) holds.
+    clip_norm : float or "auto"
+        C; ``"auto"`` is the gradient bound sup|ℓ'|·G when finite (clipping never
+        binds) and G for the squared loss.
+    weak_convexity, smoothness : float, optional
+        Declared m and M; must be at least the computed ones (module docstring).
+    penalty : {None, "l1", "l2", "elasticnet"}
+        Penalty α(ρ‖w‖₁ + (1−ρ)/2‖w‖²) on w, with ρ = 1 ("l1"), 0 ("l2") or
+        ``l1_ratio``.
+    alpha, l1_ratio : float
+    radius : float, optional
+        h includes the indicator of {‖θ‖₂ ≤ r} over θ = (w, b): diameter 2r (eq. (19)).
+    box : (float, float), optional
+        h includes the indicator of [l, u]^p: diameter (u − l)√p, p = d + intercept.
+
+    Returns
+    -------
+    CyclicSGDPlan
+    """
+    n, d = int(n_samples), int(n_features)
+    b = min(int(batch_size), n)
+    g = feature_bound(norm_bound, fit_intercept)
+    m, big_m = _resolve_curvature(loss, loss_param, g, weak_convexity, smoothness)
+    grad = gradient_bound(loss, loss_param, g)
+    if learning_rate == "auto":
+        lr = 1.0 / (big_m + m)
+        while lr * (big_m + m) > 1.0:  # rounding must not void λ ≤ 1/(M+m) of eq. (12)
+            lr = math.nextafter(lr, 0.0)
+    else:
+        lr = float(learning_rate)
+    if clip_norm == "auto":
+        clip = grad if math.isfinite(grad) else g
+    else:
+        clip = float(clip_norm)
+    if radius is not None and box is not None:
+        raise ValueError("give at most one of radius and box (the proximal map of the "
+                         "indicator of their intersection is not a projection composition)")
+    p = d + 1 if fit_intercept else d
+    if radius is not None:
+        diameter = 2.0 * float(radius)  # seed 003 eq. (19) for a ball of radius r
+    elif box is not None:
+        lo, hi = (float(v) for v in box)
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"box must be a pair (lower, upper) of finite floats with "
+                             f"lower < upper, got {box!r}")
+        box = (lo, hi)
+        diameter = (hi - lo) * math.sqrt(p)
+    else:
+        diameter = None
+    a, rho = {None: (0.0, 0.0), "l1": (alpha, 1.0), "l2": (alpha, 0.0),
+              "elasticnet": (alpha, l1_ratio)}[penalty]
+    params = dict(n_samples=n, batch_size=b, epochs=int(epochs), learning_rate=lr,
+                  clip_norm=clip, weak_convexity=m, smoothness=big_m,
+                  clipping_can_bind=not grad <= clip, domain_diameter=diameter)
+    if noise_multiplier is None:
+        if epsilon is None:
+            raise ValueError("give epsilon (to calibrate the noise) or noise_multiplier")
+        z = calibrate_last_iterate_noise(float(epsilon), delta, **params)
+    else:
+        z = float(noise_multiplier)
+    # Every valid bound at z, converted at δ; the smallest ε is the guarantee (notes §4.4).
+    epsilons, orders = {}, {}
+    for name, curve in last_iterate_rdp_bounds(noise_multiplier=z, **params).items():
+        epsilons[name], orders[name] = curve.to_epsilon(delta)
+    best = min(epsilons, key=epsilons.get)  # dicts keep LAST_ITERATE_BOUNDS order: ties go first
+    sched = cyclic_schedule(n, b, int(epochs))
+    sigma = displacement_noise_std(z, lr, clip, b)
+    accounting = dict(bound=best, order=orders[best], epsilons=epsilons,
+                      weak_convexity=m, smoothness=big_m, gradient_bound=grad,
+                      clipping_can_bind=params["clipping_can_bind"],
+                      domain_diameter=diameter, n_steps=sched.n_steps,
+                      max_uses=sched.max_uses, noise_std=sigma)
+    budget = ApproxDP(max(epsilons[best], float(np.finfo(float).tiny)), delta)
+    return CyclicSGDPlan(
+        loss=loss, loss_param=float(loss_param), norm_bound=float(norm_bound),
+        fit_intercept=bool(fit_intercept), n_samples=n, n_features=d, batch_size=b,
+        epochs=int(epochs), n_steps=sched.n_steps, learning_rate=lr, clip_norm=clip,
+        alpha=float(a), l1_ratio=float(rho), radius=None if radius is None else float(radius),
+        box=box, weak_convexity=m, smoothness=big_m, gradient_bound=grad,
+        clipping_can_bind=params["clipping_can_bind"], domain_diameter=diameter,
+        noise_multiplier=z, noise_std=sigma, budget=budget, accounting=accounting)
+
+
+def _pass_steps(n, b, epochs):
+    """Steps of each pass: pass e ends at step ⌈(e+1)n/b⌉, so they sum to T = ⌈En/b⌉."""
+    ends = [-(-(e + 1) * n // b) for e in range(epochs)]
+    return [hi - lo for lo, hi in zip([0] + ends[:-1], ends)]
+
+
+def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
+    """Run Algorithm 1 of seed 003 and return its last iterate.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix of shape (n, d)
+        Finite values; rows are scaled into ‖x‖₂ ≤ ``plan.norm_bound`` here.
+    y : ndarray of shape (n,)
+        ±1 for the classification losses, targets otherwise.
+    plan : CyclicSGDPlan
+    rng : numpy.random.Generator
+        The only source of randomness (pass order and noise).
+    shuffle : bool, default=True
+        Visit the rows in one random order, the same in every pass, instead of the
+        data order. The bounds hold for every fixed order (worst case over the
+        position of the differing record), hence for the mixture over orders (joint
+        quasi-convexity of Rényi divergence). The order is never returned or stored.
+    verbose : int, default=0
+        > 0 prints the steps and time of each pass. Nothing data-dependent is
+        printed: intermediate iterates are not covered by the last-iterate guarantee.
+
+    Returns
+    -------
+    coef : ndarray of shape (d,)
+    intercept : float
+    """
+    n, d = X.shape
+    if (n, d) != (plan.n_samples, plan.n_features):
+        raise ValueError(f"X has shape {(n, d)}, the plan was made for "
+                         f"{(plan.n_samples, plan.n_features)}")
+    y = np.asarray(y, dtype=np.float64)
+    if shuffle:
+        # One secret order for every pass. The rows are permuted once, in the copy that
+        # bounds them, so that each pass then reads memory sequentially.
+        perm = rng.permutation(n)
+        X, y = bound_rows_l2(X, plan.norm_bound, order=perm), y[perm]
+    else:
+        X = bound_rows_l2(X, plan.norm_bound)
+    y = np.ascontiguousarray(y)
+    order = np.arange(n)
+    p = d + 1 if plan.fit_intercept else d
+    theta = np.zeros(d + 1)
+    constraint, radius = NO_CONSTRAINT, 0.0
+    lower = upper = np.zeros(1)
+    if plan.radius is not None:
+        constraint, radius = BALL, plan.radius
+    elif plan.box is not None:
+        constraint = BOX
+        lower, upper = np.array([plan.box[0]]), np.array([plan.box[1]])
+        theta[:p] = np.clip(theta[:p], lower[0], upper[0])  # x_0 ∈ dom h
+    common = (plan.loss_param, plan.clip_norm, plan.batch_size, plan.learning_rate)
+    tail = (plan.alpha, plan.l1_ratio, constraint, radius, lower, upper, plan.fit_intercept)
+    code = _kernels.LOSS_CODES[plan.loss]
+    block = max(1, _NOISE_BLOCK // p)
+    start, t0 = 0, time.perf_counter()
+    for epoch, steps in enumerate(_pass_steps(n, plan.batch_size, plan.epochs)):
+        for k in range(0, steps, block):
+            # N_t ~ N(0, σ²I) on the displacement, σ = λzC/b (seed 003 Algorithm 1;
+            # kong_ribero.md §2 "Noise convention"), pre-drawn for a block of steps.
+            noise = np.zeros((min(block, steps - k), p))
+            add_noise_inplace(noise, rng, "gaussian", plan.noise_std)
+            if sp.issparse(X):
+                start = csr_cyclic_sgd_steps(X.indptr, X.indices, X.data, d, y, theta, order,
+                                             start, code, *common, noise, *tail)
+            else:
+                start = dense_cyclic_sgd_steps(X, y, theta, order, start, code, *common,
+                                               noise, *tail)
+        if verbose:
+            print(f"-- Pass {epoch + 1}/{plan.epochs}: {steps} noisy steps, "
+                  f"{time.perf_counter() - t0:.2f} s")
+    return theta[:d].copy(), float(theta[d])

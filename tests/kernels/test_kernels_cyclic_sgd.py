@@ -1,0 +1,183 @@
+"""The cyclic DP-SGD step loop against a plain NumPy run of the same steps."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from kernels_reference import clipped_gradient_sum
+from scipy.optimize import brentq
+
+from skdpsparse._kernels import LOSS_CODES
+from skdpsparse._kernels.cyclic_sgd import (
+    BALL,
+    BOX,
+    NO_CONSTRAINT,
+    csr_cyclic_sgd_steps,
+    dense_cyclic_sgd_steps,
+)
+
+PARAM = {"smoothed_hinge": 0.5, "huber": 0.7}
+
+
+def reference_steps(X, y, theta, order, start, code, param, clip, b, lr, noise, alpha,
+                    l1_ratio, constraint, radius, lower, upper, fit_intercept):
+    """Algorithm 1 of seed 003, one step at a time, in NumPy (per-example gradients
+    materialised and clipped by ``kernels_reference.clipped_gradient_sum``)."""
+    theta = theta.copy()
+    n, d = X.shape
+    p = d + 1 if fit_intercept else d
+    for t in range(noise.shape[0]):
+        rows = order[(start + np.arange(b)) % n]  # cyclic batch, wrapping at the end
+        start = (start + b) % n
+        g, g_b = clipped_gradient_sum(X, y, theta[:d], theta[d], code, param, clip, rows,
+                                      fit_intercept)
+        v = theta.copy()
+        v[:d] += noise[t, :d] - lr / b * g
+        if fit_intercept:
+            v[d] += noise[t, d] - lr / b * g_b
+        v[:p] = reference_prox(v[:p], d, lr * alpha, l1_ratio, constraint, radius, lower,
+                               upper)
+        theta = v
+    return theta, start
+
+
+def reference_prox(v, d, ta, l1_ratio, constraint, radius, lower, upper):
+    """prox of t·α(ρ‖w‖₁ + (1−ρ)/2‖w‖²) + ι_K at v = (w, [b]), ta = tα, from the
+    optimality conditions: w = soft(v_w, taρ)/(1 + a + μ), b = v_b/(1 + μ), with
+    a = ta(1−ρ) and μ ≥ 0 the ball's multiplier (root found by brentq)."""
+    a = ta * (1 - l1_ratio)
+    soft = np.sign(v[:d]) * np.maximum(np.abs(v[:d]) - ta * l1_ratio, 0.0)
+    b = v[d:]  # empty without an intercept
+
+    def sq_norm(mu):
+        return np.sum((soft / (1 + a + mu)) ** 2) + np.sum((b / (1 + mu)) ** 2)
+
+    mu = 0.0
+    if constraint == BALL and sq_norm(0.0) > radius**2:
+        mu = brentq(lambda m: sq_norm(m) - radius**2, 0.0, 1e12, xtol=1e-15, rtol=1e-15)
+    out = np.concatenate([soft / (1 + a + mu), b / (1 + mu)])
+    return np.clip(out, lower[0], upper[0]) if constraint == BOX else out
+
+
+def _problem(loss, n=23, d=6, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) * rng.uniform(0.2, 2.0, (n, 1))
+    X[rng.random((n, d)) < 0.4] = 0.0  # some sparsity for the CSR twin
+    if loss in ("squared", "huber"):
+        y = X @ rng.standard_normal(d) + 0.3 * rng.standard_normal(n)
+    else:
+        y = rng.choice([-1.0, 1.0], n)
+    return X, y, rng
+
+
+CONSTRAINTS = {
+    "none": (NO_CONSTRAINT, 0.0, (0.0, 0.0)),
+    "ball": (BALL, 0.4, (0.0, 0.0)),
+    "box": (BOX, 0.0, (-0.15, 0.2)),
+}
+
+
+@pytest.mark.parametrize("loss", sorted(set(LOSS_CODES) - {"hinge"}))
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("constraint", sorted(CONSTRAINTS))
+def test_steps_match_numpy_reference(loss, fit_intercept, constraint):
+    X, y, rng = _problem(loss)
+    n, d = X.shape
+    b, lr, clip, n_steps = 5, 0.7, 0.8, 13  # b does not divide n: batches wrap
+    kind, radius, (lo, hi) = CONSTRAINTS[constraint]
+    lower, upper = np.array([lo]), np.array([hi])
+    alpha, l1_ratio = (0.3, 0.5) if constraint != "box" else (0.0, 0.0)
+    p = d + 1 if fit_intercept else d
+    noise = 0.05 * rng.standard_normal((n_steps, p))
+    order = rng.permutation(n)
+    theta0 = np.zeros(d + 1)
+    theta0[:p] = np.clip(0.1 * rng.standard_normal(p), lo, hi) if kind == BOX else 0.0
+    args = (LOSS_CODES[loss], PARAM.get(loss, 0.0), clip, b, lr)
+    tail = (alpha, l1_ratio, kind, radius, lower, upper, fit_intercept)
+    expected, exp_start = reference_steps(X, y, theta0, order, 3, *args, noise, *tail)
+
+    theta = theta0.copy()
+    start = dense_cyclic_sgd_steps(X, y, theta, order, 3, *args, noise, *tail)
+    np.testing.assert_allclose(theta, expected, rtol=0, atol=1e-10)
+    assert start == exp_start
+    assert not fit_intercept or theta[d] != 0.0
+
+    # The CSR twin, and the same steps cut into two blocks, give the same iterate.
+    Xs = sp.csr_matrix(X)
+    theta_csr = theta0.copy()
+    s = csr_cyclic_sgd_steps(Xs.indptr, Xs.indices, Xs.data, d, y, theta_csr, order, 3,
+                             *args, noise[:4], *tail)
+    s = csr_cyclic_sgd_steps(Xs.indptr, Xs.indices, Xs.data, d, y, theta_csr, order, s,
+                             *args, noise[4:], *tail)
+    np.testing.assert_allclose(theta_csr, expected, rtol=0, atol=1e-10)
+    assert s == exp_start
+
+
+def test_constraints_and_penalties_are_applied():
+    X, y, rng = _problem("logistic")
+    d = X.shape[1]
+    noise = rng.standard_normal((40, d + 1))  # large noise: the constraint must bind
+    order = np.arange(X.shape[0])
+    one = np.ones(1)
+    theta = np.zeros(d + 1)
+    dense_cyclic_sgd_steps(X, y, theta, order, 0, 1, 0.0, 1.0, 4, 0.5, noise, 0.0, 0.0,
+                           BALL, 0.3, one, one, True)
+    assert np.linalg.norm(theta) == pytest.approx(0.3, rel=1e-12)
+    theta = np.zeros(d + 1)
+    dense_cyclic_sgd_steps(X, y, theta, order, 0, 1, 0.0, 1.0, 4, 0.5, noise, 0.0, 0.0,
+                           BOX, 0.0, -0.1 * one, 0.2 * one, True)
+    assert theta.min() == -0.1 and theta.max() == 0.2
+    theta = np.zeros(d + 1)
+    dense_cyclic_sgd_steps(X, y, theta, order, 0, 1, 0.0, 1.0, 4, 0.5, 0.3 * noise, 1.0, 1.0,
+                           NO_CONSTRAINT, 0.0, one, one, True)
+    assert np.sum(theta[:d] == 0.0) >= 2 and theta[d] != 0.0  # ℓ1 on w only
+
+
+@pytest.mark.parametrize("l1_ratio", [0.0, 0.6, 1.0])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_ball_step_is_the_prox_of_penalty_plus_ball(l1_ratio, fit_intercept):
+    """With zero gradients one step maps v = noise to prox_{λh}(v), h = g + ι_ball:
+    no feasible perturbation does better on the (convex) prox objective."""
+    rng = np.random.default_rng(1)
+    d, lr, alpha, r = 5, 0.5, 0.8, 0.7
+    p = d + fit_intercept
+    X, y, order, one = np.zeros((3, d)), np.zeros(3), np.arange(3), np.ones(1)
+
+    def objective(z, v):
+        w = z[:d]
+        g = alpha * (l1_ratio * np.abs(w).sum() + 0.5 * (1 - l1_ratio) * w @ w)
+        return lr * g + 0.5 * (z - v) @ (z - v)
+
+    for _ in range(20):
+        v = rng.standard_normal(p) * 2
+        theta = np.zeros(d + 1)
+        dense_cyclic_sgd_steps(X, y, theta, order, 0, 0, 0.0, 1.0, 1, lr, v[None, :], alpha,
+                               l1_ratio, BALL, r, one, one, fit_intercept)
+        x = theta[:p]
+        assert np.linalg.norm(x) <= r * (1 + 1e-15)
+        best = objective(x, v)
+        for _ in range(300):
+            z = x + 1e-3 * rng.standard_normal(p)
+            z *= min(1.0, r / np.linalg.norm(z))
+            assert objective(z, v) >= best - 1e-12
+
+
+def test_argument_checks():
+    X, y, _ = _problem("logistic")
+    n, d = X.shape
+    one = np.ones(1)
+    good = dict(theta=np.zeros(d + 1), order=np.arange(n), start=0, batch_size=4,
+                noise=np.zeros((2, d + 1)))
+
+    def run(**kw):
+        a = {**good, **kw}
+        dense_cyclic_sgd_steps(X, y, a["theta"], a["order"], a["start"], 1, 0.0, 1.0,
+                               a["batch_size"], 0.1, a["noise"], 0.0, 0.0, NO_CONSTRAINT,
+                               0.0, one, one, True)
+
+    run()
+    for bad in (dict(theta=np.zeros(d)), dict(batch_size=n + 1), dict(start=n),
+                dict(noise=np.zeros((2, d))), dict(order=np.arange(n - 1))):
+        with pytest.raises(ValueError):
+            run(**bad)
+    with pytest.raises(IndexError):
+        run(order=np.full(n, n))

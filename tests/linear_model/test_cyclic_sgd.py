@@ -1,0 +1,338 @@
+"""DPCyclicSGD: noise law, accounting, calibration, bounds, prox maps, sklearn API."""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import stats
+from sklearn.base import clone, is_classifier, is_regressor
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skdpsparse.accounting import calibrate_last_iterate_noise, last_iterate_epsilon
+from skdpsparse.exceptions import PrivacyLeakWarning
+from skdpsparse.linear_model._cyclic_sgd import DPCyclicSGD
+
+pytestmark = pytest.mark.filterwarnings("ignore::skdpsparse.exceptions.PrivacyLeakWarning")
+
+
+@parametrize_with_checks([
+    DPCyclicSGD(epsilon=50.0, norm_bound=5.0, epochs=20, batch_size=16, random_state=0),
+    DPCyclicSGD("squared", epsilon=50.0, norm_bound=5.0, epochs=20, batch_size=16,
+                random_state=0),
+    DPCyclicSGD("sigmoid", epsilon=50.0, radius=10.0, penalty="l1", batch_size=16,
+                random_state=0),
+])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+def _blobs(n, d=5, sep=3.0, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    center = np.zeros(d)
+    center[0] = sep / 2
+    X = rng.standard_normal((n, d)) * 0.5 + np.where(y[:, None] == 1, center, -center)
+    return X, y
+
+
+def test_released_noise_has_std_lambda_z_c_over_b():
+    """Zero rows give zero gradients: coef_ is the sum of the T noise draws, each
+    N(0, (λzC/b)²) per coordinate (seed 003 Algorithm 1, kong_ribero.md §2)."""
+    n, d, b, lr, z, c, epochs = 50, 4000, 10, 0.5, 2.0, 1.0, 2
+    est = DPCyclicSGD("squared", penalty=None, fit_intercept=False, batch_size=b,
+                      learning_rate=lr, noise_multiplier=z, clip_norm=c, epochs=epochs,
+                      random_state=3).fit(np.zeros((n, d)), np.zeros(n))
+    assert est.n_steps_ == 10
+    sigma = lr * z * c / b
+    assert est.accounting_["noise_std"] == pytest.approx(sigma, rel=1e-14)
+    scale = math.sqrt(est.n_steps_) * sigma
+    assert np.std(est.coef_) / scale == pytest.approx(1.0, abs=0.05)
+    assert stats.kstest(est.coef_, stats.norm(scale=scale).cdf).pvalue > 1e-3
+    assert est.intercept_[0] == 0.0
+
+
+def _reference_fit(X, y01, *, lr, b, epochs, z, clip, seed):
+    """Algorithm 1 in plain NumPy (logistic, intercept, no penalty), drawing the pass
+    order and then each pass's noise from the same generator as the estimator."""
+    rng = np.random.default_rng(seed)
+    n, d = X.shape
+    y = np.where(y01 == 1, 1.0, -1.0)
+    order = rng.permutation(n)
+    sigma = lr * z * clip / b
+    theta, pos = np.zeros(d + 1), 0
+    ends = [math.ceil((e + 1) * n / b) for e in range(epochs)]  # T = ⌈En/b⌉
+    for steps in np.diff([0] + ends):
+        noise = sigma * rng.standard_normal((steps, d + 1))
+        for t in range(steps):
+            rows = order[(pos + np.arange(b)) % n]
+            pos = (pos + b) % n
+            A = np.hstack([X[rows], np.ones((b, 1))])
+            g = (-y[rows] / (1 + np.exp(y[rows] * (A @ theta))))[:, None] * A
+            g *= np.minimum(1.0, clip / np.linalg.norm(g, axis=1))[:, None]
+            theta = theta - lr / b * g.sum(axis=0) + noise[t]
+    return theta
+
+
+def test_fit_matches_a_numpy_run_of_algorithm_1():
+    X, y = _blobs(37)
+    X[:5] *= 4.0  # rows above norm_bound: scaled by fit (and here by hand)
+    R = 1.5
+    Xs = X * np.minimum(1.0, R / np.linalg.norm(X, axis=1))[:, None]
+    est = DPCyclicSGD(penalty=None, norm_bound=R, batch_size=8, epochs=3, learning_rate=0.4,
+                      clip_norm=0.9, noise_multiplier=1.3, classes=[0, 1],
+                      random_state=5).fit(X, y)
+    theta = _reference_fit(Xs, y, lr=0.4, b=8, epochs=3, z=1.3, clip=0.9, seed=5)
+    np.testing.assert_allclose(est.coef_.ravel(), theta[:-1], rtol=0, atol=1e-10)
+    assert est.intercept_[0] == pytest.approx(theta[-1], abs=1e-10)
+    assert est.n_steps_ == math.ceil(3 * 37 / 8) and est.n_iter_ == 3
+
+
+def _claimed(est, n, d):
+    """The accountant's parameters, derived here from the loss and bounds (not read
+    back from accounting_)."""
+    g2 = est.norm_bound ** 2 + (1.0 if est.fit_intercept else 0.0)
+    m, big_m, grad = {"logistic": (0.0, g2 / 4, math.sqrt(g2)),
+                      "squared": (0.0, g2, math.inf),
+                      "sigmoid": (g2 / (6 * math.sqrt(3)), g2 / (6 * math.sqrt(3)),
+                                  math.sqrt(g2) / 4)}[est.loss]
+    diameter = None if est.radius is None else 2 * est.radius
+    return dict(n_samples=n, batch_size=min(est.batch_size, n), epochs=est.epochs,
+                learning_rate=est.learning_rate_, clip_norm=est.clip_norm_,
+                weak_convexity=m, smoothness=big_m, clipping_can_bind=grad > est.clip_norm_,
+                domain_diameter=diameter)
+
+
+@pytest.mark.parametrize("params, bound", [
+    (dict(), "thm4.5-eq12"),  # convex, clip_norm="auto": clipping never binds
+    (dict(clip_norm=1.0), "thm4.5-safe"),  # C < √(R² + 1): clipping may bind
+    (dict(loss="squared"), "thm4.5-safe"),  # unbounded gradients
+    (dict(loss="sigmoid"), "thm4.5-safe"),  # nonconvex; ties eq. (12) at λ = 1/(2M)
+    (dict(radius=0.002), "thm4.4-bounded"),  # tiny domain
+    # Full batch: no amplification by iteration, every bound ties with composition
+    # (up to rounding, which picks the winner).
+    (dict(batch_size=500), None),
+])
+def test_accounting_reports_the_winning_bound(params, bound):
+    X, y = _blobs(200)
+    kw = dict(dict(batch_size=20, epochs=10, random_state=0, classes=[0, 1]), **params)
+    est = DPCyclicSGD(**kw).fit(X, y if params.get("loss") != "squared" else X[:, 0])
+    claimed = _claimed(est, *X.shape)
+    eps, name, order = last_iterate_epsilon(1e-6, noise_multiplier=est.noise_multiplier_,
+                                            **claimed)
+    assert est.accounting_["bound"] == name == (bound or name)
+    if bound is None:
+        assert est.accounting_["epsilons"]["composition"] == pytest.approx(eps, rel=1e-9)
+        bound = name
+    assert est.privacy_spent_.delta == 1e-6
+    assert est.privacy_spent_.epsilon == pytest.approx(eps, rel=1e-12)  # G² rounding only
+    assert est.accounting_["order"] == order
+    assert est.accounting_["epsilons"][bound] == min(est.accounting_["epsilons"].values())
+    assert est.accounting_["clipping_can_bind"] == claimed["clipping_can_bind"]
+    assert est.accounting_["smoothness"] == pytest.approx(claimed["smoothness"], rel=1e-14)
+    assert est.accounting_["weak_convexity"] == pytest.approx(claimed["weak_convexity"],
+                                                              rel=1e-14)
+
+
+def test_calibrated_noise_meets_the_target():
+    X, y = _blobs(300)
+    for target in (0.3, 2.0):
+        est = DPCyclicSGD(epsilon=target, delta=1e-5, batch_size=32, epochs=4,
+                          classes=[0, 1], random_state=0).fit(X, y)
+        eps = est.privacy_spent_.epsilon
+        assert target - 1e-6 <= eps <= target
+        assert est.privacy_spent_.delta == 1e-5
+        z = calibrate_last_iterate_noise(target, 1e-5, **_claimed(est, *X.shape))
+        assert est.noise_multiplier_ == z
+
+
+def test_given_noise_multiplier_reports_epsilon_and_ignores_target():
+    X, y = _blobs(300)
+    a = DPCyclicSGD(noise_multiplier=3.0, epsilon=0.01, classes=[0, 1], random_state=0).fit(X, y)
+    b = DPCyclicSGD(noise_multiplier=3.0, epsilon=50.0, classes=[0, 1], random_state=0).fit(X, y)
+    assert a.noise_multiplier_ == 3.0 and a.privacy_spent_ == b.privacy_spent_
+    assert a.privacy_spent_.epsilon > 1.0  # z = 3 is far from ε = 0.01
+
+
+def test_curvature_is_computed_from_the_feature_bound():
+    X, y = _blobs(100)
+    cases = [("logistic", 1.0, (2.0 ** 2 + 1) / 4, 0.0, True),  # G² = R² + 1
+             ("logistic", 1.0, 3.0 ** 2 / 4, 0.0, False),
+             ("smoothed_hinge", 0.5, 5.0 / 0.5, 0.0, True),
+             ("sigmoid", 1.0, 5.0 / (6 * math.sqrt(3)), 5.0 / (6 * math.sqrt(3)), True)]
+    for loss, h, big_m, m, intercept in cases:
+        R = 2.0 if intercept else 3.0
+        est = DPCyclicSGD(loss, loss_param=h, norm_bound=R, fit_intercept=intercept,
+                          classes=[0, 1], random_state=0).fit(X, y)
+        assert est.accounting_["smoothness"] == pytest.approx(big_m, rel=1e-14), loss
+        assert est.accounting_["weak_convexity"] == pytest.approx(m, rel=1e-14), loss
+        assert est.learning_rate_ <= 1 / (big_m + m)  # "auto": eq. (12)'s condition
+    # Declared constants: a smaller one is refused, a larger one used as declared.
+    with pytest.raises(ValueError, match="smoothness=0.1 is below"):
+        DPCyclicSGD(smoothness=0.1, classes=[0, 1]).fit(X, y)  # true M = 2/4
+    with pytest.raises(ValueError, match="weak_convexity=0.01 is below"):
+        DPCyclicSGD("sigmoid", weak_convexity=0.01, classes=[0, 1]).fit(X, y)
+    est = DPCyclicSGD(smoothness=0.8, weak_convexity=0.1, classes=[0, 1]).fit(X, y)
+    assert (est.accounting_["smoothness"], est.accounting_["weak_convexity"]) == (0.8, 0.1)
+
+
+def test_clipping_can_bind_only_when_not_provably_inactive():
+    X, y = _blobs(100)
+    g = math.hypot(2.0, 1.0)
+
+    def binds(loss, clip, **kw):
+        est = DPCyclicSGD(loss, norm_bound=2.0, clip_norm=clip, classes=[0, 1],
+                          random_state=0, **kw)
+        return est.fit(X, y if loss not in ("squared", "huber") else X[:, 0]).accounting_[
+            "clipping_can_bind"]
+
+    assert not binds("logistic", g) and binds("logistic", 0.999 * g)
+    assert not binds("sigmoid", g / 4) and binds("sigmoid", 0.99 * g / 4)
+    assert not binds("huber", 0.5 * g, loss_param=0.5) and binds("huber", 0.4 * g, loss_param=0.5)
+    assert binds("squared", 1e6)
+    assert DPCyclicSGD(norm_bound=2.0).fit(X, y).clip_norm_ == pytest.approx(g, rel=1e-15)
+
+
+def test_rows_above_norm_bound_are_scaled_not_rejected():
+    X, y = _blobs(400)
+    big = X.copy()
+    big[::7] *= 100.0
+    R = 2.0
+    scaled = big * np.minimum(1.0, R / np.linalg.norm(big, axis=1))[:, None]
+    kw = dict(norm_bound=R, classes=[0, 1], random_state=4)
+    a, b = DPCyclicSGD(**kw).fit(big, y), DPCyclicSGD(**kw).fit(scaled, y)
+    # (Rows scaled here have norm R up to rounding, so fit may rescale them by 1 ± ulp.)
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-12)
+    np.testing.assert_allclose(a.decision_function(big), b.decision_function(scaled),
+                               rtol=1e-12)
+    assert np.max(np.abs(a.decision_function(big))) <= (
+        np.linalg.norm(a.coef_) * R + abs(a.intercept_[0]) + 1e-12)
+
+
+def test_prox_maps_are_applied():
+    X, y = _blobs(500, d=30)
+    kw = dict(classes=[0, 1], random_state=0, epsilon=2.0)
+    lasso = DPCyclicSGD(penalty="l1", alpha=0.05, **kw).fit(X, y)
+    assert np.sum(lasso.coef_ == 0.0) >= 10
+    assert np.all(DPCyclicSGD(penalty="l2", **kw).fit(X, y).coef_ != 0.0)
+    ball = DPCyclicSGD(radius=0.3, **kw).fit(X, y)
+    assert np.hypot(np.linalg.norm(ball.coef_), ball.intercept_[0]) <= 0.3 * (1 + 1e-12)
+    assert ball.accounting_["domain_diameter"] == 0.6
+    box = DPCyclicSGD(box=(-0.05, 0.1), **kw).fit(X, y)
+    assert box.coef_.min() >= -0.05 and max(box.coef_.max(), box.intercept_[0]) <= 0.1
+    assert box.accounting_["domain_diameter"] == pytest.approx(0.15 * math.sqrt(31))
+
+
+def test_accuracy_on_a_separable_problem_at_epsilon_one():
+    X, y = _blobs(20_000, d=10, sep=4.0, seed=1)
+    Xt, yt = _blobs(5000, d=10, sep=4.0, seed=2)
+    clf = DPCyclicSGD(epsilon=1.0, delta=1e-5, norm_bound=3.0, classes=[0, 1],
+                      random_state=0).fit(X, y)
+    assert clf.privacy_spent_.epsilon <= 1.0
+    assert clf.score(Xt, yt) >= 0.9
+    proba = clf.predict_proba(Xt)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(clf.classes_[proba.argmax(axis=1)], clf.predict(Xt))
+
+
+def test_regression_r2_positive_on_easy_data():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (20_000, 5)) / math.sqrt(5)
+    w = np.array([1.0, -2.0, 0.5, 0.0, 1.5])
+    y = X @ w + 0.3 + 0.05 * rng.standard_normal(20_000)
+    for loss in ("squared", "huber"):
+        reg = DPCyclicSGD(loss, epsilon=1.0, epochs=10, learning_rate=0.5,
+                          random_state=0).fit(X, y)
+        assert reg.score(X, y) > 0.5, loss
+
+
+def test_sparse_input_gives_the_dense_result():
+    X, y = _blobs(300, d=20)
+    X[np.abs(X) < 0.5] = 0.0
+    kw = dict(classes=[0, 1], random_state=2, penalty="elasticnet", alpha=0.01)
+    dense = DPCyclicSGD(**kw).fit(X, y)
+    for Xs in (sp.csr_matrix(X), sp.csc_matrix(X.astype(np.float32))):
+        fit = DPCyclicSGD(**kw).fit(Xs, y)
+        tol = 1e-10 if Xs.dtype == np.float64 else 1e-5
+        np.testing.assert_allclose(fit.coef_, dense.coef_, rtol=0, atol=tol)
+        np.testing.assert_allclose(fit.decision_function(Xs), dense.decision_function(X),
+                                   rtol=0, atol=10 * tol)
+
+
+@pytest.mark.parametrize("name, value", [
+    ("loss", "hinge"), ("penalty", "l3"), ("alpha", -1.0), ("l1_ratio", 1.5),
+    ("norm_bound", 0.0), ("clip_norm", -1.0), ("clip_norm", "max"), ("batch_size", 0),
+    ("learning_rate", "optimal"), ("epochs", 0), ("epochs", 2.5), ("epsilon", 0.0),
+    ("epsilon", math.inf), ("delta", 0.0), ("delta", 1.0), ("noise_multiplier", 0.0),
+    ("weak_convexity", -0.1), ("smoothness", math.nan), ("radius", 0.0), ("box", 3.0),
+    ("loss_param", 0.0), ("shuffle", 1), ("verbose", -1), ("fit_intercept", "yes"),
+])
+def test_invalid_parameters_raise_naming_them(name, value):
+    X, y = _blobs(50)
+    with pytest.raises(ValueError, match=name):
+        DPCyclicSGD(**{name: value}).fit(X, y)
+
+
+def test_invalid_combinations_and_inputs():
+    X, y = _blobs(50)
+    with pytest.raises(ValueError, match="box"):
+        DPCyclicSGD(box=(1.0, 0.0)).fit(X, y)
+    with pytest.raises(ValueError, match="radius and box"):
+        DPCyclicSGD(radius=1.0, box=(-1.0, 1.0)).fit(X, y)
+    with pytest.raises(ValueError, match="Only binary classification"):
+        DPCyclicSGD().fit(X, np.arange(50) % 3)
+    with pytest.raises(ValueError, match="2 labels"):
+        DPCyclicSGD(classes=[0, 1, 2]).fit(X, y)
+    with pytest.raises(ValueError, match="class"):
+        DPCyclicSGD().fit(X, np.ones(50))
+    Xn = X.copy()
+    Xn[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        DPCyclicSGD().fit(Xn, y)
+    with pytest.raises(ValueError, match="NaN"):
+        DPCyclicSGD().fit(sp.csr_matrix(Xn), y)
+    with pytest.warns(PrivacyLeakWarning, match="classes=None"):
+        DPCyclicSGD().fit(X, y)
+
+
+def test_task_follows_the_loss():
+    X, y = _blobs(100)
+    for loss in ("logistic", "smoothed_hinge", "sigmoid"):
+        est = DPCyclicSGD(loss, classes=[0, 1], random_state=0)
+        assert is_classifier(est) and not is_regressor(est)
+        est.fit(X, y)
+        assert hasattr(est, "decision_function")
+        assert hasattr(est, "predict_proba") == (loss == "logistic")
+        assert set(est.predict(X)) <= {0, 1} and est.coef_.shape == (1, 5)
+    est = DPCyclicSGD("huber", random_state=0)
+    assert is_regressor(est) and not is_classifier(est)
+    assert not hasattr(est, "decision_function") and not hasattr(est, "predict_proba")
+    est.fit(X, X[:, 0])
+    assert est.coef_.shape == (5,) and not hasattr(est, "classes_")
+
+
+def test_pass_order_is_not_stored_and_verbose_prints_only_progress(capsys):
+    n = 97
+    X, y = _blobs(n)
+    est = DPCyclicSGD(batch_size=10, epochs=3, verbose=1, classes=[0, 1],
+                      random_state=0).fit(X, y)
+    for value in vars(est).values():
+        assert not (isinstance(value, np.ndarray) and value.size >= n)
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 3 and out[0].startswith("-- Pass 1/3: 10 noisy steps")
+    # The pass order is secret but fixed within a fit: a new seed changes the result.
+    other = DPCyclicSGD(batch_size=10, epochs=3, classes=[0, 1], random_state=1).fit(X, y)
+    assert not np.array_equal(other.coef_, est.coef_)
+
+
+def test_pipeline_and_grid_search():
+    X, y = _blobs(400)
+    pipe = make_pipeline(StandardScaler(), DPCyclicSGD(classes=[0, 1], random_state=0))
+    assert pipe.fit(X, y).score(X, y) > 0.8
+    grid = GridSearchCV(DPCyclicSGD(classes=[0, 1], epsilon=2.0, random_state=0),
+                        {"norm_bound": [1.0, 3.0], "epochs": [1, 3]}, cv=3).fit(X, y)
+    assert grid.best_score_ > 0.8
+    assert clone(grid.best_estimator_).get_params()["classes"] == [0, 1]
