@@ -1,0 +1,158 @@
+"""Kernels of noisy projected SGD (seed 001, Algorithm 1) against a plain NumPy loop."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from skdpsparse._kernels.linear_losses import (
+    HINGE,
+    HUBER,
+    LOGISTIC,
+    SMOOTHED_HINGE,
+    SQUARED,
+    loss_derivative,
+)
+from skdpsparse._kernels.noisy_sgd import csr_noisy_sgd_block, dense_noisy_sgd_block
+
+PARAM = {SMOOTHED_HINGE: 0.7, HUBER: 0.4}
+
+
+def reference_run(X, y, rows, noise, eta, radius, norm_bound, code, param, fit_intercept):
+    """Algorithm 1 step by step on dense float64 data (notes §1.2)."""
+    X = np.asarray(X, dtype=np.float64)
+    n, d = X.shape
+    dim = d + int(fit_intercept)
+    theta, fresh_sum = np.zeros(dim), np.zeros(dim)
+    seen = set()
+    target = (n + 1) // 2
+    for t, i in enumerate(rows):
+        step = noise[t].copy()
+        if i not in seen:
+            fresh_sum += theta
+            x = X[i] * min(1.0, norm_bound / max(np.linalg.norm(X[i]), 1e-300))
+            xbar = np.append(x, 1.0) if fit_intercept else x
+            step += loss_derivative(code, theta @ xbar, y[i], param) * xbar
+            seen.add(i)
+        theta = theta - eta * step
+        norm = np.linalg.norm(theta)
+        if norm > radius:
+            theta *= radius / norm
+        if len(seen) >= target:
+            return theta, fresh_sum, t + 1, len(seen)
+    return theta, fresh_sum, len(rows), len(seen)
+
+
+def _run_blocks(X, y, rows, noise, eta, radius, norm_bound, code, param, fit_intercept,
+                cuts):
+    """The kernel over ``rows`` split at ``cuts`` (the state carries across blocks)."""
+    n, d = X.shape
+    dim = d + int(fit_intercept)
+    theta, fresh_sum = np.zeros(dim), np.zeros(dim)
+    seen = np.zeros(n, dtype=bool)
+    n_seen, total = 0, 0
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        args = (y, theta, fresh_sum, seen, n_seen, (n + 1) // 2, rows[lo:hi], noise[lo:hi],
+                eta, radius, norm_bound, code, param, fit_intercept)
+        if sp.issparse(X):
+            used, n_seen = csr_noisy_sgd_block(X.indptr, X.indices, X.data, d, *args)
+        else:
+            used, n_seen = dense_noisy_sgd_block(X, *args)
+        total += used
+        if n_seen == (n + 1) // 2:
+            break
+        assert used == hi - lo
+    return theta, fresh_sum, total, n_seen, seen
+
+
+@pytest.mark.parametrize("code", [LOGISTIC, HINGE, SMOOTHED_HINGE, HUBER, SQUARED])
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_kernel_matches_numpy_reference(code, fmt, dtype, fit_intercept):
+    rng = np.random.default_rng(code * 7 + (fmt == "csr") + 3 * fit_intercept)
+    n, d = 37, 9
+    Xd = rng.standard_normal((n, d)) * rng.choice([0.3, 3.0], size=(n, 1))  # some outside
+    Xd[rng.random((n, d)) < 0.5] = 0.0
+    Xd[3] = 0.0  # an all-zero row
+    Xd = Xd.astype(dtype)
+    classification = code in (LOGISTIC, HINGE, SMOOTHED_HINGE)
+    y = rng.choice([-1.0, 1.0], n) if classification else rng.uniform(-2, 2, n)
+    steps = 400
+    rows = rng.integers(0, n, steps)
+    noise = rng.standard_normal((steps, d + int(fit_intercept))) * 0.5
+    eta, radius, norm_bound, param = 0.3, 1.7, 1.1, PARAM.get(code, 1.0)
+    ref = reference_run(Xd, y, rows, noise, eta, radius, norm_bound, code, param,
+                        fit_intercept)
+    X = sp.csr_matrix(Xd) if fmt == "csr" else Xd
+    cuts = np.unique(np.r_[0, rng.integers(1, steps, 5), steps])  # several blocks
+    theta, fresh_sum, n_steps, n_seen, seen = _run_blocks(
+        X, y, rows, noise, eta, radius, norm_bound, code, param, fit_intercept, cuts)
+    np.testing.assert_allclose(theta, ref[0], rtol=0, atol=1e-10)
+    np.testing.assert_allclose(fresh_sum, ref[1], rtol=0, atol=1e-10)
+    assert (n_steps, n_seen) == ref[2:]
+    assert n_seen == (n + 1) // 2 == seen.sum()
+    assert np.linalg.norm(theta) <= radius * (1 + 1e-12)
+
+
+def test_stopping_rule_on_many_seeds():
+    """The run stops at the first step at which ⌈n/2⌉ distinct indices have been drawn."""
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        n = int(rng.integers(1, 80))
+        X = rng.standard_normal((n, 3))
+        y = rng.choice([-1.0, 1.0], n)
+        rows = rng.integers(0, n, 40 * n + 50)
+        noise = rng.standard_normal((rows.size, 4))
+        theta, fresh_sum = np.zeros(4), np.zeros(4)
+        seen = np.zeros(n, dtype=bool)
+        used, n_seen = dense_noisy_sgd_block(X, y, theta, fresh_sum, seen, 0, (n + 1) // 2,
+                                             rows, noise, 0.1, 1.0, 1.0, LOGISTIC, 1.0, True)
+        distinct = np.array([len(set(rows[: t + 1].tolist())) for t in range(used)])
+        assert n_seen == (n + 1) // 2 == distinct[-1] == seen.sum()
+        assert used == 1 or distinct[-2] == n_seen - 1  # not one step later
+        assert set(np.flatnonzero(seen).tolist()) == set(rows[:used].tolist())
+
+
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_rows_outside_the_bound_are_scaled_not_dropped(fmt):
+    rng = np.random.default_rng(5)
+    n, d = 30, 6
+    X = rng.standard_normal((n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)  # unit rows
+    big = X * rng.uniform(2.0, 50.0, size=(n, 1))  # same directions, norms above 1
+    y = rng.choice([-1.0, 1.0], n)
+    rows = rng.integers(0, n, 500)
+    noise = rng.standard_normal((500, d + 1))
+    runs = []
+    for data in (X, big):
+        data = sp.csr_matrix(data) if fmt == "csr" else data
+        runs.append(_run_blocks(data, y, rows, noise, 0.2, 2.0, 1.0, LOGISTIC, 1.0, True,
+                                np.array([0, 500])))
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=0, atol=1e-12)
+    # ... and a row that is used does move the iterate (it is not rejected):
+    zero_noise = np.zeros_like(noise)
+    out = _run_blocks(big if fmt == "dense" else sp.csr_matrix(big), y, rows, zero_noise,
+                      0.2, 2.0, 1.0, LOGISTIC, 1.0, True, np.array([0, 500]))
+    assert np.linalg.norm(out[0]) > 0
+
+
+def test_kernel_checks_its_arguments():
+    X = np.zeros((4, 2))
+    y = np.ones(4)
+    ok = dict(theta=np.zeros(3), fresh_sum=np.zeros(3), seen=np.zeros(4, dtype=bool))
+
+    def call(rows=np.array([0, 1]), noise=np.zeros((2, 3)), n_seen=0, target=2, **kw):
+        a = {**ok, **kw}
+        return dense_noisy_sgd_block(X, y, a["theta"], a["fresh_sum"], a["seen"], n_seen,
+                                     target, rows, noise, 0.1, 1.0, 1.0, LOGISTIC, 1.0, True)
+
+    assert call() == (2, 2)
+    with pytest.raises(IndexError):
+        call(rows=np.array([0, 4]))
+    with pytest.raises(ValueError):
+        call(noise=np.zeros((2, 2)))
+    with pytest.raises(ValueError):
+        call(theta=np.zeros(2))
+    with pytest.raises(ValueError):
+        call(n_seen=2, target=2)
