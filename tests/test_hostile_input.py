@@ -14,26 +14,43 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from skdpsparse.linear_model import DPHeavyTailedRegressor
+from skdpsparse.linear_model import (
+    DPCyclicSGD,
+    DPHeavyTailedRegressor,
+    DPNoisySGDClassifier,
+    DPNoisySGDRegressor,
+)
 from skdpsparse.mean import DPHeavyTailedMean, DPSparseMeanEstimator
 
 MAX_EXAMPLES = int(os.environ.get("HYPOTHESIS_MAX_EXAMPLES", "40"))
 SETTINGS = settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 
-#: (name, factory, supervised, released attribute). Extend as estimators land.
+#: (name, factory, task, released attribute); task None (unsupervised), "regression"
+#: or "classification" (binary labels 0/1). Extend as estimators land.
 ESTIMATORS = [
-    ("sparse_mean", lambda: DPSparseMeanEstimator(random_state=0), False, "mean_"),
+    ("sparse_mean", lambda: DPSparseMeanEstimator(random_state=0), None, "mean_"),
     ("sparse_mean_pure", lambda: DPSparseMeanEstimator(delta=0, sparsity=2, random_state=0),
-     False, "mean_"),
-    ("heavy_tailed_mean", lambda: DPHeavyTailedMean(random_state=0), False, "mean_"),
+     None, "mean_"),
+    ("heavy_tailed_mean", lambda: DPHeavyTailedMean(random_state=0), None, "mean_"),
     ("heavy_tailed_nsme", lambda: DPHeavyTailedMean(method="noise_smoothing", random_state=0),
-     False, "mean_"),
+     None, "mean_"),
     ("heavy_tailed_regressor", lambda: DPHeavyTailedRegressor(max_iter=5, random_state=0),
-     True, "coef_"),
+     "regression", "coef_"),
     ("heavy_tailed_regressor_cwme",
      lambda: DPHeavyTailedRegressor(mean_oracle="cwme", alpha=0.5, random_state=0),
-     True, "coef_"),
+     "regression", "coef_"),
+    ("cyclic_sgd_logistic", lambda: DPCyclicSGD(epochs=2, batch_size=4, classes=[0, 1],
+                                                random_state=0), "classification", "coef_"),
+    ("cyclic_sgd_huber", lambda: DPCyclicSGD(loss="huber", penalty="l1", epochs=2,
+                                             batch_size=4, random_state=0),
+     "regression", "coef_"),
+    ("noisy_sgd_classifier", lambda: DPNoisySGDClassifier(noise_calibration="rdp",
+                                                          classes=[0, 1], random_state=0),
+     "classification", "coef_"),
+    ("noisy_sgd_regressor", lambda: DPNoisySGDRegressor(noise_calibration="rdp",
+                                                        random_state=0),
+     "regression", "coef_"),
 ]
 IDS = [e[0] for e in ESTIMATORS]
 SPARSE_FORMATS = ["csr", "csc", "coo", "lil", "dok", "bsr", "dia"]
@@ -78,60 +95,65 @@ def _wrap(X, container):
     return X
 
 
-def _fit(factory, supervised, X, y):
+def _fit(factory, task, X, y):
     est = factory()
-    return est.fit(X, y) if supervised else est.fit(X)
+    if task is None:
+        return est.fit(X)
+    if task == "classification":
+        y = (np.asarray(y) > (np.median(y) if np.size(y) else 0)).astype(int)
+    return est.fit(X, y)
 
 
-@pytest.mark.parametrize("name, factory, supervised, attr", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("name, factory, task, attr", ESTIMATORS, ids=IDS)
 @SETTINGS
 @given(data=matrices())
-def test_any_finite_input_fits_to_finite_values(name, factory, supervised, attr, data):
+def test_any_finite_input_fits_to_finite_values(name, factory, task, attr, data):
     X, y, container = data
     try:
-        est = _fit(factory, supervised, X, y)
+        est = _fit(factory, task, X, y)
     except ValueError as err:  # the only refusal allowed: a named, explained one
         msg = str(err)
-        assert any(w in msg for w in ("sparse", "sample", "feature")), msg
+        assert any(w in msg for w in ("sparse", "sample", "feature", "class")), msg
         return
     released = np.asarray(getattr(est, attr))
-    assert released.shape == (np.shape(X)[1],)
+    assert released.reshape(-1).shape == (np.shape(X)[1],)
     assert np.all(np.isfinite(released)), (name, container)
-    if supervised:
+    if task is not None:
         assert np.all(np.isfinite(est.predict(X)))
 
 
-@pytest.mark.parametrize("name, factory, supervised, attr", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("name, factory, task, attr", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_non_finite_input_is_a_clear_error(name, factory, supervised, attr, bad, sparse):
+def test_non_finite_input_is_a_clear_error(name, factory, task, attr, bad, sparse):
     X = np.arange(24.0).reshape(8, 3)
     X[5, 2] = bad
     X = sp.csr_matrix(X) if sparse else X
     with pytest.raises(ValueError, match="NaN|inf"):
-        _fit(factory, supervised, X, np.ones(8))
+        _fit(factory, task, X, np.ones(8))
 
 
-@pytest.mark.parametrize("name, factory, supervised, attr", ESTIMATORS, ids=IDS)
-def test_empty_and_wrong_shapes(name, factory, supervised, attr):
+@pytest.mark.parametrize("name, factory, task, attr", ESTIMATORS, ids=IDS)
+def test_empty_and_wrong_shapes(name, factory, task, attr):
     with pytest.raises(ValueError, match="sample"):
-        _fit(factory, supervised, np.empty((0, 3)), np.empty(0))
+        _fit(factory, task, np.empty((0, 3)), np.empty(0))
     with pytest.raises(ValueError, match="feature"):
-        _fit(factory, supervised, np.empty((4, 0)), np.ones(4))
+        _fit(factory, task, np.empty((4, 0)), np.ones(4))
     with pytest.raises(ValueError, match="2D|2-D|dimension"):
-        _fit(factory, supervised, np.ones(5), np.ones(5))
-    est = _fit(factory, supervised, np.random.default_rng(0).normal(size=(20, 3)), np.ones(20))
-    method = est.predict if supervised else est.score
+        _fit(factory, task, np.ones(5), np.ones(5))
+    est = _fit(factory, task, np.random.default_rng(0).normal(size=(20, 3)),
+               np.arange(20.0))
+    method = est.predict if task is not None else est.score
     with pytest.raises(ValueError, match="features"):
         method(np.ones((4, 5)))
 
 
-@pytest.mark.parametrize("name, factory, supervised, attr", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("name, factory, task, attr", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("param, value", [("epsilon", 0.0), ("epsilon", -1.0),
                                           ("epsilon", np.nan), ("delta", 1.0),
                                           ("delta", -0.5), ("epsilon", "1")])
-def test_invalid_privacy_parameters_are_named(name, factory, supervised, attr, param, value):
+def test_invalid_privacy_parameters_are_named(name, factory, task, attr, param, value):
     est = factory().set_params(**{param: value})
     X = np.random.default_rng(0).normal(size=(20, 3))
     with pytest.raises((ValueError, TypeError), match=param):
-        est.fit(X, np.ones(20)) if supervised else est.fit(X)
+        est.fit(X, np.arange(20) % 2) if task is not None else est.fit(X)
