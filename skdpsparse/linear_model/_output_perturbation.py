@@ -1,0 +1,462 @@
+"""Private linear models by output perturbation (seed 002, Section 5, Algorithms 3-4)."""
+
+import warnings
+
+import numpy as np
+from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
+
+from ..exceptions import PrivacyLeakWarning
+from ..ledger import charge_budget
+from ..mechanisms.output_perturbation import output_perturbation, plan_output_perturbation
+from ..mechanisms.sparse_exponential import MAX_NET_SIZE, sparse_exponential_mechanism
+from ..utils import InstanceOf, Interval, Options, check_generator, validate_params
+from ..utils._data import check_fit_input
+
+_POSITIVE = Interval("real", 0, None, closed="neither")
+
+_COMMON_CONSTRAINTS = {
+    "epsilon": [_POSITIVE],
+    "delta": [Interval("real", 0, 1, closed="left"), None],
+    "alpha": [_POSITIVE, Options("auto")],
+    "objective": [Options("erm", "population")],
+    "method": [Options("output_perturbation", "exponential")],
+    "fit_intercept": [InstanceOf(bool, np.bool_, description="bool")],
+    "intercept_scaling": [_POSITIVE],
+    "norm_bound": [_POSITIVE],
+    "sparsity": [Interval("integer", 1, None, closed="left"), None],
+    "radius": [_POSITIVE, None],
+    "calibration": [Options("analytic", "classic")],
+    "tol": [_POSITIVE],
+    "solver_max_iter": [Interval("integer", 1, None, closed="left")],
+    "tau": [_POSITIVE, Options("auto")],
+    "max_net_size": [Interval("integer", 1, None, closed="left")],
+    # random_state is validated by check_generator.
+}
+
+_SHARED_DOC = """epsilon : float, default=1.0
+        Privacy loss ε > 0.
+    delta : float or None, default=1e-6
+        δ in [0, 1). δ > 0: Gaussian noise for the ℓ2 sensitivity, (ε, δ)-DP. ``0`` or
+        ``None``: Laplace noise for Theorem 5.1's ℓ1 sensitivity, ε-DP (smooth losses
+        and ``radius=None`` only; otherwise use ``method="exponential"``).
+    alpha : float or "auto", default="auto"
+        λ of the objective mean loss + (λ/2)‖θ‖² (scikit-learn's ``Ridge`` alpha is
+        n·λ). ``"auto"``: Theorem 5.1 or 5.6 (``objective``) from n, d, s, ε, δ and the
+        declared bounds only (n and d are public under replacement neighbours).
+    objective : {"erm", "population"}, default="erm"
+        Which risk ``alpha="auto"`` targets: empirical (Theorem 5.1) or population
+        (Theorem 5.6).
+    method : {"output_perturbation", "exponential"}, default="output_perturbation"
+        Algorithm 3, or Algorithm 4 (the sparse exponential mechanism: ε-DP for any
+        loss including the hinge, by exact enumeration of a net; needs ``radius`` and
+        a tiny number of features, see
+        :mod:`skdpsparse.mechanisms.sparse_exponential`).
+    fit_intercept : bool, default=True
+        The intercept is the coefficient of an extra constant feature of value
+        ``intercept_scaling``; it counts in the feature bounds (ℓ2 bound
+        √(norm_bound² + c²), ℓ1 bound √s·norm_bound + c), is regularized, noised and
+        projected like every coefficient.
+    intercept_scaling : float, default=1.0
+        c, the value of that constant feature.
+    norm_bound : float, default=1.0
+        R: rows with ‖x‖₂ > R are scaled down to norm R (never dropped).
+    sparsity : int or None, default=None
+        s: rows with ‖x‖₁ > √s·R are scaled down too; gradients then have ℓ1 norm
+        ≤ √s·R·|ℓ'|, which is how sparsity enters (seed 002 Remark 2.1). ``None``: s = d.
+    radius : float or None, default=None
+        D of the feasible set 𝒳 = {‖θ‖₂ ≤ D}, or ``None`` for ℝᵖ. The released
+        parameters are the point of 𝒳 nearest in ℓ∞ to the noisy minimizer (a
+        soft-thresholding, which removes most of the noise on irrelevant features).
+    calibration : {"analytic", "classic"}, default="analytic"
+        Gaussian noise from the analytic Gaussian mechanism or the seed's classic
+        σ = Δ₂√(2 ln(1.25/δ))/ε (valid for ε < 1).
+    tol : float, default=1e-2
+        Relative slack of the solver: it runs until the distance to the exact
+        minimizer is certified (by strong convexity) to be ≤ tol·Δ/2, and the noise is
+        calibrated to (1 + tol)·Δ, so the guarantee covers what is computed.
+    solver_max_iter : int, default=1000
+        Solver iterations per phase; fitting fails rather than release an uncertified
+        solution. (The iteration count itself depends on the data and is not exposed:
+        no ``n_iter_``.)
+    tau : float or "auto", default="auto"
+        Net step of ``method="exponential"``; "auto" minimizes its error bound among
+        nets of at most ``max_net_size`` points.
+    max_net_size : int, default=1_000_000
+        Largest net ``method="exponential"`` enumerates (else a ``ValueError``).
+    random_state : None, int or numpy.random.Generator, default=None
+        ``None`` draws fresh noise; a fixed seed makes the noise known to whoever knows
+        the seed: for tests and reports only."""
+
+_SHARED_ATTRS = """alpha_ : float
+        The λ used (0 for ``method="exponential"``, which does not regularize).
+    privacy_spent_ : ApproxDP or PureDP
+        The guarantee of this fit.
+    noise_scale_ : float
+        Gaussian σ or Laplace scale per coordinate (output perturbation only).
+    tau_ : float
+        The net step (``method="exponential"`` only).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when ``X`` has string feature names."""
+
+
+class _BaseOutputPerturbation(BaseEstimator):
+    """Shared fit logic; subclasses build the target vectors."""
+
+    def _fit_problems(self, X, targets, loss, loss_param, label_bound):
+        """Run the mechanism; return (coef, intercept, budget, attributes).
+
+        Sets nothing: the caller charges the ledger first (a refused fit releases
+        nothing), then stores the results.
+        """
+        n, d = X.shape
+        K = targets.shape[0]
+        delta = 0.0 if self.delta is None else float(self.delta)
+        c = float(self.intercept_scaling) if self.fit_intercept else 0.0
+        rng = check_generator(self.random_state)
+        bounds = dict(norm_bound=float(self.norm_bound), sparsity=self.sparsity,
+                      intercept_scaling=c, label_bound=label_bound)
+        if self.method == "exponential":
+            theta, budget, info = sparse_exponential_mechanism(
+                X, targets, loss=loss, loss_param=loss_param, epsilon=float(self.epsilon),
+                radius=self.radius, tau=self.tau, rng=rng,
+                max_net_size=int(self.max_net_size), **bounds)
+            attrs = {"alpha_": 0.0, "tau_": info["tau"]}
+        else:
+            plan = plan_output_perturbation(
+                n, d, K, loss=loss, loss_param=loss_param, epsilon=float(self.epsilon),
+                delta=delta, alpha=self.alpha, objective=self.objective, radius=self.radius,
+                calibration=self.calibration, tol=float(self.tol), **bounds)
+            theta, info = output_perturbation(X, targets, plan, rng,
+                                              max_iter=self.solver_max_iter)
+            attrs = {"alpha_": plan.alpha, "noise_scale_": plan.noise_scale}
+            budget = plan.budget  # info (solver diagnostics) depends on the data: dropped
+        coef = theta[:, :d]
+        intercept = c * theta[:, d] if c > 0 else np.zeros(K)
+        return coef, intercept, budget, attrs
+
+    def _store(self, budget, attrs):
+        charge_budget(self, budget)  # may refuse: nothing is set before this line
+        for name in ("tau_", "noise_scale_"):  # a refit with the other method
+            if hasattr(self, name):
+                delattr(self, name)
+        for name, value in attrs.items():
+            setattr(self, name, value)
+        self.privacy_spent_ = budget
+
+    def _decision(self, X):
+        check_is_fitted(self)
+        X = check_fit_input(self, X, reset=False)
+        return np.asarray(X @ self.coef_.T, dtype=np.float64) + self.intercept_
+
+    def _check_y(self, y):
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the "
+                             "target y is None.")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
+    __doc__ = """Differentially private linear regression by output perturbation.
+
+    Ghazi, Guzmán, Kamath, Kumar and Manurangsi, "Differentially Private Optimization
+    with Sparse Gradients" (seed 002), Algorithm 3: minimize the λ-regularized
+    empirical risk, add Gaussian (δ > 0) or Laplace (δ = 0) noise calibrated to the
+    minimizer's sensitivity, return the point of 𝒳 nearest in ℓ∞. Derivations of the
+    Lipschitz/smoothness constants and sensitivities are in
+    :mod:`skdpsparse.mechanisms.output_perturbation`.
+
+    Privacy unit: one row (x, y), replacement neighbours, n public. Rows are scaled
+    into {‖x‖₂ ≤ R, ‖x‖₁ ≤ R√s} and targets clipped to [−B, B] (contribution
+    bounding, never rejection).
+
+    Parameters
+    ----------
+    loss : {"squared", "huber"}, default="squared"
+        Squared loss (Lipschitz on the ball where the minimizers lie:
+        |ℓ'| ≤ ρ·√(R² + c²) + B with ρ = min(D, B/√λ)) or Huber (|ℓ'| ≤ threshold).
+    huber_threshold : float, default=1.0
+        κ of the Huber loss.
+    label_bound : float, default=1.0
+        B: targets are clipped to [−B, B].
+    {shared}
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+    intercept_ : float
+    {attrs}
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdpsparse.linear_model import DPOutputPerturbationRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(5000, 5)) / np.sqrt(5)
+    >>> y = X @ np.ones(5) / 2 + 0.1 * rng.normal(size=5000)
+    >>> reg = DPOutputPerturbationRegressor(epsilon=1.0, random_state=0).fit(X, y)
+    >>> str(reg.privacy_spent_), reg.coef_.shape
+    ('(1, 1e-06)-DP', (5,))
+    """.replace("{shared}", _SHARED_DOC).replace("{attrs}", _SHARED_ATTRS)
+
+    _parameter_constraints = {
+        **_COMMON_CONSTRAINTS,
+        "loss": [Options("squared", "huber")],
+        "huber_threshold": [_POSITIVE],
+        "label_bound": [_POSITIVE],
+    }
+
+    def __init__(self, loss="squared", *, epsilon=1.0, delta=1e-6, alpha="auto",
+                 objective="erm", method="output_perturbation", fit_intercept=True,
+                 intercept_scaling=1.0, norm_bound=1.0, sparsity=None, label_bound=1.0,
+                 radius=None, huber_threshold=1.0, calibration="analytic", tol=1e-2,
+                 solver_max_iter=1000, tau="auto", max_net_size=MAX_NET_SIZE, random_state=None):
+        self.loss = loss
+        self.epsilon = epsilon
+        self.delta = delta
+        self.alpha = alpha
+        self.objective = objective
+        self.method = method
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.norm_bound = norm_bound
+        self.sparsity = sparsity
+        self.label_bound = label_bound
+        self.radius = radius
+        self.huber_threshold = huber_threshold
+        self.calibration = calibration
+        self.tol = tol
+        self.solver_max_iter = solver_max_iter
+        self.tau = tau
+        self.max_net_size = max_net_size
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        """Fit the private linear model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Sparse input stays sparse.
+        y : array-like of shape (n_samples,)
+            Targets, clipped to [−label_bound, label_bound].
+
+        Returns
+        -------
+        self : DPOutputPerturbationRegressor
+        """
+        validate_params(self, self._parameter_constraints)
+        self._check_y(y)
+        X, y = check_fit_input(self, X, y, y_numeric=True)
+        loss_param = float(self.huber_threshold) if self.loss == "huber" else 1.0
+        coef, intercept, budget, attrs = self._fit_problems(
+            X, np.asarray(y, dtype=np.float64)[None, :], self.loss, loss_param,
+            float(self.label_bound))
+        self._store(budget, attrs)
+        self.coef_ = coef[0]
+        self.intercept_ = float(intercept[0])
+        return self
+
+    def predict(self, X):
+        """Predicted targets ``X @ coef_ + intercept_``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        return self._decision(X)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.regressor_tags.poor_score = True  # noise by design
+        return tags
+
+
+class DPOutputPerturbationClassifier(ClassifierMixin, _BaseOutputPerturbation):
+    __doc__ = """Differentially private linear classification by output perturbation.
+
+    Seed 002 Algorithm 3 (or Algorithm 4 with ``method="exponential"``) for the
+    logistic or smoothed hinge loss (the hinge loss: exponential method only). Binary
+    problems fit one model (label ``classes_[1]`` is +1). More classes are fit one
+    versus rest, all K models on all rows and released together: replacing a row
+    moves each by at most Δ, so the joint sensitivity is √K·Δ₂ (one Gaussian
+    mechanism) or K·Δ₁ (Laplace, the same as ε/K per class); the exponential method
+    splits ε into K equal parts (basic composition). Derivations in
+    :mod:`skdpsparse.mechanisms.output_perturbation`.
+
+    Parameters
+    ----------
+    loss : {"logistic", "smoothed_hinge", "hinge"}, default="logistic"
+        |ℓ'| ≤ 1 for all three; ℓ'' ≤ 1/4 (logistic) or 1/h (smoothed hinge).
+    smoothing : float, default=1.0
+        Width h of the smoothed hinge.
+    classes : array-like or None, default=None
+        The label set, declared in advance. ``None`` takes the labels present in
+        ``y``, which reveals them (a :class:`~skdpsparse.exceptions.PrivacyLeakWarning`
+        says so). Rows whose label is not declared count as negatives of every
+        one-vs-rest problem (as ``classes_[0]`` for two classes).
+    {shared}
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    {attrs}
+
+    Examples
+    --------
+    >>> from skdpsparse.datasets import make_sparse_classification
+    >>> from skdpsparse.linear_model import DPOutputPerturbationClassifier
+    >>> X, y, _ = make_sparse_classification(4000, 500, 8, random_state=0)
+    >>> clf = DPOutputPerturbationClassifier(epsilon=2.0, sparsity=8, radius=10.0,
+    ...                                      classes=[0, 1], random_state=0).fit(X, y)
+    >>> clf.coef_.shape, str(clf.privacy_spent_)
+    ((1, 500), '(2, 1e-06)-DP')
+    """.replace("{shared}", _SHARED_DOC).replace("{attrs}", _SHARED_ATTRS)
+
+    _parameter_constraints = {
+        **_COMMON_CONSTRAINTS,
+        "loss": [Options("logistic", "smoothed_hinge", "hinge")],
+        "smoothing": [_POSITIVE],
+        "classes": [InstanceOf(list, tuple, np.ndarray, description="array-like"), None],
+    }
+
+    def __init__(self, loss="logistic", *, epsilon=1.0, delta=1e-6, alpha="auto",
+                 objective="erm", method="output_perturbation", fit_intercept=True,
+                 intercept_scaling=1.0, norm_bound=1.0, sparsity=None, radius=None,
+                 smoothing=1.0, classes=None, calibration="analytic", tol=1e-2,
+                 solver_max_iter=1000, tau="auto", max_net_size=MAX_NET_SIZE, random_state=None):
+        self.loss = loss
+        self.epsilon = epsilon
+        self.delta = delta
+        self.alpha = alpha
+        self.objective = objective
+        self.method = method
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.norm_bound = norm_bound
+        self.sparsity = sparsity
+        self.radius = radius
+        self.smoothing = smoothing
+        self.classes = classes
+        self.calibration = calibration
+        self.tol = tol
+        self.solver_max_iter = solver_max_iter
+        self.tau = tau
+        self.max_net_size = max_net_size
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        """Fit the private linear classifier.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Sparse input stays sparse.
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self : DPOutputPerturbationClassifier
+        """
+        validate_params(self, self._parameter_constraints)
+        self._check_y(y)
+        X, y = check_fit_input(self, X, y)
+        check_classification_targets(y)
+        if self.classes is None:
+            classes = np.unique(y)
+            warnings.warn(
+                "classes=None: the label set is read from y, which reveals which labels "
+                "occur. Declare classes to keep the guarantee of privacy_spent_.",
+                PrivacyLeakWarning, stacklevel=2)
+            if classes.size < 2:
+                raise ValueError(f"{type(self).__name__} needs samples of at least 2 "
+                                 f"classes; got 1 class ({classes[0]!r}).")
+        else:
+            classes = np.unique(np.asarray(self.classes))
+            if classes.size < 2:
+                raise ValueError(f"classes must declare at least 2 labels, got {self.classes!r}.")
+        positives = classes[1:] if classes.size == 2 else classes
+        targets = np.where(y[None, :] == positives[:, None], 1.0, -1.0)
+        loss_param = float(self.smoothing) if self.loss == "smoothed_hinge" else 1.0
+        coef, intercept, budget, attrs = self._fit_problems(
+            X, targets, self.loss, loss_param, 1.0)
+        self._store(budget, attrs)
+        self.classes_ = classes
+        self.coef_, self.intercept_ = coef, intercept
+        return self
+
+    def decision_function(self, X):
+        """Margins: shape (n_samples,) for two classes, else (n_samples, n_classes).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray
+        """
+        scores = self._decision(X)
+        return scores[:, 0] if scores.shape[1] == 1 else scores
+
+    def predict(self, X):
+        """Predicted labels (the sign for two classes, else the largest margin).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        scores = self.decision_function(X)
+        index = (scores > 0).astype(np.intp) if scores.ndim == 1 else scores.argmax(axis=1)
+        return self.classes_[index]
+
+    def _has_proba(self):
+        return self.loss == "logistic"
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """Class probabilities of the logistic model (``loss="logistic"`` only).
+
+        Two classes: the sigmoid of the margin. More: the one-vs-rest sigmoids,
+        normalized to sum to one (as scikit-learn's one-vs-rest logistic regression).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        p = expit(self.decision_function(X))
+        if p.ndim == 1:
+            return np.column_stack([1.0 - p, p])
+        return p / p.sum(axis=1, keepdims=True)
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`."""
+        return np.log(self.predict_proba(X))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.poor_score = True  # noise by design
+        return tags

@@ -1,0 +1,527 @@
+"""Output perturbation with an ℓ∞ projection (seed 002, Section 5, Algorithm 3).
+
+Release the minimizer of the λ-regularized empirical risk of a linear model plus
+Gaussian (δ > 0) or Laplace (δ = 0) noise, then the point of the feasible set 𝒳 nearest
+to it in ℓ∞ (:func:`~skdpsparse._kernels.linf_nearest_in_l2_ball`). Theorem 5.1 (ERM)
+and Theorem 5.6 (population risk) choose λ.
+
+Setting and notation
+--------------------
+θ = (w, θ_b) ∈ ℝᵖ: the intercept is the coefficient of a constant feature of value c
+(``intercept_scaling``), so x̄ = (x, c), the margin is ⟨θ, x̄⟩ and the intercept is
+b = c·θ_b (p = d + 1; without intercept c = 0, x̄ = x, p = d). The intercept is
+regularized and noised like any coefficient. Every row is first scaled into
+{‖x‖₂ ≤ R, ‖x‖₁ ≤ R√s} (R = ``norm_bound``, s = ``sparsity``; seed 002 Remark 2.1:
+the ℓ1 ball stands in for s-sparsity) and regression targets are clipped to
+[−B, B] (B = ``label_bound``): contribution bounding, never rejection. Hence
+
+    G₂ := √(R² + c²) ≥ ‖x̄‖₂,        G₁ := √s·R + c ≥ ‖x̄‖₁.
+
+Lipschitz and smoothness constants (the derivation)
+---------------------------------------------------
+∇_θ ℓ(⟨θ, x̄⟩, y) = ℓ'(z, y)·x̄, and its Hessian is ℓ''(z, y)·x̄x̄ᵀ. With Λ ≥ |ℓ'| and
+β ≥ ℓ'' over the margins that occur,
+
+    L  = Λ·G₂   (ℓ2 norm of a gradient),       L₁  = Λ·G₁   (its ℓ1 norm),
+    H  = β·G₂²  (ℓ2 smoothness),               H₁₂ = β·G₁G₂,
+
+where H₁₂ bounds ‖∇f(θ, z) − ∇f(θ', z)‖₁ = |ℓ'(⟨θ,x̄⟩) − ℓ'(⟨θ',x̄⟩)|·‖x̄‖₁ ≤
+β|⟨θ − θ', x̄⟩|·G₁ ≤ βG₂G₁‖θ − θ'‖₂. Per loss (t = y·z with y = ±1; r = z − y):
+
+=================  ==========================  =======  ======================
+loss               Λ = sup |ℓ'|                β        ℓ₀ ≥ ℓ(0, y)
+=================  ==========================  =======  ======================
+logistic           1                           1/4      log 2
+smoothed hinge h   1                           1/h      1 − h/2
+squared            ρG₂ + B (|r| ≤ |z| + B)     1        B²/2
+Huber κ            κ                           1        B²/2 if B ≤ κ, else κ(B − κ/2)
+=================  ==========================  =======  ======================
+
+ρ bounds the norm of the exact minimizers, which is all the sensitivity arguments
+evaluate gradients at: F^λ(θ*) ≤ F^λ(0) ≤ ℓ₀ gives ‖θ*‖₂ ≤ √(2ℓ₀/λ), and θ* ∈ 𝒳
+gives ‖θ*‖₂ ≤ D; so ρ = min(D, √(2ℓ₀/λ)) (for the squared loss √(2ℓ₀/λ) = B/√λ). The
+squared loss is only Lipschitz on such a ball, hence its Λ depends on λ.
+
+Sensitivities of the exact minimizer θ*(S) (replacement neighbours, n public)
+----------------------------------------------------------------------------
+* ℓ2: Δ₂ = 2L/(λn). With g(θ) = [∇f(θ, z_j) − ∇f(θ, z'_j)]/n (‖g‖₂ ≤ 2L/n), strong
+  convexity and the optimality conditions of both problems over 𝒳 give
+  λ‖θ* − θ'*‖² ≤ ⟨g(θ'*), θ'* − θ*⟩, hence the bound; it holds for constrained 𝒳 too.
+  The seed states 4L/(λn) (proof of Theorem 5.1, citing [10, 33, 18]); that is valid
+  but twice as large: the tests exhibit neighbours whose minimizers are 0.9·Δ₂ apart.
+* ℓ1 (𝒳 = ℝᵖ, smooth losses): from θ* = −∇F_S(θ*)/λ, as in the seed's proof,
+
+      ‖θ* − θ'*‖₁ ≤ (1/λn)[(n − 1)·H₁₂·Δ₂ + 2L₁] = (2L₁/λn)·(1 + (n − 1)H/(λn)),
+
+  the seed's 2√(2s)L/(λn)·(2H/λ + 1) with the linear-model constants (L₁ = √s·L and
+  H₁₂ = √s·H for R-bounded s-sparse rows without intercept: √2 and 2 smaller, since
+  the differences are bounded by triangle inequalities instead of 2s-sparsity, and
+  with Δ₂ = 2L/(λn)). Also ‖·‖₁ ≤ √p‖·‖₂, so Δ₁ = min(that, √p·Δ₂).
+
+What is computed is not θ*. The solver (:mod:`skdpsparse._kernels.erm_solver`) stops
+at θ̂ with a residual u ∈ ∂(F^λ + ι_𝒳)(θ̂), and λ-strong convexity gives
+‖θ̂ − θ*‖₂ ≤ ‖u‖₂/λ. In ℓ1 (unconstrained): λ(θ̂ − θ*) = u − [∇F_S(θ̂) − ∇F_S(θ*)]
+gives ‖θ̂ − θ*‖₁ ≤ (‖u‖₁ + H₁₂‖u‖₂/λ)/λ, and also ≤ √p‖u‖₂/λ; the smaller is used.
+The solver runs until that certified distance is at most ``tol``·Δ/2 (a threshold
+fixed before seeing data), so ‖θ̂(S) − θ̂(S')‖ ≤ (1 + tol)·Δ, and this is the
+sensitivity the noise is calibrated to.
+
+Several problems (one-vs-rest classes): the K solutions are released jointly, each
+computed on all rows, so replacing a row moves each by at most Δ: the joint
+sensitivity is √K·Δ₂ in ℓ2 and K·Δ₁ in ℓ1. One Gaussian mechanism for √K·Δ₂ is
+cheaper than K mechanisms at (ε/K, δ/K); for Laplace it is the same as ε/K each.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import brentq
+
+from .. import _kernels
+from .._kernels.erm_solver import solve_regularized_erm
+from ..accounting import ApproxDP, PureDP, gaussian_sigma, laplace_scale
+from ..utils._data import as_canonical_csr
+from .noise import add_noise_inplace
+from .projection import row_bounds
+
+__all__ = [
+    "CLASSIFICATION_LOSSES",
+    "REGRESSION_LOSSES",
+    "SMOOTH_LOSSES",
+    "LossConstants",
+    "OutputPerturbationPlan",
+    "bound_inputs",
+    "bound_rows",
+    "choose_alpha",
+    "loss_constants",
+    "minimizer_sensitivity",
+    "output_perturbation",
+    "plan_output_perturbation",
+    "regularized_minimizers",
+    "release",
+]
+
+CLASSIFICATION_LOSSES = ("logistic", "smoothed_hinge", "hinge")
+REGRESSION_LOSSES = ("squared", "huber")
+SMOOTH_LOSSES = ("logistic", "smoothed_hinge", "squared", "huber")
+#: Failure probability β in the λ formulas of Theorems 5.1 and 5.6.
+BETA = 0.05
+
+
+@dataclass(frozen=True)
+class LossConstants:
+    """Bounds of one loss over the contribution-bounded rows (see the module doc).
+
+    Attributes
+    ----------
+    feature_l2, feature_l1 : float
+        G₂ ≥ ‖x̄‖₂ and G₁ ≥ ‖x̄‖₁.
+    derivative : float
+        Λ ≥ |ℓ'| at every margin of a parameter of norm ≤ ``coef_bound``.
+    curvature : float
+        β ≥ ℓ'' (``inf`` for the hinge).
+    zero_loss : float
+        ℓ₀ ≥ ℓ(0, y).
+    coef_bound : float
+        ρ ≥ ‖θ*‖₂ for the exact minimizers.
+    """
+
+    feature_l2: float
+    feature_l1: float
+    derivative: float
+    curvature: float
+    zero_loss: float
+    coef_bound: float
+
+    @property
+    def lipschitz(self):
+        """L = Λ·G₂."""
+        return self.derivative * self.feature_l2
+
+    @property
+    def lipschitz_l1(self):
+        """L₁ = Λ·G₁."""
+        return self.derivative * self.feature_l1
+
+    @property
+    def smoothness(self):
+        """H = β·G₂²."""
+        return self.curvature * self.feature_l2 ** 2
+
+    @property
+    def smoothness_l1(self):
+        """H₁₂ = β·G₁G₂."""
+        return self.curvature * self.feature_l1 * self.feature_l2
+
+
+def _zero_loss(loss, loss_param, label_bound):
+    if loss == "logistic":
+        return math.log(2.0)
+    if loss == "smoothed_hinge":
+        return 1.0 - 0.5 * loss_param
+    if loss == "hinge":
+        return 1.0
+    if loss == "squared" or label_bound <= loss_param:
+        return 0.5 * label_bound ** 2
+    return loss_param * (label_bound - 0.5 * loss_param)  # Huber beyond its threshold
+
+
+def loss_constants(loss, *, loss_param, norm_bound, sparsity, intercept_scaling,
+                   label_bound, alpha, radius):
+    """The constants of the module doc's table for one loss.
+
+    Parameters
+    ----------
+    loss : {"logistic", "smoothed_hinge", "hinge", "squared", "huber"}
+    loss_param : float
+        Smoothed-hinge width h or Huber threshold κ (ignored otherwise).
+    norm_bound, sparsity : float
+        R and s of the rows.
+    intercept_scaling : float
+        c (0 without intercept).
+    label_bound : float
+        B (regression).
+    alpha : float
+        λ > 0.
+    radius : float or None
+        D of 𝒳, or None for ℝᵖ.
+
+    Returns
+    -------
+    LossConstants
+    """
+    R, c = float(norm_bound), float(intercept_scaling)
+    g2 = math.hypot(R, c)
+    g1 = math.sqrt(sparsity) * R + c
+    l0 = _zero_loss(loss, loss_param, label_bound)
+    rho = math.sqrt(2.0 * l0 / alpha)
+    if radius is not None:
+        rho = min(rho, float(radius))
+    if loss in ("logistic", "smoothed_hinge", "hinge"):
+        lam = 1.0
+    elif loss == "huber":
+        lam = float(loss_param)
+    else:  # squared: |z - y| <= ||θ|| G₂ + B
+        lam = rho * g2 + label_bound
+    beta = {"logistic": 0.25, "smoothed_hinge": 1.0 / loss_param if loss_param else math.inf,
+            "hinge": math.inf, "squared": 1.0, "huber": 1.0}[loss]
+    return LossConstants(g2, g1, lam, beta, l0, rho)
+
+
+def minimizer_sensitivity(constants, alpha, n, n_params):
+    """ℓ2 and ℓ1 sensitivities of the exact regularized minimizer of one problem.
+
+    Returns
+    -------
+    delta_2 : float
+        2L/(λn).
+    delta_1 : float
+        min((2L₁/λn)(1 + (n−1)H/(λn)), √p·Δ₂); only the first term needs
+        𝒳 = ℝᵖ and a smooth loss, the caller enforces that for Laplace noise.
+    """
+    d2 = 2.0 * constants.lipschitz / (alpha * n)
+    d1 = (2.0 * constants.lipschitz_l1 / (alpha * n)) * (
+        1.0 + (n - 1) * constants.smoothness / (alpha * n))
+    return d2, min(d1, math.sqrt(n_params) * d2)
+
+
+def choose_alpha(objective, n, n_params, epsilon, delta, *, constants_at, radius,
+                 n_problems=1, beta=BETA):
+    """λ of Theorem 5.1 (``"erm"``) or Theorem 5.6 (``"population"``), constant 1.
+
+    With s_eff = (G₁/G₂)² (= s without intercept), p = ``n_params`` and ε_eff = ε/√K
+    (Gaussian: joint ℓ2 sensitivity √K·Δ₂) or ε/K (Laplace) for K problems:
+
+    * δ = 0 (both): λ = (L²H·s_eff·log(p/β)/(D²·ε_eff·n))^{1/3}  (Thm 5.1 / 5.6);
+    * δ > 0, ERM: λ = (L/D)·[s_eff·log(1/δ)·log(p/β)]^{1/4}/√(ε_eff·n)  (Thm 5.1);
+    * δ > 0, population: λ = (L/D)·(log n·log(1/β)/n
+      + √(s_eff·log(1/δ)·log(p/β))/(ε_eff·n))^{1/2}  (Thm 5.6).
+
+    D is ``radius``; for 𝒳 = ℝᵖ it is the a-priori bound √(2ℓ₀/λ) on the regularized
+    minimizer's norm (which F^λ(θ*) ≤ F^λ(0) guarantees). L (squared loss) and D then
+    depend on λ, and λ is the fixed point, found by Brent's method on log λ (the map
+    has slope ≤ 1/2 in log λ, so the fixed point is unique). Only public numbers
+    enter: n, p, K, ε, δ and the declared bounds.
+
+    Parameters
+    ----------
+    constants_at : callable
+        λ ↦ :class:`LossConstants`.
+
+    Returns
+    -------
+    float
+    """
+    k = n_problems
+    eps = epsilon / (math.sqrt(k) if delta > 0 else k)
+    log_p = math.log(n_params / beta)
+
+    def rhs(lam):
+        c = constants_at(lam)
+        D = float(radius) if radius is not None else math.sqrt(2.0 * c.zero_loss / lam)
+        s_eff = (c.feature_l1 / c.feature_l2) ** 2
+        L = c.lipschitz
+        if delta == 0:
+            return (L * L * c.smoothness * s_eff * log_p / (D * D * eps * n)) ** (1.0 / 3.0)
+        if objective == "erm":
+            return (L / D) * (s_eff * math.log(1 / delta) * log_p) ** 0.25 / math.sqrt(eps * n)
+        return (L / D) * math.sqrt(math.log(n) * math.log(1 / beta) / n
+                                   + math.sqrt(s_eff * math.log(1 / delta) * log_p) / (eps * n))
+
+    def h(u):
+        return u - math.log(rhs(math.exp(u)))
+
+    lo, hi = -30.0, 30.0
+    while h(lo) > 0:
+        lo -= 30.0
+    while h(hi) < 0:
+        hi += 30.0
+    return math.exp(brentq(h, lo, hi, xtol=1e-12))
+
+
+@dataclass(frozen=True)
+class OutputPerturbationPlan:
+    """Everything Algorithm 3 decides before seeing data (public numbers only).
+
+    Attributes
+    ----------
+    loss, code, loss_param : str, int, float
+    n, n_features, n_problems : int
+    intercept_scaling : float
+        c, 0 without intercept.
+    norm_bound, sparsity, label_bound : float
+    radius : float or None
+    alpha : float
+        λ.
+    constants : LossConstants
+    sensitivity_l2, sensitivity_l1 : float
+        Of one problem's exact minimizer (Δ₂, Δ₁).
+    tol : float
+        Relative slack of the certified solutions.
+    noise_kind : {"gaussian", "laplace"}
+    noise_scale : float
+        σ for √K(1 + tol)Δ₂, or b = K(1 + tol)Δ₁/ε.
+    budget : ApproxDP or PureDP
+    """
+
+    loss: str
+    code: int
+    loss_param: float
+    n: int
+    n_features: int
+    n_problems: int
+    intercept_scaling: float
+    norm_bound: float
+    sparsity: float
+    label_bound: float
+    radius: object
+    alpha: float
+    constants: LossConstants
+    sensitivity_l2: float
+    sensitivity_l1: float
+    tol: float
+    noise_kind: str
+    noise_scale: float
+    budget: object
+
+    @property
+    def n_params(self):
+        return self.n_features + (self.intercept_scaling > 0)
+
+    def certified_l1_distance(self, r_l2, r_l1):
+        """Bound on ‖θ̂ − θ*‖₁ from the residual norms (𝒳 = ℝᵖ; module doc)."""
+        lam = self.alpha
+        return min(math.sqrt(self.n_params) * r_l2,
+                   r_l1 + self.constants.smoothness_l1 * r_l2 / lam) / lam
+
+    def accept(self, r_l2, r_l1):
+        """Whether a residual certifies a distance ≤ tol·Δ/2 to the exact minimizer."""
+        if self.noise_kind == "gaussian":
+            return r_l2 / self.alpha <= 0.5 * self.tol * self.sensitivity_l2
+        return self.certified_l1_distance(r_l2, r_l1) <= 0.5 * self.tol * self.sensitivity_l1
+
+
+def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0, epsilon,
+                             delta, alpha="auto", objective="erm", norm_bound=1.0,
+                             sparsity=None, intercept_scaling=1.0, label_bound=1.0,
+                             radius=None, calibration="analytic", tol=1e-2):
+    """Choose λ, the sensitivities and the noise of Algorithm 3 from public numbers.
+
+    Parameters
+    ----------
+    n, n_features, n_problems : int
+        Rows, features d and the number K of problems released together.
+    loss : {"logistic", "smoothed_hinge", "squared", "huber"}
+    loss_param : float
+        Smoothed-hinge width h or Huber threshold κ.
+    epsilon, delta : float
+        δ > 0: Gaussian noise, (ε, δ)-DP. δ = 0: Laplace noise, ε-DP; needs a smooth
+        loss and ``radius=None`` (Theorem 5.1's ℓ1 sensitivity uses both).
+    alpha : float or "auto"
+        λ, or "auto" for :func:`choose_alpha` with ``objective``.
+    objective : {"erm", "population"}
+    norm_bound, sparsity, intercept_scaling, label_bound, radius
+        R, s (None: d), c (0: no intercept), B and D of the module doc.
+    calibration : {"analytic", "classic"}
+        Gaussian calibration (:func:`~skdpsparse.accounting.gaussian_sigma`).
+    tol : float
+        Relative slack: the noise is calibrated to (1 + tol)·Δ.
+
+    Returns
+    -------
+    OutputPerturbationPlan
+    """
+    if loss not in SMOOTH_LOSSES:
+        raise ValueError(
+            f"Output perturbation needs a differentiable loss, got loss={loss!r}; "
+            "use method='exponential' for the hinge loss.")
+    if delta == 0 and radius is not None:
+        raise ValueError(
+            "Pure DP output perturbation (delta=0) uses the l1 sensitivity of Theorem 5.1, "
+            f"which holds only for an unconstrained domain: set radius=None (got "
+            f"radius={radius!r}) or delta > 0.")
+    s = n_features if sparsity is None else min(float(sparsity), n_features)
+    p = n_features + (intercept_scaling > 0)
+
+    def constants_at(lam):
+        return loss_constants(loss, loss_param=loss_param, norm_bound=norm_bound,
+                              sparsity=s, intercept_scaling=intercept_scaling,
+                              label_bound=label_bound, alpha=lam, radius=radius)
+
+    if isinstance(alpha, str):
+        alpha = choose_alpha(objective, n, p, epsilon, delta, constants_at=constants_at,
+                             radius=radius, n_problems=n_problems)
+    alpha = float(alpha)
+    constants = constants_at(alpha)
+    d2, d1 = minimizer_sensitivity(constants, alpha, n, p)
+    if delta > 0:
+        # Seed 002 Algorithm 3 / Fact 2.3(b): Gaussian noise for the joint ℓ2 sensitivity.
+        kind, budget = "gaussian", ApproxDP(epsilon, delta)
+        scale = gaussian_sigma(math.sqrt(n_problems) * (1.0 + tol) * d2, epsilon, delta,
+                               calibration)
+    else:
+        # Seed 002 Algorithm 3 / Fact 2.3(a): Laplace scale Δ₁/ε for the joint ℓ1 sensitivity.
+        kind, budget = "laplace", PureDP(epsilon)
+        scale = laplace_scale(n_problems * (1.0 + tol) * d1, epsilon)
+    return OutputPerturbationPlan(
+        loss=loss, code=_kernels.LOSS_CODES[loss], loss_param=float(loss_param), n=int(n),
+        n_features=int(n_features), n_problems=int(n_problems),
+        intercept_scaling=float(intercept_scaling), norm_bound=float(norm_bound),
+        sparsity=float(s), label_bound=float(label_bound), radius=radius, alpha=alpha,
+        constants=constants, sensitivity_l2=d2, sensitivity_l1=d1, tol=float(tol),
+        noise_kind=kind, noise_scale=float(scale), budget=budget)
+
+
+def bound_rows(X, norm_bound, sparsity):
+    """A float64 copy of ``X`` with every row scaled into {‖x‖₂ ≤ R, ‖x‖₁ ≤ R√s}.
+
+    Sparse input stays CSR (same pattern); rows are scaled, never dropped.
+    """
+    l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
+    if sp.issparse(X):
+        X = as_canonical_csr(X)
+        scales = _kernels.csr_bounding_scales(X.indptr, X.data, l2_bound, l1_bound)
+        data = _kernels.csr_scale_rows(X.indptr, X.data, scales,
+                                       out=np.empty(X.data.shape, dtype=np.float64))
+        return sp.csr_matrix((data, X.indices, X.indptr), shape=X.shape)
+    X = np.ascontiguousarray(X)
+    scales = _kernels.dense_bounding_scales(X, l2_bound, l1_bound)
+    return _kernels.dense_scale_rows(X, scales, out=np.empty(X.shape, dtype=np.float64))
+
+
+def bound_inputs(X, targets, loss, *, norm_bound, sparsity, label_bound):
+    """Contribution bounding of rows and targets (rows scaled, regression targets clipped).
+
+    ``targets`` has shape (K, n): one target vector per problem; classification
+    targets must be ±1 (they are built by the estimator, not read from the data).
+    """
+    targets = np.atleast_2d(np.asarray(targets, dtype=np.float64))
+    if loss in REGRESSION_LOSSES:
+        targets = np.clip(targets, -label_bound, label_bound)
+    elif not np.all(np.abs(targets) == 1.0):
+        raise ValueError("classification targets must be -1 or +1.")
+    return bound_rows(X, norm_bound, sparsity), np.ascontiguousarray(targets)
+
+
+def regularized_minimizers(X_bounded, targets, plan, *, max_iter=1000):
+    """Certified minimizers θ̂ of the K regularized problems (not private).
+
+    Parameters
+    ----------
+    X_bounded, targets
+        From :func:`bound_inputs`.
+    plan : OutputPerturbationPlan
+    max_iter : int
+
+    Returns
+    -------
+    theta : ndarray of shape (K, p)
+    info : dict
+        ``n_iter``, ``residual_l2``, ``residual_l1``: arrays of shape (K,).
+    """
+    K = targets.shape[0]
+    theta = np.empty((K, plan.n_params))
+    info = {key: np.empty(K) for key in ("n_iter", "residual_l2", "residual_l1")}
+    info["n_iter"] = np.empty(K, dtype=np.int64)
+    smooth = plan.constants.smoothness + plan.alpha
+    for k in range(K):
+        theta[k], res = solve_regularized_erm(
+            X_bounded, targets[k], code=plan.code, param=plan.loss_param, alpha=plan.alpha,
+            intercept_scaling=plan.intercept_scaling, radius=plan.radius,
+            smoothness=smooth, accept=plan.accept, max_iter=max_iter)
+        for key in ("n_iter", "residual_l2", "residual_l1"):
+            info[key][k] = res[key]
+    return theta, info
+
+
+def release(theta, plan, rng):
+    """Noise and ℓ∞ projection (the last two lines of Algorithm 3).
+
+    Returns
+    -------
+    theta_hat : ndarray of shape (K, p)
+        argmin over 𝒳 of ‖θ − θ̃‖∞, per problem (𝒳^K is a product, so per-block
+        minimizers minimize the maximum).
+    theta_noisy : ndarray of shape (K, p)
+        θ̃ = θ + noise.
+    """
+    noisy = np.array(theta, dtype=np.float64, copy=True)
+    add_noise_inplace(noisy, rng, plan.noise_kind, plan.noise_scale)
+    if plan.radius is None:
+        return noisy.copy(), noisy
+    out = np.vstack([_kernels.linf_nearest_in_l2_ball(row, float(plan.radius))
+                     for row in noisy])
+    return out, noisy
+
+
+def output_perturbation(X, targets, plan, rng, *, max_iter=1000):
+    """Seed 002 Algorithm 3: bound, solve to a certificate, add noise, ℓ∞-project.
+
+    Parameters
+    ----------
+    X : ndarray or sparse matrix of shape (n, d)
+    targets : ndarray of shape (K, n)
+        Regression targets or ±1 labels, one row per problem.
+    plan : OutputPerturbationPlan
+        From :func:`plan_output_perturbation` with the same n, d and K.
+    rng : numpy.random.Generator
+    max_iter : int
+
+    Returns
+    -------
+    theta : ndarray of shape (K, p)
+        Private parameters; the last column is θ_b (intercept c·θ_b) when c > 0.
+    info : dict
+        Solver diagnostics (``n_iter``, residuals), which depend on the data and are
+        not released by the estimators.
+    """
+    n, d = X.shape
+    if (n, d, targets.shape[0]) != (plan.n, plan.n_features, plan.n_problems):
+        raise ValueError("X and targets do not match the plan's n, d and K.")
+    Xb, yb = bound_inputs(X, targets, plan.loss, norm_bound=plan.norm_bound,
+                          sparsity=plan.sparsity, label_bound=plan.label_bound)
+    theta, info = regularized_minimizers(Xb, yb, plan, max_iter=max_iter)
+    theta_hat, _ = release(theta, plan, rng)
+    return theta_hat, info

@@ -1,0 +1,362 @@
+"""The sparse exponential mechanism (seed 002, Section 5.1, Algorithm 4, Theorem 5.5).
+
+Pure ε-DP empirical risk minimization for convex losses with sparse gradients that
+need not be smooth (e.g. the hinge loss): the exponential mechanism run over a net of
+sparse vectors of the ball 𝒳 = {‖θ‖₂ ≤ D}, by exact enumeration.
+
+The net
+-------
+𝒩_τ = τℤᵖ ∩ 𝒳, every point of 𝒳 whose coordinates are multiples of τ. A point of
+𝒩_τ has at most ⌊D²/τ²⌋ nonzeros (each is ≥ τ in absolute value), so 𝒩_τ consists of
+D²/τ²-sparse vectors, and it is a τ-net in ℓ∞ of 𝒳 that stays inside 𝒳: rounding the
+coordinates of any θ ∈ 𝒳 towards zero to multiples of τ shrinks every |θ_j| (so stays
+in the ball) and moves each by less than τ. This is the proof of Lemma 5.3 done on the
+grid: with x* the ERM solution and x_τ its rounding, convexity and ‖∇F_S‖₁ ≤ L₁ give
+F_S(x_τ) − F_S(x*) ≤ L₁·τ. (The seed normalizes D = 1, hence 1/τ²-sparse.)
+
+The mechanism
+-------------
+P[θ̂ = θ] ∝ exp(−ε·u(S, θ)/(2Δ_u)) over θ ∈ 𝒩_τ, with score u(S, θ) = Σᵢ f(θ, zᵢ)
+= n·F_S(θ) and Δ_u ≥ sup_θ |f(θ, z) − f(θ, z')| its sensitivity under replacement
+(McSherry and Talwar 2007; Dwork and Roth 2014, Thm 3.10). (Algorithm 4 prints the
+weight as exp{−(B/εn)F_S(x)}, the constant inverted: with Δ_u = B it is
+exp{−εn·F_S/(2B)}, which is what its utility bound, Theorem 5.5, uses.) With
+probability ≥ 1 − β the excess risk is at most (2Δ_u/(εn))·(ln|𝒩_τ| + ln(1/β)) + L₁τ.
+
+Score sensitivity (derivation). Rows are scaled into {‖x‖₂ ≤ R, ‖x‖₁ ≤ R√s} and the
+intercept is a constant feature c, so every margin is |⟨θ, x̄⟩| ≤ A := D·G₂ with
+G₂ = √(R² + c²). For a classification loss of the signed margin t ∈ [−A, A],
+f(θ, z) − f(θ, z') ≤ ℓ(−A) − ℓ(A): A for the logistic loss (log(1+e^A) −
+log(1+e^{−A}) = A), (1 + A) − (1 − A)₊ for the hinge, likewise for the smoothed
+hinge. For regression with |y| ≤ B the residual is |r| ≤ A + B and the loss ≥ 0, so
+Δ_u = ℓ(A + B). Sparsity does not enter privacy, only the accuracy term L₁ = Λ·G₁.
+
+Feasibility: |𝒩_τ| = Σⱼ C(p, j)·cⱼ with cⱼ the number of vectors of (ℤ∖0)ʲ of squared
+norm ≤ ⌊D²/τ²⌋, and scoring costs |𝒩_τ| × (rows touched by a support) loss
+evaluations. :func:`sparse_net_size` counts it exactly; the mechanism refuses nets
+above ``max_size`` (default 10⁶). With D = 1 and p parameters (d features + the
+intercept):
+
+==========  ==========================  =======================
+τ           net points                  ≤ 10⁶ (runs) for
+==========  ==========================  =======================
+1           2p + 1                      p ≤ 499 999
+1/√2        2p² + 1                     p ≤ 707
+1/√3        (4/3)p³ + O(p²)             p ≤ 91
+1/2         (2/3)p⁴ + O(p³)             p ≤ 35
+1/√5        (4/15)p⁵ + O(p⁴)            p ≤ 22
+1/√6        (4/45)p⁶ + O(p⁵)            p ≤ 16
+==========  ==========================  =======================
+
+Only tiny p (or coarse τ) is practical: the mechanism is exponential in 1/τ², as the
+seed says; it is here as the pure-DP method for nonsmooth losses and as a reference.
+"""
+
+import itertools
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import _kernels
+from .._kernels.erm_solver import csc_net_loss_sums
+from ..accounting import PureDP
+from .output_perturbation import BETA, CLASSIFICATION_LOSSES, bound_inputs
+
+__all__ = [
+    "choose_tau",
+    "enumerate_net",
+    "exponential_mechanism",
+    "net_scores",
+    "score_sensitivity",
+    "sparse_exponential_mechanism",
+    "sparse_net_size",
+]
+
+#: Default cap on the number of net points.
+MAX_NET_SIZE = 10**6
+
+
+def _max_sq(tau, radius):
+    """Q = the largest integer with τ²Q ≤ D² (the squared-norm budget in grid units).
+
+    A relative slack of 1e-9 keeps τ = D/√q from losing the points of norm exactly D
+    to rounding (they may then exceed D by a few ulps; privacy does not depend on it).
+    """
+    limit = (radius / tau) ** 2 * (1.0 + 1e-9)
+    return int(math.floor(limit))
+
+
+class _NetCounter:
+    """|τℤᵖ ∩ B(0, D)| for Q = ⌊D²/τ²⌋ = 0, 1, 2, ..., one Q at a time (exact ints).
+
+    exact[j][q] = #{k ∈ (ℤ∖0)ʲ : Σk² = q} obeys exact[j][q] = Σ_{a≥1, a²≤q}
+    2·exact[j−1][q − a²]; only j ≤ min(p, q) matters. The net size at budget Q is
+    Σⱼ C(p, j)·Σ_{q≤Q} exact[j][q].
+    """
+
+    def __init__(self, n_params):
+        self.p = n_params
+        self.q = 0
+        self.exact = [[1]]  # exact[j] is the list over q = 0..self.q
+        self.cum = [1]
+        self.size = 1
+
+    def step(self):
+        """Advance to Q + 1 and return the net size there."""
+        q = self.q = self.q + 1
+        if q <= self.p:
+            self.exact.append([0] * q)
+            self.cum.append(0)
+        for j in range(1, len(self.exact)):
+            prev = self.exact[j - 1]
+            total = 0
+            a = 1
+            while a * a <= q:
+                total += 2 * prev[q - a * a]
+                a += 1
+            self.exact[j].append(total)
+            self.cum[j] += total
+        self.exact[0].append(0)
+        self.size = sum(math.comb(self.p, j) * c for j, c in enumerate(self.cum))
+        return self.size
+
+
+def _nonzero_vectors(j, q_max):
+    """All k ∈ (ℤ∖0)ʲ with Σk² ≤ Q, in lexicographic order (depth-first, pruned)."""
+    if j == 0:
+        return [()]
+    out = []
+    m = math.isqrt(q_max)
+    for k in range(-m, m + 1):
+        rest = q_max - k * k
+        if k == 0 or rest < j - 1:  # the other j - 1 entries need at least 1 each
+            continue
+        out.extend((k,) + tail for tail in _nonzero_vectors(j - 1, rest))
+    return out
+
+
+def sparse_net_size(n_params, tau, radius):
+    """|𝒩_τ| = |τℤᵖ ∩ {‖θ‖₂ ≤ D}|, exactly.
+
+    Parameters
+    ----------
+    n_params : int
+        p.
+    tau : float
+        Grid step τ > 0.
+    radius : float
+        D > 0.
+
+    Returns
+    -------
+    int
+    """
+    counter = _NetCounter(n_params)
+    for _ in range(_max_sq(tau, radius)):
+        counter.step()
+    return counter.size
+
+
+def enumerate_net(n_params, tau, radius, max_size=MAX_NET_SIZE):
+    """The net as blocks (supports, values), one block per support size j ≥ 1.
+
+    Returns
+    -------
+    blocks : list of (ndarray (C_j, j) int64, ndarray (m_j, j) float64)
+        Every θ of the net with j nonzeros is θ[supports[a]] = values[v] for one (a, v);
+        the zero vector (j = 0) comes first in the flat order and is not in a block.
+
+    Raises
+    ------
+    ValueError
+        If |𝒩_τ| > ``max_size``.
+    """
+    size = sparse_net_size(n_params, tau, radius)
+    if size > max_size:
+        raise ValueError(
+            f"The sparse exponential mechanism's net has {size:.3g} points for "
+            f"p={n_params} parameters, tau={tau:g}, radius={radius:g}, above "
+            f"max_net_size={max_size:.3g}: enumeration is exponential in 1/tau^2. Use a "
+            "larger tau, fewer features, or raise max_net_size.")
+    q_max = _max_sq(tau, radius)
+    blocks = []
+    for j in range(1, min(n_params, q_max) + 1):
+        vals = _nonzero_vectors(j, q_max)
+        if not vals:
+            break
+        supports = np.array(list(itertools.combinations(range(n_params), j)),
+                            dtype=np.int64).reshape(-1, j)
+        blocks.append((supports, tau * np.array(vals, dtype=np.float64).reshape(-1, j)))
+    return blocks
+
+
+def decode(index, blocks, n_params):
+    """The net point with flat index ``index`` (0 is the zero vector)."""
+    theta = np.zeros(n_params)
+    index = int(index)
+    if index == 0:
+        return theta
+    index -= 1
+    for supports, values in blocks:
+        size = supports.shape[0] * values.shape[0]
+        if index < size:
+            a, v = divmod(index, values.shape[0])
+            theta[supports[a]] = values[v]
+            return theta
+        index -= size
+    raise IndexError("index beyond the net")
+
+
+def net_scores(X_aug, y, blocks, code, param):
+    """u(S, θ) = Σᵢ ℓ(⟨θ, x̄ᵢ⟩, yᵢ) for every net point, in the flat order of :func:`decode`.
+
+    Parameters
+    ----------
+    X_aug : sparse matrix or ndarray of shape (n, p)
+        Bounded rows with the intercept column appended.
+    y : ndarray of shape (n,)
+    blocks : from :func:`enumerate_net`
+    code, param : int, float
+
+    Returns
+    -------
+    ndarray of shape (|𝒩_τ|,)
+    """
+    Xc = sp.csc_matrix(X_aug)
+    Xc.sum_duplicates()
+    n = Xc.shape[0]
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    zero = float(np.sum(_kernels.per_example_losses(np.zeros(n), y, code, param)))
+    parts = [np.array([zero])]
+    for supports, values in blocks:
+        parts.append(csc_net_loss_sums(Xc.indptr, Xc.indices, Xc.data, n, supports,
+                                       values, y, code, param).ravel())
+    return np.concatenate(parts)
+
+
+def exponential_mechanism(scores, sensitivity, epsilon, rng, size=None):
+    """Draw i with P[i] ∝ exp(−ε·scores[i]/(2Δ)) (smaller score is better).
+
+    The categorical draw is an inverse-CDF lookup of ``rng.random`` (shifted by the
+    minimum score so nothing overflows).
+
+    Returns
+    -------
+    int or ndarray of int
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    logits = -epsilon * (scores - scores.min()) / (2.0 * sensitivity)
+    cdf = np.cumsum(np.exp(logits))
+    u = rng.random(size) * cdf[-1]
+    idx = np.minimum(np.searchsorted(cdf, u, side="right"), scores.size - 1)
+    return int(idx) if size is None else idx
+
+
+def _loss_at(loss, loss_param, t):
+    code = _kernels.LOSS_CODES[loss]
+    if loss in CLASSIFICATION_LOSSES:
+        return _kernels.loss_value(code, t, 1.0, loss_param)  # ℓ(t) with y = 1, z = t
+    return _kernels.loss_value(code, t, 0.0, loss_param)  # ℓ(r) with y = 0, z = r
+
+
+def score_sensitivity(loss, loss_param, *, feature_l2, radius, label_bound):
+    """Δ_u of the module doc: ℓ(−A) − ℓ(A) (classification) or ℓ(A + B) (regression)."""
+    a = float(radius) * feature_l2
+    if loss in CLASSIFICATION_LOSSES:
+        return _loss_at(loss, loss_param, -a) - _loss_at(loss, loss_param, a)
+    return _loss_at(loss, loss_param, a + label_bound)
+
+
+def _derivative_bound(loss, loss_param, a, label_bound):
+    if loss in CLASSIFICATION_LOSSES:
+        return 1.0
+    return float(loss_param) if loss == "huber" else a + label_bound
+
+
+def choose_tau(n, n_params, epsilon, *, sensitivity, lipschitz_l1, radius,
+               max_size=MAX_NET_SIZE, beta=BETA):
+    """τ = D/√q (q = 1, 2, ...) minimizing the bound of the module doc under the size cap.
+
+    The bound (2Δ_u/(εn))(ln|𝒩_τ| + ln(1/β)) + L₁τ is Theorem 5.5's trade-off with
+    the exact net size; only public numbers enter.
+    """
+    best, best_tau = math.inf, None
+    counter = _NetCounter(n_params)
+    scale = 2.0 * sensitivity / (epsilon * n)
+    for q in range(1, 10**6):
+        size = counter.step()
+        privacy_term = scale * (math.log(size) + math.log(1 / beta))
+        if size > max_size or privacy_term >= best:  # the bound only grows from here
+            break
+        tau = radius / math.sqrt(q)
+        if privacy_term + lipschitz_l1 * tau < best:
+            best, best_tau = privacy_term + lipschitz_l1 * tau, tau
+    if best_tau is None:
+        raise ValueError(
+            f"Even tau=radius gives a net above max_net_size={max_size:.3g} for "
+            f"p={n_params} parameters.")
+    return best_tau
+
+
+def sparse_exponential_mechanism(X, targets, *, loss, loss_param=1.0, epsilon, radius,
+                                 tau="auto", norm_bound=1.0, sparsity=None,
+                                 intercept_scaling=1.0, label_bound=1.0, rng,
+                                 max_net_size=MAX_NET_SIZE):
+    """Seed 002 Algorithm 4 for K linear problems (ε/K each, basic composition).
+
+    Parameters
+    ----------
+    X : ndarray or sparse matrix of shape (n, d)
+    targets : ndarray of shape (K, n)
+        ±1 labels (classification losses) or targets, one row per problem.
+    loss : {"hinge", "logistic", "smoothed_hinge", "squared", "huber"}
+    loss_param : float
+    epsilon : float
+        Total ε; ε-DP.
+    radius : float
+        D of 𝒳 (required: the net covers a bounded set).
+    tau : float or "auto"
+        Grid step, or :func:`choose_tau`.
+    norm_bound, sparsity, intercept_scaling, label_bound
+        As in :mod:`~skdpsparse.mechanisms.output_perturbation`.
+    rng : numpy.random.Generator
+    max_net_size : int
+
+    Returns
+    -------
+    theta : ndarray of shape (K, p)
+    budget : PureDP
+    info : dict
+        ``tau``, ``net_size``, ``score_sensitivity``.
+    """
+    if radius is None:
+        raise ValueError("The sparse exponential mechanism needs a bounded domain: set "
+                         "radius (the l2 ball the net covers).")
+    n, d = X.shape
+    K = np.atleast_2d(targets).shape[0]
+    s = d if sparsity is None else min(float(sparsity), d)
+    c = float(intercept_scaling)
+    p = d + (c > 0)
+    Xb, yb = bound_inputs(X, targets, loss, norm_bound=norm_bound, sparsity=s,
+                          label_bound=label_bound)
+    g2 = math.hypot(norm_bound, c)
+    g1 = math.sqrt(s) * norm_bound + c
+    delta_u = score_sensitivity(loss, loss_param, feature_l2=g2, radius=radius,
+                                label_bound=label_bound)
+    eps_k = epsilon / K  # basic composition over the K one-vs-rest problems
+    if tau == "auto":
+        lip1 = _derivative_bound(loss, loss_param, radius * g2, label_bound) * g1
+        tau = choose_tau(n, p, eps_k, sensitivity=delta_u, lipschitz_l1=lip1,
+                         radius=radius, max_size=max_net_size)
+    blocks = enumerate_net(p, float(tau), float(radius), max_net_size)
+    if c > 0:
+        Xb = sp.hstack([sp.csr_matrix(Xb), np.full((n, 1), c)], format="csr")
+    code = _kernels.LOSS_CODES[loss]
+    theta = np.empty((K, p))
+    for k in range(K):
+        scores = net_scores(Xb, yb[k], blocks, code, float(loss_param))
+        theta[k] = decode(exponential_mechanism(scores, delta_u, eps_k, rng), blocks, p)
+    size = 1 + sum(a.shape[0] * v.shape[0] for a, v in blocks)
+    return theta, PureDP(epsilon), {"tau": float(tau), "net_size": size,
+                                    "score_sensitivity": delta_u}

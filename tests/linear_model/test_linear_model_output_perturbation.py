@@ -1,0 +1,201 @@
+"""DPOutputPerturbationRegressor / DPOutputPerturbationClassifier: scikit-learn API,
+contribution bounding, budgets, multiclass, exponential method, errors."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import Normalizer
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skdpsparse.accounting import ApproxDP, PureDP, gaussian_sigma
+from skdpsparse.datasets import load_sparse_digits, make_sparse_classification
+from skdpsparse.exceptions import PrivacyLeakWarning
+from skdpsparse.ledger import PrivacyLedger
+from skdpsparse.linear_model._output_perturbation import (
+    DPOutputPerturbationClassifier,
+    DPOutputPerturbationRegressor,
+)
+
+# PrivacyLeakWarning (classes read from y) is expected in the checks.
+pytestmark = pytest.mark.filterwarnings("ignore::skdpsparse.exceptions.PrivacyLeakWarning")
+
+
+@parametrize_with_checks([
+    DPOutputPerturbationRegressor(random_state=0),
+    DPOutputPerturbationRegressor(loss="huber", delta=0, random_state=0),
+    DPOutputPerturbationRegressor(radius=1.0, fit_intercept=False, random_state=0),
+    DPOutputPerturbationClassifier(random_state=0),
+    DPOutputPerturbationClassifier(loss="smoothed_hinge", delta=0, sparsity=2,
+                                   random_state=0),
+    DPOutputPerturbationClassifier(radius=2.0, random_state=0),
+    DPOutputPerturbationClassifier(loss="hinge", method="exponential", radius=1.0,
+                                   max_net_size=2000, random_state=0),
+    DPOutputPerturbationRegressor(method="exponential", radius=1.0, max_net_size=2000,
+                                  random_state=0),
+])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+def _binary(n=2000, d=300, s=6, seed=0):
+    X, y, _ = make_sparse_classification(n, d, s, separation=5.0, random_state=seed)
+    return X, y
+
+
+def test_pipeline_and_grid_search_over_privacy_parameters():
+    X, y = _binary()
+    pipe = Pipeline([("norm", Normalizer()),  # row-wise: no statistic of the data
+                     ("clf", DPOutputPerturbationClassifier(classes=[0, 1], random_state=0))])
+    grid = GridSearchCV(pipe, {"clf__epsilon": [1.0, 50.0], "clf__sparsity": [6, None],
+                               "clf__alpha": ["auto", 1e-3]}, cv=3)
+    with PrivacyLedger() as ledger:
+        grid.fit(X, y)
+    assert grid.best_params_["clf__epsilon"] == 50.0
+    assert grid.best_score_ > 0.75
+    # Every fit is charged: 8 candidates × 3 folds + the refit.
+    assert len(ledger.entries) == 8 * 3 + 1
+
+
+def test_accuracy_grows_with_epsilon_and_approaches_non_private():
+    X, y = _binary(4000, 300, 6, seed=1)
+    Xte, yte = _binary(2000, 300, 6, seed=1)
+    accs = {}
+    for eps in [0.5, 1000.0]:
+        accs[eps] = np.mean([DPOutputPerturbationClassifier(
+            epsilon=eps, sparsity=6, radius=20.0, classes=[0, 1], random_state=seed)
+            .fit(X, y).score(Xte, yte) for seed in range(5)])
+    assert accs[1000.0] > 0.8
+    assert accs[1000.0] > accs[0.5]
+
+
+def test_sparse_and_dense_inputs_give_the_same_model():
+    X, y = _binary(500, 50, 5)
+    for est in [DPOutputPerturbationClassifier(classes=[0, 1], random_state=3),
+                DPOutputPerturbationRegressor(loss="huber", delta=0, random_state=3)]:
+        a = est.fit(X, y).coef_.copy()
+        b = est.fit(X.toarray(), y).coef_
+        c = est.fit(X.astype(np.float32), y).coef_
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-7)
+
+
+def test_contribution_bounding_scales_rows_and_clips_labels():
+    rng = np.random.default_rng(4)
+    n, d, s, R, B = 300, 20, 4, 2.0, 3.0
+    X = rng.normal(size=(n, d)) * rng.random((n, d)) * (rng.random((n, d)) < 0.3)
+    y = rng.normal(scale=5.0, size=n)
+    X[0] *= 1e6
+    X[1] = 0.0
+    X[1, :10] = 1.0  # ℓ1 = 10 > √s·R = 4 while ‖x‖₂ = √10 > R
+    l2 = np.linalg.norm(X, axis=1)
+    Xs = X * np.minimum(1, R / np.maximum(l2, 1e-300))[:, None]
+    l1 = np.abs(Xs).sum(axis=1)
+    Xs *= np.minimum(1, math.sqrt(s) * R / np.maximum(l1, 1e-300))[:, None]
+    est = DPOutputPerturbationRegressor(norm_bound=R, sparsity=s, label_bound=B,
+                                        random_state=5)
+    a = est.fit(X, y).coef_.copy()
+    b = est.fit(Xs, np.clip(y, -B, B)).coef_
+    np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_non_finite_input_is_a_clear_error():
+    X, y = _binary(50, 5, 2)
+    X = X.toarray()
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        DPOutputPerturbationClassifier(classes=[0, 1]).fit(bad, y)
+    yb = y.astype(float)
+    yb[2] = np.inf
+    with pytest.raises(ValueError, match="Input y contains infinity"):
+        DPOutputPerturbationRegressor().fit(X, yb)
+
+
+def test_invalid_combinations_are_explained():
+    X, y = _binary(100, 10, 3)
+    with pytest.raises(ValueError, match="unconstrained domain"):
+        DPOutputPerturbationClassifier(delta=0, radius=1.0, classes=[0, 1]).fit(X, y)
+    with pytest.raises(ValueError, match="method='exponential'"):
+        DPOutputPerturbationClassifier(loss="hinge", classes=[0, 1]).fit(X, y)
+    with pytest.raises(ValueError, match="bounded domain"):
+        DPOutputPerturbationClassifier(method="exponential", classes=[0, 1]).fit(X, y)
+    X50, y50 = _binary(100, 50, 3)  # p = 51, τ = 1/2: ≈ 4.6·10⁶ net points
+    with pytest.raises(ValueError, match="max_net_size"):
+        DPOutputPerturbationClassifier(method="exponential", radius=1.0, tau=0.5,
+                                       classes=[0, 1]).fit(X50, y50)
+    with pytest.raises(ValueError, match="'alpha' parameter"):
+        DPOutputPerturbationRegressor(alpha=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match="'objective' parameter"):
+        DPOutputPerturbationRegressor(objective="risk").fit(X, y)
+
+
+def test_declared_classes_no_warning_and_unknown_labels_are_negatives():
+    X, y = _binary(400, 30, 4)
+    with pytest.warns(PrivacyLeakWarning, match="classes=None"):
+        DPOutputPerturbationClassifier(random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a = DPOutputPerturbationClassifier(classes=[0, 1], random_state=0).fit(X, y)
+        # A label outside the declared set counts as negative (classes_[0]).
+        y_odd = np.where(y == 0, 7, y)
+        b = DPOutputPerturbationClassifier(classes=[0, 1], random_state=0).fit(X, y_odd)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    with pytest.raises(ValueError, match="1 class"):
+        DPOutputPerturbationClassifier().fit(X, np.zeros(400))
+
+
+def test_multiclass_one_vs_rest_joint_release():
+    X, y = load_sparse_digits(return_X_y=True)
+    n, d = X.shape
+    K, s = 10, 176
+    clf = DPOutputPerturbationClassifier(epsilon=4.0, sparsity=s, norm_bound=math.sqrt(s),
+                                         classes=list(range(10)), random_state=0).fit(X, y)
+    assert clf.coef_.shape == (K, d) and clf.intercept_.shape == (K,)
+    assert not hasattr(clf, "n_iter_")  # solver diagnostics depend on the data
+    proba = clf.predict_proba(X[:50])
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(clf.predict(X[:50]), clf.classes_[proba.argmax(axis=1)])
+    assert clf.privacy_spent_ == ApproxDP(4.0, 1e-6)
+    # One Gaussian mechanism for the joint ℓ2 sensitivity √K·(1 + tol)·2L/(λn).
+    L = math.hypot(math.sqrt(s), 1.0)
+    sens = math.sqrt(K) * (1 + clf.tol) * 2 * L / (clf.alpha_ * n)
+    assert clf.noise_scale_ == pytest.approx(gaussian_sigma(sens, 4.0, 1e-6), rel=1e-12)
+    assert clf.score(X, y) > 0.3  # ten classes (chance 0.1), ε = 4, n = 1797, d = 29 760
+
+
+def test_binary_real_data_attributes_and_probabilities():
+    X, y = load_breast_cancer(return_X_y=True)
+    X = X / np.abs(X).max(axis=0)
+    clf = DPOutputPerturbationClassifier(epsilon=2.0, delta=0, norm_bound=math.sqrt(30),
+                                         classes=[0, 1], random_state=0).fit(X, y)
+    assert clf.coef_.shape == (1, 30) and clf.intercept_.shape == (1,)
+    assert clf.privacy_spent_ == PureDP(2.0) and clf.alpha_ > 0
+    p = clf.predict_proba(X)
+    np.testing.assert_allclose(p[:, 1], 1 / (1 + np.exp(-clf.decision_function(X))))
+    assert not hasattr(DPOutputPerturbationClassifier(loss="smoothed_hinge"), "predict_proba")
+    no_icpt = DPOutputPerturbationClassifier(fit_intercept=False, classes=[0, 1],
+                                             random_state=0).fit(X, y)
+    assert np.all(no_icpt.intercept_ == 0)
+
+
+def test_exponential_method_hinge():
+    rng = np.random.default_rng(6)
+    n = 400
+    X = rng.normal(size=(n, 2))
+    y = (X[:, 0] + 0.3 * rng.normal(size=n) > 0).astype(int)
+    clf = DPOutputPerturbationClassifier(loss="hinge", method="exponential", epsilon=5.0,
+                                         radius=1.0, max_net_size=5000, classes=[0, 1],
+                                         random_state=0)
+    accs = [clf.set_params(random_state=seed).fit(X, y).score(X, y) for seed in range(10)]
+    assert clf.privacy_spent_ == PureDP(5.0) and clf.alpha_ == 0.0
+    assert clf.tau_ > 0
+    assert np.median(accs) > 0.8
+    # Every released coefficient vector lies on the net τℤᵖ ∩ 𝒳.
+    theta = np.append(clf.coef_[0], clf.intercept_[0] / clf.intercept_scaling)
+    np.testing.assert_allclose(theta / clf.tau_, np.round(theta / clf.tau_), atol=1e-9)
+    assert np.linalg.norm(theta) <= 1.0 + 1e-9
