@@ -19,6 +19,8 @@ from skdpsparse.linear_model import (
     DPHeavyTailedRegressor,
     DPNoisySGDClassifier,
     DPNoisySGDRegressor,
+    DPOutputPerturbationClassifier,
+    DPOutputPerturbationRegressor,
 )
 from skdpsparse.mean import DPHeavyTailedMean, DPSparseMeanEstimator
 
@@ -50,6 +52,12 @@ ESTIMATORS = [
      "classification", "coef_"),
     ("noisy_sgd_regressor", lambda: DPNoisySGDRegressor(noise_calibration="rdp",
                                                         random_state=0),
+     "regression", "coef_"),
+    ("output_perturbation_classifier",
+     lambda: DPOutputPerturbationClassifier(classes=[0, 1], random_state=0),
+     "classification", "coef_"),
+    ("output_perturbation_regressor_pure",
+     lambda: DPOutputPerturbationRegressor(loss="huber", delta=0, random_state=0),
      "regression", "coef_"),
 ]
 IDS = [e[0] for e in ESTIMATORS]
