@@ -165,3 +165,21 @@ def test_invalid_privacy_parameters_are_named(name, factory, task, attr, param, 
     X = np.random.default_rng(0).normal(size=(20, 3))
     with pytest.raises((ValueError, TypeError), match=param):
         est.fit(X, np.arange(20) % 2) if task is not None else est.fit(X)
+
+
+@pytest.mark.parametrize("name, factory, task, attr", ESTIMATORS, ids=IDS)
+def test_seeds_reproduce_and_unseeded_fits_never_share_noise(name, factory, task, attr):
+    """random_state=int reproduces the release exactly; random_state=None draws fresh
+    operating-system entropy for every fit (two such fits differ)."""
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(60, 3)), rng.normal(size=60)
+    if task == "classification":
+        y = (y > 0).astype(int)
+
+    def release(seed):
+        est = factory().set_params(random_state=seed)
+        est = est.fit(X) if task is None else est.fit(X, y)
+        return np.asarray(getattr(est, attr), dtype=float)
+
+    np.testing.assert_array_equal(release(123), release(123))
+    assert not np.array_equal(release(None), release(None))
