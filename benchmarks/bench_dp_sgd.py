@@ -108,14 +108,11 @@ def opacus_epoch_time(n, d, b, epochs, z, clip, lr, venv):
         if not os.path.exists(python):
             print(f"    creating {venv} (torch CPU + opacus; needs network) ...")
             subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-            # --isolated: only the CPU wheel index, never a CUDA build from another one;
-            # few retries so that an offline run fails in seconds.
-            pip = [python, "-m", "pip", "--isolated", "install", "-q", "--retries", "1",
-                   "--timeout", "20"]
+            # The CPU build by its local version tag (the configured package index carries
+            # it), never a CUDA build; few retries so that an offline run fails in seconds.
+            pip = [python, "-m", "pip", "install", "-q", "--retries", "1", "--timeout", "20"]
             try:
-                subprocess.run(pip + ["torch", "--index-url",
-                                      "https://download.pytorch.org/whl/cpu"],
-                               check=True, timeout=1800)
+                subprocess.run(pip + ["torch==2.13.0+cpu"], check=True, timeout=1800)
                 subprocess.run(pip + ["opacus"], check=True, timeout=600)
             except (OSError, subprocess.SubprocessError):
                 shutil.rmtree(venv, ignore_errors=True)  # retry from scratch next time
