@@ -29,6 +29,7 @@ basic composition or as ε²/2-zCDP, whichever gives less) with the δ left afte
 (ε, δ) entries' δs.
 """
 
+import contextlib
 import fcntl
 import json
 import os
@@ -42,6 +43,24 @@ __all__ = ["PrivacyLedger", "charge_budget", "compose"]
 
 _ACTIVE = []  # ledgers active in this process, innermost last
 _LOCK = threading.Lock()
+_SUSPENDED = threading.local()  # depth of _charges_suspended() in this thread
+
+
+@contextlib.contextmanager
+def _charges_suspended():
+    """Inside, :func:`charge_budget` charges nothing in this thread.
+
+    For meta-estimators that charge one composed total for the fits they make
+    themselves (private selection charges the Liu-Talwar total, not each run: the
+    runs' sum would double count, and the number of entries would record the
+    number of runs, which the guarantee does not cover). Fits in other threads and
+    processes are still charged.
+    """
+    _SUSPENDED.depth = getattr(_SUSPENDED, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _SUSPENDED.depth -= 1
 
 
 def _to_json(budget):
@@ -179,6 +198,8 @@ def charge_budget(estimator, budget):
         When a ledger's limit would be exceeded; the caller must then release
         nothing (set no fitted attribute).
     """
+    if getattr(_SUSPENDED, "depth", 0):
+        return
     journals = _active_journals()
     if not journals:
         return

@@ -1,0 +1,258 @@
+"""PrivateParameterSelection: picks the clearly better setting, spends at most the
+request, charges the ledger once, releases no seed, validates its parameters, and
+behaves as a scikit-learn meta-estimator."""
+
+import doctest
+
+import numpy as np
+import pytest
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import Normalizer
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skdpsparse.accounting import ApproxDP, PureDP
+from skdpsparse.exceptions import BudgetExceededError
+from skdpsparse.ledger import PrivacyLedger, charge_budget
+from skdpsparse.linear_model import (
+    DPOutputPerturbationClassifier,
+    DPOutputPerturbationRegressor,
+)
+from skdpsparse.model_selection import _private_selection
+from skdpsparse.model_selection._private_selection import PrivateParameterSelection
+
+pytestmark = pytest.mark.filterwarnings("ignore::skdpsparse.exceptions.PrivacyLeakWarning")
+
+
+class _ThresholdDP(ClassifierMixin, BaseEstimator):
+    """Predicts 1[x₀ > threshold]. Its output ignores the data (trivially DP); it
+    reports and charges ``spend_factor`` × its budget like a library estimator."""
+
+    def __init__(self, threshold=0.0, epsilon=1.0, delta=1e-6, spend_factor=1.0,
+                 random_state=None):
+        self.threshold = threshold
+        self.epsilon = epsilon
+        self.delta = delta
+        self.spend_factor = spend_factor
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        X = np.asarray(X)
+        eps = self.spend_factor * self.epsilon
+        budget = ApproxDP(eps, self.delta) if self.delta else PureDP(eps)
+        charge_budget(self, budget)
+        self.classes_ = np.array([0, 1])
+        self.n_features_in_ = X.shape[1]
+        self.privacy_spent_ = budget
+        self.seed_ = self.random_state
+        return self
+
+    def predict(self, X):
+        return (np.asarray(X)[:, 0] > self.threshold).astype(int)
+
+
+def _data(n=2000, seed=0):
+    X = np.random.default_rng(seed).normal(size=(n, 3))
+    return X, (X[:, 0] > 0).astype(int)
+
+
+def _search(grid=None, **kwargs):
+    grid = {"threshold": [0.0, 2.0]} if grid is None else grid
+    return PrivateParameterSelection(_ThresholdDP(), grid, **kwargs)
+
+
+# ------------------------------------------------------------------------- utility
+@pytest.mark.parametrize("thresholds", [[2.0, 0.0], [3.0, 0.0, 1.5, 2.0]])
+def test_picks_the_clearly_better_setting_with_high_probability(thresholds):
+    # Accuracy 1 against ≤ 0.57; with γ = "auto" each setting is drawn at least once
+    # with probability ≥ 1 − β/2 = 0.95, and the score noise (scale 6/n) is negligible.
+    X, y = _data()
+    picks = [_search({"threshold": thresholds}, random_state=seed).fit(X, y)
+             .best_params_["threshold"] for seed in range(40)]
+    assert sum(t == 0.0 for t in picks) >= 34
+
+
+def test_picks_the_better_regularization_of_a_library_estimator():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4000, 5)) / np.sqrt(5)
+    y = X @ np.ones(5) / 2 + 0.1 * rng.normal(size=4000)
+    # At the run budget, alpha=1 has clipped MSE ≈ 0.2 and alpha=0.01 ≈ 0.99.
+    picks = [PrivateParameterSelection(
+        DPOutputPerturbationRegressor(), {"alpha": [1e-2, 1.0]},
+        scoring="neg_mean_squared_error", random_state=seed).fit(X, y).best_params_["alpha"]
+        for seed in range(8)]
+    assert picks.count(1.0) >= 7
+
+
+def test_rate_of_missing_the_better_setting_matches_random_stopping():
+    # Uniform draws of 2 settings, κ ~ Geom(γ): the better one is never drawn with
+    # probability γ(1 − p)/(p + γ(1 − p)) = 1/6 at γ = 0.2, p = 1/2 (T-truncation:
+    # < 1e-9). Binomial sd over 400 seeds: 0.019; tolerance 4 sd.
+    X, y = _data(300)
+    misses = np.mean([_search({"threshold": [0.0, 5.0]}, gamma=0.2, random_state=s)
+                      .fit(X, y).best_params_["threshold"] == 5.0 for s in range(400)])
+    assert abs(misses - 1 / 6) < 0.075
+
+
+def test_callable_scoring_is_minimised():
+    X, y = _data()
+    # A loss that prefers the *bad* threshold: predicting 0 everywhere costs nothing.
+    search = _search({"threshold": [0.0, 10.0]}, scoring=lambda yt, yp: yp.astype(float),
+                     score_bound=1.0, random_state=0).fit(X, y)
+    assert search.best_params_ == {"threshold": 10.0}
+    with pytest.raises(ValueError, match="one loss per example"):
+        _search(scoring=lambda yt, yp: np.zeros(3), random_state=0).fit(X, y)
+
+
+# ------------------------------------------------------------------------- privacy
+@pytest.mark.parametrize("delta, split", [(1e-6, "tight"), (1e-6, "paper"), (0.0, "tight"),
+                                          (None, "paper")])
+def test_privacy_spent_is_within_the_request_and_charged_once(delta, split):
+    X, y = _data()
+    with PrivacyLedger() as ledger:
+        search = _search(epsilon=0.8, delta=delta, budget_split=split, gamma=0.2,
+                         random_state=1).fit(X, y)
+    spent = search.privacy_spent_
+    assert ledger.entries == [(ledger.entries[0][0], spent)]  # one entry: the total
+    assert "PrivateParameterSelection" in ledger.entries[0][0]
+    if not delta:
+        assert spent == PureDP(spent.epsilon) and spent.epsilon <= 0.8
+        assert search.max_runs_ is None and isinstance(search.run_budget_, PureDP)
+    else:
+        assert isinstance(spent, ApproxDP) and spent.epsilon <= 0.8 and spent.delta <= 1e-6
+        expected = 0.4 if split == "paper" else 0.8
+        assert spent.epsilon == pytest.approx(expected, rel=1e-6)
+        assert search.max_runs_ == int(np.ceil(np.log(2 / 1e-6) / 0.2))
+    assert search.best_estimator_.privacy_spent_ == search.run_budget_
+    assert search.score_noise_scale_ == pytest.approx(1 / 2000 / (search.run_budget_.epsilon))
+
+
+def test_ledger_limit_refuses_and_releases_nothing():
+    X, y = _data()
+    search = _search(epsilon=1.0, delta=1e-6, random_state=0)
+    with PrivacyLedger(limit=ApproxDP(0.5, 1e-6)):
+        with pytest.raises(BudgetExceededError):
+            search.fit(X, y)
+    assert not hasattr(search, "best_estimator_") and not hasattr(search, "privacy_spent_")
+
+
+def test_no_run_count_score_or_seed_is_released():
+    X, y = _data()
+    search = _search(random_state=0).fit(X, y)
+    best = search.best_estimator_
+    assert isinstance(best.seed_, int)  # the run was fit with a fresh seed...
+    assert best.random_state is None  # ...which is not shown
+    released = {k for k in vars(search) if k.endswith("_")}
+    assert released == {"best_estimator_", "best_params_", "privacy_spent_", "run_budget_",
+                        "score_noise_scale_", "gamma_", "max_runs_", "n_candidates_"}
+    # Different runs get different seeds: two fits with different random_state differ.
+    seeds = {_search(random_state=s).fit(X, y).best_estimator_.seed_ for s in range(5)}
+    assert len(seeds) == 5
+
+
+def test_an_inner_fit_that_overspends_is_refused():
+    X, y = _data()
+    search = PrivateParameterSelection(_ThresholdDP(spend_factor=1.5), {"threshold": [0.0]},
+                                       random_state=0)
+    with PrivacyLedger() as ledger, pytest.raises(ValueError, match="privacy_spent_"):
+        search.fit(X, y)
+    assert ledger.entries == [] and not hasattr(search, "best_estimator_")
+
+
+def test_gamma_auto_depends_on_the_number_of_settings():
+    X, y = _data(200)
+    assert _search(failure_prob=0.1, random_state=0).fit(X, y).gamma_ == pytest.approx(0.05)
+    four = _search({"threshold": [0.0, 1.0, 2.0, 3.0]}, failure_prob=0.1, random_state=0)
+    assert four.fit(X, y).gamma_ == pytest.approx(0.05 / 3)
+    assert _search(gamma=0.3, random_state=0).fit(X, y).gamma_ == 0.3
+
+
+# ---------------------------------------------------------------------- validation
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(epsilon=0.0), "epsilon"),
+    (dict(epsilon=np.inf), "epsilon"),
+    (dict(delta=1.0), "delta"),
+    (dict(epsilon=1.0, delta=0.2), "delta"),  # δ > ε/10
+    (dict(gamma=0.0), "gamma"),
+    (dict(gamma=1.5), "gamma"),
+    (dict(gamma="fast"), "gamma"),
+    (dict(failure_prob=1.0), "failure_prob"),
+    (dict(scoring="f1"), "scoring"),
+    (dict(score_bound=-1.0), "score_bound"),
+    (dict(budget_split="loose"), "budget_split"),
+    (dict(score_fraction=1.0), "score_fraction"),
+])
+def test_invalid_parameters_raise_naming_them(kwargs, name):
+    X, y = _data(100)
+    with pytest.raises(ValueError, match=name):
+        _search(**kwargs).fit(X, y)
+
+
+@pytest.mark.parametrize("grid", [{"epsilon": [0.5, 1.0]}, {"delta": [1e-7]},
+                                  {"random_state": [0, 1]}, {"threshold": 0.0}, "threshold"])
+def test_invalid_grids_raise_naming_param_grid(grid):
+    X, y = _data(100)
+    with pytest.raises(ValueError, match="param_grid"):
+        _search(grid).fit(X, y)
+
+
+def test_estimator_without_epsilon_or_y_raises():
+    X, y = _data(100)
+    with pytest.raises(ValueError, match="epsilon"):
+        PrivateParameterSelection(LogisticRegression(), {"C": [1.0]}).fit(X, y)
+    with pytest.raises(ValueError, match="estimator"):
+        PrivateParameterSelection("not an estimator", {}).fit(X, y)
+    with pytest.raises(ValueError, match="requires y"):
+        _search().fit(X)
+
+
+# ---------------------------------------------------------------- scikit-learn glue
+def test_clone_get_params_and_pipelines():
+    X, y = _data(500)
+    search = _search(epsilon=2.0, gamma=0.5, random_state=3)
+    params = search.get_params()
+    assert params["estimator__threshold"] == 0.0 and params["epsilon"] == 2.0
+    twin = clone(search)
+    assert twin.get_params(deep=False).keys() == search.get_params(deep=False).keys()
+    assert twin.fit(X, y).best_params_ == clone(search).fit(X, y).best_params_  # reproducible
+    # A Pipeline inside: the nested clf__epsilon / clf__delta are found and set per run.
+    pipe = Pipeline([("norm", Normalizer()), ("clf", _ThresholdDP())])
+    for seed in range(3):
+        inner = PrivateParameterSelection(pipe, {"clf__threshold": [0.0, 5.0]},
+                                          random_state=seed).fit(X, y)
+        clf = inner.best_estimator_.named_steps["clf"]
+        assert inner.best_params_ == {"clf__threshold": clf.threshold}
+        assert clf.epsilon == inner.run_budget_.epsilon and clf.delta == inner.run_budget_.delta
+        assert clf.random_state is None and isinstance(clf.seed_, int)
+        accuracy = 1.0 if clf.threshold == 0.0 else np.mean(y == 0)
+        assert inner.score(X, y) == accuracy and inner.predict(X).shape == (500,)
+    with pytest.raises(ValueError, match="param_grid"):
+        PrivateParameterSelection(pipe, {"clf__epsilon": [1.0]}).fit(X, y)
+    # ... and the search inside a Pipeline.
+    outer = Pipeline([("sel", _search(gamma=0.5, random_state=0))]).fit(X, y)
+    best = outer.named_steps["sel"].best_estimator_
+    assert (outer.predict(X) == best.predict(X)).all() and list(outer.classes_) == [0, 1]
+
+
+def test_unfitted_delegation_raises():
+    search = _search()
+    assert hasattr(search, "predict") and not hasattr(search, "predict_proba")
+    with pytest.raises(AttributeError):
+        search.n_features_in_
+
+
+def test_docstring_example():
+    result = doctest.testmod(_private_selection, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+@parametrize_with_checks([
+    PrivateParameterSelection(DPOutputPerturbationClassifier(), {"alpha": ["auto", 0.1]},
+                              epsilon=6.0, gamma=0.5, random_state=0),
+    PrivateParameterSelection(DPOutputPerturbationRegressor(), {"alpha": ["auto", 1.0]},
+                              epsilon=6.0, scoring="neg_mean_squared_error", gamma=0.5,
+                              random_state=0),
+])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
