@@ -22,18 +22,23 @@ instantiation: lower bounds for differentially private machine learning" (IEEE S
   rates are counted on the second half only: a threshold tuned on the same runs would
   bias the bound upwards.
 
-The catalogue at the end (:data:`CASES`) holds, for every mechanism and estimator of
-the package, a hard neighbouring pair and the attack statistic; ``tests/audit`` runs it
-at CI size and ``benchmarks/audit.py`` at full size. The broken variants are made by
-:func:`scaled_noise` (noise scale multiplied by a factor) and :func:`inflated_bounds`
-(contribution bounding with a bound larger than the one the noise is calibrated for),
-which temporarily replace functions of the package; :func:`memoized_calibration` caches
-the pure noise-calibration functions (numbers in, numbers out) so that thousands of runs
-are cheap, without changing a single output bit.
+The catalogue (:data:`CASES`, :class:`AuditCase`, :func:`run_case`, …; defined in
+``skdpsparse/_audit_cases.py`` and loaded from here on first use) holds, for every
+mechanism and estimator of the package, a hard neighbouring pair and the attack
+statistic; ``tests/audit`` runs it at CI size and ``benchmarks/audit.py`` at full size.
+The broken variants are made by :func:`scaled_noise` (noise scale multiplied by a
+factor) and :func:`inflated_bounds` (contribution bounding with a bound larger than the
+one the noise is calibrated for), which temporarily replace functions of the package;
+:func:`memoized_calibration` caches the pure noise-calibration and planning functions
+(numbers in, numbers or a frozen plan out) so that thousands of runs are cheap, without
+changing a single output bit.
 """
 
 import contextlib
+import dataclasses
 import functools
+import importlib
+import inspect
 import math
 import sys
 from dataclasses import dataclass
@@ -41,15 +46,30 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, stats
 
-__all__ = [
-    # toolkit
+_TOOLKIT = (
     "AuditResult", "audit", "audit_scores", "claimed_epsilons", "clopper_pearson",
     "epsilon_lower_bound", "gaussian_epsilon", "inflated_bounds", "memoized_calibration",
     "replaced", "sample_scores", "scaled_noise",
-    # catalogue
-    "AuditCase", "CASES", "CURVE_DELTA", "VARIANTS", "audit_failures", "format_results",
-    "run_case",
-]
+)
+#: Names of the catalogue (``skdpsparse/_audit_cases.py``), served by ``__getattr__``.
+_CATALOGUE = (
+    "AuditCase", "CASES", "CURVE_DELTA", "SUBSAMPLED_DELTA", "VARIANTS", "audit_failures",
+    "format_results", "run_case",
+)
+__all__ = list(_TOOLKIT + _CATALOGUE)
+
+
+def __getattr__(name):
+    # The catalogue imports this module's toolkit, so it is loaded lazily (PEP 562):
+    # importing either module first works.
+    if name in _CATALOGUE or name.startswith("case_"):
+        from . import _audit_cases
+        return getattr(_audit_cases, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_CATALOGUE))
 
 
 # ------------------------------------------------------------------------- statistics
@@ -248,12 +268,14 @@ def gaussian_epsilon(sigma, sensitivity, delta):
     return optimize.brentq(excess, 0.0, hi, xtol=1e-10)
 
 
-def claimed_epsilons(budget, deltas, gaussian=None):
+def claimed_epsilons(budget, deltas, gaussian=None, epsilon_at=None):
     """``(delta, epsilon)`` claims a budget object implies at each δ of ``deltas``.
 
     ``PureDP(ε)``: ε at δ = 0 (one claim). ``ZCDP(ρ)``: its tight conversion at each δ.
-    ``ApproxDP(ε, δ₀)``: ε at δ₀ and, when ``gaussian=(sigma, sensitivity)`` gives the
-    noise that produced it, :func:`gaussian_epsilon` at every other δ.
+    ``ApproxDP(ε, δ₀)``: ε at δ₀ and, at every other δ, either :func:`gaussian_epsilon`
+    when ``gaussian=(sigma, sensitivity)`` gives the noise that produced it, or
+    ``epsilon_at(δ)`` when the mechanism's own accountant states its guarantee at any δ
+    for the same noise (an RDP curve converted at δ, as the estimator would report).
     """
     from .accounting import ZCDP, ApproxDP, PureDP
 
@@ -268,6 +290,8 @@ def claimed_epsilons(budget, deltas, gaussian=None):
                 out.append((float(d), float(budget.epsilon)))
             elif gaussian is not None:
                 out.append((float(d), gaussian_epsilon(*gaussian, d)))
+            elif epsilon_at is not None:
+                out.append((float(d), float(epsilon_at(d))))
         return out
     raise TypeError(f"unknown budget {budget!r}")
 
@@ -297,17 +321,33 @@ def replaced(substitutes, package="skdpsparse"):
             setattr(module, attr, value)
 
 
+def _load_estimators():
+    # The estimators bind the mechanism runners by name: load them before patching.
+    importlib.import_module(__package__ + ".linear_model")
+
+
 def scaled_noise(factor=0.5):
     """Every noise draw of the package multiplied by ``factor`` (0.5: noise halved),
-    while the mechanisms keep reporting the budget of the full noise."""
-    from .mechanisms import noise
+    while the mechanisms keep reporting the budget of the full noise.
 
+    Gaussian and Laplace draws (:func:`~.mechanisms.noise.add_noise_inplace`) get
+    ``factor`` times their scale; the exponential mechanism
+    (:func:`~.mechanisms.sparse_exponential.exponential_mechanism`) samples at
+    ``factor`` times its temperature 2Δ_u/ε (``factor`` 0.5: ε doubled).
+    """
+    from .mechanisms import noise, sparse_exponential
+
+    _load_estimators()
     original = noise.add_noise_inplace
+    expo = sparse_exponential.exponential_mechanism
 
     def add_noise_inplace(values, rng, kind, scale):
         return original(values, rng, kind, factor * scale)
 
-    return replaced({original: add_noise_inplace})
+    def exponential_mechanism(scores, sensitivity, epsilon, rng, size=None):
+        return expo(scores, factor * sensitivity, epsilon, rng, size)
+
+    return replaced({original: add_noise_inplace, expo: exponential_mechanism})
 
 
 @contextlib.contextmanager
@@ -318,363 +358,98 @@ def inflated_bounds(factor=10.0):
     Inflates: the row bounds (L, L√s) of :func:`~.mechanisms.projection.bounded_mean`
     and of the ℓ1-recovery measurements with their 1.5L clip, the clipping scale τ of
     the trimmed median of means and the soft-truncation scale τ of the noise-smoothing
-    mean. Noise calibration is untouched.
+    mean; for the linear models, the row bound R and the label bound B of noisy SGD,
+    of output perturbation (whose solver is given the constants of the inflated rows,
+    so that it still certifies its solution) and of the sparse exponential mechanism,
+    and both R and the clip norm C of cyclic DP-SGD. Noise calibration is untouched:
+    the plans keep the noise scale (and the score sensitivity Δ_u) of the true bounds.
     """
+    from .mechanisms import cyclic_sgd as cs
     from .mechanisms import heavy_tailed as ht
-    from .mechanisms import l1_recovery, projection
+    from .mechanisms import l1_recovery, noisy_sgd, projection, sparse_exponential
+    from .mechanisms import output_perturbation as op
     from .mechanisms.sensing import SubsampledHadamardSensing
 
-    def scale_kw(f, key):
+    _load_estimators()
+
+    def scale_kw(f, *keys):
+        signature = inspect.signature(f)
+
         @functools.wraps(f)
         def g(*args, **kwargs):
-            kwargs[key] = factor * kwargs[key]
-            return f(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            for key in keys:  # None: no bound at all
+                if bound.arguments[key] is not None:
+                    bound.arguments[key] = factor * bound.arguments[key]
+            return f(*bound.args, **bound.kwargs)
         return g
 
+    def wide_cyclic_sgd(X, y, plan, rng, **kwargs):
+        # plan.noise_std (σ = λzC/b of the true C) is kept.
+        wide = dataclasses.replace(plan, norm_bound=factor * plan.norm_bound,
+                                   clip_norm=factor * plan.clip_norm)
+        return run_cyclic(X, y, wide, rng, **kwargs)
+
+    def wide_output_perturbation(X, targets, plan, rng, **kwargs):
+        # plan.noise_scale (for the true Δ) is kept; the solver's smoothness and its
+        # certificate follow the inflated rows, so the solution stays certified.
+        R, B = factor * plan.norm_bound, factor * plan.label_bound
+        consts = op.loss_constants(
+            plan.loss, loss_param=plan.loss_param, norm_bound=R, sparsity=plan.sparsity,
+            intercept_scaling=plan.intercept_scaling, label_bound=B, alpha=plan.alpha,
+            radius=plan.radius)
+        d2, d1 = op.minimizer_sensitivity(consts, plan.alpha, plan.n, plan.n_params)
+        wide = dataclasses.replace(plan, norm_bound=R, label_bound=B, constants=consts,
+                                   sensitivity_l2=d2, sensitivity_l1=d1)
+        return run_op(X, targets, wide, rng, **kwargs)
+
     bm, rb = projection.bounded_mean, l1_recovery.row_bounds
+    run_cyclic, run_op = cs.cyclic_sgd, op.output_perturbation
+    expo_bound = sparse_exponential.bound_inputs
     cms = SubsampledHadamardSensing.clipped_measurement_sum
     substitutes = {
         bm: lambda X, norm_bound, sparsity: bm(X, factor * norm_bound, sparsity),
         ht.trimmed_median_of_means: scale_kw(ht.trimmed_median_of_means, "tau"),
         ht.noise_smoothing_mean: scale_kw(ht.noise_smoothing_mean, "tau"),
+        run_cyclic: wide_cyclic_sgd,
+        noisy_sgd.noisy_projected_sgd: scale_kw(noisy_sgd.noisy_projected_sgd,
+                                                "norm_bound", "label_bound"),
+        run_op: wide_output_perturbation,
     }
     with replaced(substitutes):
         # Only l1_recovery's own row_bounds: projection.mean_noise calibrates with it.
         l1_recovery.row_bounds = lambda L, s: rb(factor * L, s)
+        # Only the exponential mechanism's bound_inputs (output perturbation's own runs
+        # through its widened plan); its Δ_u is computed from the true bounds.
+        sparse_exponential.bound_inputs = scale_kw(expo_bound, "norm_bound", "label_bound")
         SubsampledHadamardSensing.clipped_measurement_sum = \
             lambda self, X, scales, clip: cms(self, X, scales, factor * clip)
         try:
             yield
         finally:
             l1_recovery.row_bounds = rb
+            sparse_exponential.bound_inputs = expo_bound
             SubsampledHadamardSensing.clipped_measurement_sum = cms
 
 
 def memoized_calibration():
-    """Cache the pure calibration functions of :mod:`skdpsparse.accounting` (numbers
-    in, numbers out) wherever the package calls them. Outputs are unchanged; thousands
-    of runs of a Gaussian or zCDP mechanism no longer pay a root find each."""
+    """Cache the pure calibration and planning functions (numbers in, numbers or a frozen
+    plan out) wherever the package calls them. Outputs are unchanged; thousands of runs
+    of a Gaussian or zCDP mechanism, or fits of an estimator whose noise comes from an
+    accountant's root find, no longer pay it each time.
+
+    Cached: :mod:`skdpsparse.accounting`'s Gaussian calibrations and zCDP conversions,
+    :func:`~.mechanisms.cyclic_sgd.plan_cyclic_sgd`,
+    :func:`~.mechanisms.output_perturbation.plan_output_perturbation` and
+    :func:`~.mechanisms.noisy_sgd.noisy_sgd_privacy`. (The broken variants patch the
+    runners, never these functions, so they compose with the cache.)
+    """
     from .accounting import budget, calibrate
+    from .mechanisms import cyclic_sgd, noisy_sgd, output_perturbation
 
+    _load_estimators()
     pure = [calibrate.gaussian_sigma, calibrate.analytic_gaussian_sigma,
-            budget.approx_dp_to_zcdp, budget.zcdp_to_epsilon]
+            budget.approx_dp_to_zcdp, budget.zcdp_to_epsilon, cyclic_sgd.plan_cyclic_sgd,
+            output_perturbation.plan_output_perturbation, noisy_sgd.noisy_sgd_privacy]
     return replaced({f: functools.lru_cache(maxsize=256)(f) for f in pure})
-
-
-# ------------------------------------------------------------------------ catalogue
-#: δ of the second audit point of the Gaussian mechanisms. At the requested small δ a
-#: broken Gaussian mechanism is only refuted with ~1/δ runs; their guarantee (the exact
-#: Gaussian curve of an analytic calibration, or ρ-zCDP) also fixes ε at every other δ,
-#: and at this δ a factor 2 in the noise shows with a few hundred runs.
-CURVE_DELTA = 0.2
-
-#: Variants run by :func:`run_case`: the mechanism as shipped and two broken ones.
-VARIANTS = {
-    "correct": contextlib.nullcontext,
-    "noise/2": lambda: scaled_noise(0.5),
-    "bound x10": lambda: inflated_bounds(10.0),
-}
-
-
-@dataclass(frozen=True)
-class AuditCase:
-    """A mechanism, a hard neighbouring pair and the claims to audit.
-
-    Attributes
-    ----------
-    name : str
-    mechanism : callable
-        ``mechanism(data, rng) -> float``, the attack statistic of one release.
-    data : tuple
-        ``(D, D')``.
-    claims : tuple of (delta, epsilon)
-        Read from the budget the mechanism itself reports.
-    detect : dict
-        Broken variant -> the δ at which it must be refuted (the audit's teeth).
-    """
-
-    name: str
-    mechanism: object
-    data: tuple
-    claims: tuple
-    detect: dict
-
-
-def run_case(case, *, n_runs, seed=0, variants=tuple(VARIANTS)):
-    """Audit ``case`` under each variant; returns ``{variant: [AuditResult, ...]}``."""
-    out = {}
-    with memoized_calibration():
-        for v in variants:
-            with VARIANTS[v]():
-                out[v] = audit(case.mechanism, *case.data, claims=case.claims,
-                               n_runs=n_runs, seed=seed)
-    return out
-
-
-def _sparse_pair(n, d, L, seed=0):
-    """CSR pair: n - 1 rows with one entry ±L/2 on columns 1..d-1; row 0 is -10L·e₀ in
-    D and +10L·e₀ in D' (column 0 touched by no other row; both far outside the ℓ2
-    bound L, so bounding must scale them to ∓L: the largest possible change)."""
-    import scipy.sparse as sp
-
-    rng = np.random.default_rng(seed)
-    cols = np.concatenate([[0], rng.integers(1, d, n - 1)])
-    vals = np.concatenate([[-10.0 * L], rng.choice([-0.5, 0.5], n - 1) * L])
-    X0 = sp.csr_matrix((vals, (np.arange(n), cols)), shape=(n, d))
-    X1 = X0.copy()
-    X1.data[0] = 10.0 * L
-    return X0, X1
-
-
-def _dense_pair(rows, target):
-    """``rows`` with row 0 set to -``target`` (D) and +``target`` (D')."""
-    X0, X1 = rows.copy(), rows.copy()
-    X0[0], X1[0] = -target, target
-    return X0, X1
-
-
-# Where each broken variant must be refuted: pure DP at δ = 0; Gaussian mechanisms at
-# CURVE_DELTA (at δ = 1e-5 an ε above ~log(runs/4) is out of reach of any attack).
-_PURE_DETECT = {"noise/2": (0.0,), "bound x10": (0.0,)}
-_GAUSSIAN_DETECT = {"noise/2": (CURVE_DELTA,), "bound x10": (CURVE_DELTA,)}
-
-
-def _detect(delta):
-    return _PURE_DETECT if delta == 0 else _GAUSSIAN_DETECT
-
-
-def case_projection(epsilon=2.0, delta=0.0, n=50, d=8, L=1.0):
-    """:func:`~.mechanisms.projection.projection_mechanism` on
-    :func:`~.mechanisms.projection.bounded_mean` (s = 1): Laplace when δ = 0, analytic
-    Gaussian otherwise; the statistic is the released coordinate of the unique column."""
-    from .mechanisms import projection as P
-
-    kw = dict(epsilon=epsilon, delta=delta, norm_bound=L, sparsity=1)
-
-    def mechanism(X, rng):
-        return P.projection_mechanism(P.bounded_mean(X, L, 1), n, rng=rng, **kw)[0][0]
-
-    kind, scale, budget = P.mean_noise(n, **kw)
-    claims = claimed_epsilons(budget, (delta, CURVE_DELTA), gaussian=(scale, 2 * L / n))
-    return AuditCase(f"projection_mechanism ({kind})", mechanism, _sparse_pair(n, d, L),
-                     tuple(claims), _detect(delta))
-
-
-def case_sparse_mean(method, epsilon=2.0, delta=0.0, n=50, d=8, L=1.0):
-    """:func:`~.mechanisms.sparse_mean.private_sparse_mean` with ``method``; the
-    statistic is the released coordinate of the unique column."""
-    from .mechanisms import projection as P
-    from .mechanisms import sparse_mean as S
-
-    kw = dict(epsilon=epsilon, delta=delta, norm_bound=L, sparsity=1)
-
-    def mechanism(X, rng):
-        return S.private_sparse_mean(X, method, rng=rng, **kw)[0][0]
-
-    _, scale, budget = P.mean_noise(n, **kw)
-    claims = claimed_epsilons(budget, (delta, CURVE_DELTA), gaussian=(scale, 2 * L / n))
-    return AuditCase(f"private_sparse_mean({method!r})", mechanism, _sparse_pair(n, d, L),
-                     tuple(claims), _detect(delta))
-
-
-def case_l1_recovery(epsilon=8.0, delta=1e-5, n=10, d=64, m=8, L=1.0, max_iter=10):
-    """:func:`~.mechanisms.l1_recovery.gaussian_l1_recovery`, compressed-sensing branch
-    (d ≥ m ln² m); the statistic is the recovered coordinate of the unique column.
-
-    Its noise is calibrated for the measurement sensitivity 3L/n (the 1.5L clip of
-    each measurement vector), which 1-sparse rows cannot reach (‖Ae_j‖ = 1 for the
-    Hadamard operator): halving its noise is not expected to be refuted.
-    """
-    from .mechanisms import l1_recovery as R
-
-    kw = dict(epsilon=epsilon, delta=delta, norm_bound=L, sparsity=1,
-              n_measurements_=m, max_iter=max_iter)
-
-    def mechanism(X, rng):
-        return R.gaussian_l1_recovery(X, rng=rng, **kw)[0][0]
-
-    X0, X1 = _sparse_pair(n, d, L)
-    _, budget, info = R.gaussian_l1_recovery(X0, rng=np.random.default_rng(0), **kw)
-    if info["branch"] != "compressed_sensing":
-        raise ValueError("parameters do not reach the compressed-sensing branch.")
-    sens = 2 * R.MEASUREMENT_CLIP * L / n
-    claims = claimed_epsilons(budget, (delta, CURVE_DELTA), gaussian=(info["sigma"], sens))
-    return AuditCase("gaussian_l1_recovery", mechanism, (X0, X1), tuple(claims),
-                     {"bound x10": (CURVE_DELTA,)})
-
-
-def _cwme_rows(n_groups, group, d, seed=0):
-    """Consecutive groups of ``group`` rows (centre 0, τ = 1): the lower groups far
-    below -3τ, the upper ones far above +3τ, the middle one(s) near 0, so the median is
-    the middle group's mean (odd m) or the average of the two middle ones (even m)."""
-    rng = np.random.default_rng(seed)
-    lo = n_groups // 2 - (1 if n_groups % 2 == 0 else 0)
-    parts = []
-    for g in range(n_groups):
-        centre = -6.0 if g < lo else (6.0 if g > n_groups // 2 else 0.0)
-        parts.append(centre + rng.uniform(-0.5, 0.5, (group, d)))
-    # Row 0 must sit in a middle group: put the first middle group first.
-    parts.insert(0, parts.pop(lo))
-    return np.vstack(parts)
-
-
-def case_cwme(epsilon=2.0, delta=0.0, n_groups=3, group=10, d=1, tau=1.0):
-    """:func:`~.mechanisms.heavy_tailed.private_cwme` on consecutive groups whose
-    median is the group of row 0, which goes from -100τ to +100τ in every coordinate:
-    the sensitivity 6τ/n_min (odd m) or 3τ/n_min (even m) is attained. Laplace (d = 1:
-    Δ₁ = Δ∞) when δ = 0, Gaussian under zCDP otherwise; statistic: the sum of the
-    coordinates (the difference direction)."""
-    from .mechanisms import heavy_tailed as H
-
-    kw = dict(tau=tau, n_groups=n_groups, epsilon=epsilon, delta=delta)
-
-    def mechanism(X, rng):
-        return H.private_cwme(X, rng=rng, **kw)[0].sum()
-
-    X0, X1 = _dense_pair(_cwme_rows(n_groups, group, d), 100.0 * tau)
-    _, budget, _ = H.private_cwme(X0, rng=np.random.default_rng(0), **kw)
-    claims = claimed_epsilons(budget, (delta, CURVE_DELTA))
-    noise = "laplace" if delta == 0 else "gaussian, zCDP"
-    return AuditCase(f"private_cwme ({noise}, m={n_groups})", mechanism, (X0, X1),
-                     tuple(claims), _detect(delta))
-
-
-def case_noise_smoothing(epsilon=8.0, delta=1e-5, n=20, d=3, tau=1.0):
-    """:func:`~.mechanisms.heavy_tailed.private_noise_smoothing_mean`; row 0 goes from
-    -10⁶τ to +10⁶τ in every coordinate (ψ_c saturates: change 2S_cτ/n per
-    coordinate); statistic: the sum of the coordinates."""
-    from .mechanisms import heavy_tailed as H
-
-    kw = dict(tau=tau, epsilon=epsilon, delta=delta)
-
-    def mechanism(X, rng):
-        return H.private_noise_smoothing_mean(X, rng=rng, **kw)[0].sum()
-
-    rows = np.random.default_rng(0).standard_normal((n, d))
-    X0, X1 = _dense_pair(rows, 1e6 * tau)
-    _, budget, _ = H.private_noise_smoothing_mean(X0, rng=np.random.default_rng(0), **kw)
-    return AuditCase("private_noise_smoothing_mean", mechanism, (X0, X1),
-                     tuple(claimed_epsilons(budget, (delta, CURVE_DELTA))),
-                     _GAUSSIAN_DETECT)
-
-
-def case_sparse_mean_estimator(epsilon=2.0, delta=0.0, n=50, d=8, L=1.0):
-    """:class:`~.mean.DPSparseMeanEstimator` end to end on CSR input (projection
-    method, s = 1); statistic: ``mean_`` on the unique column."""
-    from .mean import DPSparseMeanEstimator
-    from .mechanisms.projection import mean_noise
-
-    params = dict(epsilon=epsilon, delta=delta, sparsity=1, norm_bound=L,
-                  method="projection")
-
-    def mechanism(X, rng):
-        return DPSparseMeanEstimator(random_state=rng, **params).fit(X).mean_[0]
-
-    X0, X1 = _sparse_pair(n, d, L)
-    _, scale, _ = mean_noise(n, epsilon=epsilon, delta=delta, norm_bound=L, sparsity=1)
-    budget = DPSparseMeanEstimator(random_state=0, **params).fit(X0).privacy_spent_
-    claims = claimed_epsilons(budget, (delta, CURVE_DELTA), gaussian=(scale, 2 * L / n))
-    return AuditCase("DPSparseMeanEstimator", mechanism, (X0, X1), tuple(claims),
-                     _detect(delta))
-
-
-def case_heavy_tailed_mean(epsilon=8.0, delta=1e-5, n=40, d=3, tau=1.0):
-    """:class:`~.mean.DPHeavyTailedMean` (cwme, 2 groups, rows shuffled into groups at
-    random as shipped). With two equal groups the median is the mean of all clipped
-    rows whatever the permutation, so row 0 going from -100τ to +100τ moves every
-    coordinate by the full 3τ/n_min; statistic: the sum of ``mean_``."""
-    from .mean import DPHeavyTailedMean
-
-    params = dict(epsilon=epsilon, delta=delta, truncation=tau, n_groups=2,
-                  method="cwme", shuffle=True)
-
-    def mechanism(X, rng):
-        return DPHeavyTailedMean(random_state=rng, **params).fit(X).mean_.sum()
-
-    rows = np.random.default_rng(0).uniform(-2 * tau, 2 * tau, (n, d))
-    X0, X1 = _dense_pair(rows, 100.0 * tau)
-    budget = DPHeavyTailedMean(random_state=0, **params).fit(X0).privacy_spent_
-    claims = claimed_epsilons(budget, (delta, CURVE_DELTA))
-    noise = "laplace" if delta == 0 else "gaussian, zCDP"
-    return AuditCase(f"DPHeavyTailedMean (cwme, {noise})", mechanism, (X0, X1), tuple(claims),
-                     _detect(delta))
-
-
-def case_heavy_tailed_regressor(epsilon=8.0, delta=1e-5, n=20, d=3, tau=1.0):
-    """:class:`~.linear_model.DPHeavyTailedRegressor` (noise-smoothing oracle, one
-    step, with its random permutation of the rows). Row 0 is x = 10⁶(1, …, 1) with
-    y = ∓10⁶, so its gradient at w = 0, -y(x, 1), saturates ψ_c in every coordinate of
-    opposite signs in D and D'; statistic: the sum of ``coef_`` and ``intercept_``."""
-    from .linear_model import DPHeavyTailedRegressor
-
-    params = dict(epsilon=epsilon, delta=delta, mean_oracle="noise_smoothing",
-                  max_iter=1, learning_rate=1.0, truncation=tau, radius=1e3)
-
-    def mechanism(data, rng):
-        reg = DPHeavyTailedRegressor(random_state=rng, **params).fit(*data)
-        return reg.coef_.sum() + reg.intercept_
-
-    rng = np.random.default_rng(0)
-    X, y = rng.standard_normal((n, d)), rng.standard_normal(n)
-    X[0] = 1e6
-    y0, y1 = y.copy(), y.copy()
-    y0[0], y1[0] = -1e6, 1e6
-    budget = DPHeavyTailedRegressor(random_state=0, **params).fit(X, y0).privacy_spent_
-    return AuditCase("DPHeavyTailedRegressor", mechanism, ((X, y0), (X, y1)),
-                     tuple(claimed_epsilons(budget, (delta, CURVE_DELTA))),
-                     _GAUSSIAN_DETECT)
-
-
-#: name -> builder of its :class:`AuditCase`, with the CI-size defaults (a large ε,
-#: where a factor 2 in the noise shows in a few thousand runs); keywords override them.
-CASES = {
-    "projection_laplace": functools.partial(case_projection, epsilon=2.0, delta=0.0),
-    "projection_gaussian": functools.partial(case_projection, epsilon=8.0, delta=1e-5),
-    "sparse_mean_laplace": functools.partial(case_sparse_mean, "laplace", epsilon=2.0,
-                                             delta=0.0),
-    "sparse_mean_gaussian": functools.partial(case_sparse_mean, "gaussian", epsilon=8.0,
-                                              delta=1e-5),
-    "l1_recovery": functools.partial(case_l1_recovery, epsilon=8.0, delta=1e-5),
-    "cwme_laplace": functools.partial(case_cwme, epsilon=2.0, delta=0.0, n_groups=3, d=1),
-    "cwme_gaussian": functools.partial(case_cwme, epsilon=8.0, delta=1e-5, n_groups=4, d=3),
-    "noise_smoothing": functools.partial(case_noise_smoothing, epsilon=8.0, delta=1e-5),
-    "sparse_mean_estimator": functools.partial(case_sparse_mean_estimator, epsilon=2.0,
-                                               delta=0.0),
-    "heavy_tailed_mean_laplace": functools.partial(case_heavy_tailed_mean, epsilon=2.0,
-                                                   delta=0.0, d=1),
-    "heavy_tailed_mean_gaussian": functools.partial(case_heavy_tailed_mean, epsilon=8.0,
-                                                    delta=1e-5),
-    "heavy_tailed_regressor": functools.partial(case_heavy_tailed_regressor, epsilon=8.0,
-                                                delta=1e-5),
-}
-
-
-def audit_failures(case, results):
-    """What an audit refutes: claims of the correct mechanism that the lower bound
-    exceeds, and required detections (``case.detect``) of the broken variants present in
-    ``results`` that did not happen. Empty when the audit passes."""
-    out = []
-    if not any(v in case.detect for v in results):
-        out.append(f"{case.name}: no broken variant with a required detection was run")
-    for r in results.get("correct", ()):
-        if r.violated:
-            out.append(f"{case.name}: eps_lb {r.epsilon_lb:.3f} > claimed "
-                       f"{r.claimed_epsilon:.3f} at delta={r.delta:g}")
-    for v, rs in results.items():
-        for r in rs:
-            if v != "correct" and r.delta in case.detect.get(v, ()) and not r.violated:
-                out.append(f"{case.name} [{v}] not detected: eps_lb {r.epsilon_lb:.3f} <= "
-                           f"claimed {r.claimed_epsilon:.3f} at delta={r.delta:g}")
-    return out
-
-
-def format_results(case, results):
-    """One line per audited δ: claimed ε, ε_lb of each variant, runs per dataset."""
-    variants = list(results)
-    lines = []
-    for i, (delta, eps) in enumerate(case.claims):
-        lbs = "  ".join(f"{v}={results[v][i].epsilon_lb:6.3f}" for v in variants)
-        n = results[variants[0]][i].n_runs
-        lines.append(f"{case.name:42s} delta={delta:<7g} claimed={eps:6.3f}  {lbs}  "
-                     f"runs={n}x2")
-    return "\n".join(lines)

@@ -1,6 +1,8 @@
 """The auditing toolkit itself: Clopper–Pearson bounds, the ε lower bound, the held-out
-threshold, the broken-variant patches and the claims read from budgets."""
+threshold, the broken-variant patches, the claims read from budgets and the lazily
+loaded catalogue."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -9,7 +11,14 @@ from scipy import stats
 
 from skdpsparse import audit as A
 from skdpsparse.accounting import ZCDP, ApproxDP, PureDP, gaussian_delta
+from skdpsparse.linear_model import _cyclic_sgd, _noisy_sgd, _output_perturbation
+from skdpsparse.mechanisms import cyclic_sgd as cs
 from skdpsparse.mechanisms import heavy_tailed, noise, projection, sparse_mean
+from skdpsparse.mechanisms import noisy_sgd as ns
+from skdpsparse.mechanisms import output_perturbation as op
+from skdpsparse.mechanisms import sparse_exponential as se
+
+_EXPO = se.exponential_mechanism
 
 
 @pytest.mark.parametrize("k, n", [(0, 10), (3, 10), (10, 10), (17, 500), (0, 1)])
@@ -106,3 +115,99 @@ def test_claims_read_from_budgets():
     claims = A.claimed_epsilons(ApproxDP(3.0, 1e-5), (1e-5, 0.2), gaussian=(sigma, sens))
     assert claims[0] == (1e-5, 3.0)
     assert gaussian_delta(sigma, sens, claims[1][1]) == pytest.approx(0.2, rel=1e-6)
+    # An accountant's own statement at another δ (same noise), e.g. an RDP conversion.
+    assert A.claimed_epsilons(ApproxDP(3.0, 1e-5), (1e-5, 0.01),
+                              epsilon_at=lambda d: 7.0 * d) == [(1e-5, 3.0), (0.01, 0.07)]
+
+
+def test_exponential_mechanism_temperature_is_halved():
+    scores = np.array([0.0, 1.0, 2.5, 0.3])
+    with A.scaled_noise(0.5):
+        assert se.exponential_mechanism is not _EXPO
+        half = se.exponential_mechanism(scores, 1.0, 2.0, np.random.default_rng(0), 200)
+    assert se.exponential_mechanism is _EXPO
+    np.testing.assert_array_equal(
+        half, _EXPO(scores, 1.0, 4.0, np.random.default_rng(0), 200))
+
+
+def _linear_model_functions():
+    return (cs.cyclic_sgd, _cyclic_sgd.cyclic_sgd, ns.noisy_projected_sgd,
+            _noisy_sgd.noisy_projected_sgd, op.output_perturbation,
+            _output_perturbation.output_perturbation, op.bound_inputs, se.bound_inputs,
+            se.exponential_mechanism, cs.plan_cyclic_sgd, _cyclic_sgd.plan_cyclic_sgd,
+            op.plan_output_perturbation, ns.noisy_sgd_privacy)
+
+
+def test_linear_model_bounds_are_inflated_with_the_noise_kept():
+    originals = _linear_model_functions()
+    run_cyclic, run_noisy, run_op = cs.cyclic_sgd, ns.noisy_projected_sgd, op.output_perturbation
+    X = np.array([[20.0, 0.0], [0.0, 0.5]])  # row 0 far outside R = 1
+    y = np.array([1e6, 0.0])
+    plan = cs.plan_cyclic_sgd(2, 2, loss="squared", norm_bound=1.0, fit_intercept=False,
+                              batch_size=2, epochs=2, delta=1e-5, noise_multiplier=1.0)
+    wide = dataclasses.replace(plan, norm_bound=10.0, clip_norm=10.0 * plan.clip_norm)
+    noisy_kw = dict(loss="huber", noise_std=1.0, step_size=1.0, radius=1e6,
+                    fit_intercept=False)
+    op_plan = op.plan_output_perturbation(2, 2, 1, loss="huber", epsilon=1.0, delta=1e-5,
+                                          alpha=1.0, norm_bound=1.0, intercept_scaling=0.0,
+                                          label_bound=100.0)
+
+    def rng():
+        return np.random.default_rng(0)
+
+    plain = run_op(X, y[None, :], op_plan, rng())[0]
+    with A.inflated_bounds(10.0):
+        assert all(a is not b for a, b in zip(_linear_model_functions()[:6], originals[:6]))
+        assert op.bound_inputs is originals[6]  # output perturbation: via its plan only
+        # Cyclic SGD: rows at 10R, clip at 10C, the noise std of the true plan.
+        np.testing.assert_array_equal(
+            _cyclic_sgd.cyclic_sgd(X, y, plan, rng(), shuffle=False)[0],
+            run_cyclic(X, y, wide, rng(), shuffle=False)[0])
+        # Noisy SGD: rows at 10R.
+        np.testing.assert_array_equal(
+            _noisy_sgd.noisy_projected_sgd(X, y, norm_bound=1.0, rng=rng(), **noisy_kw).coef,
+            run_noisy(X, y, norm_bound=10.0, rng=rng(), **noisy_kw).coef)
+        # Output perturbation: the same noise, around a minimizer whose coordinate 0 is
+        # κ·10R/(λn) = 5 instead of κR/(λn) = 0.5 (each certified to tol·Δ/2).
+        inflated = _output_perturbation.output_perturbation(X, y[None, :], op_plan, rng())[0]
+        np.testing.assert_allclose(inflated - plain, [[4.5, 0.0]], atol=0.06)
+        # Sparse exponential mechanism: rows and labels bounded at 10x.
+        Xb, _ = se.bound_inputs(X, y[None, :], "huber", norm_bound=1.0, sparsity=2.0,
+                                label_bound=1.0)
+        np.testing.assert_allclose(Xb[0], [10.0, 0.0])
+    assert all(a is b for a, b in zip(_linear_model_functions(), originals))
+
+
+def test_calibration_cache_leaves_linear_models_bit_identical():
+    from skdpsparse.linear_model import (
+        DPCyclicSGD,
+        DPNoisySGDRegressor,
+        DPOutputPerturbationRegressor,
+    )
+
+    X = np.random.default_rng(0).uniform(-1, 1, (30, 3))
+    y = X @ np.array([1.0, -1.0, 0.5])
+    estimators = [
+        DPCyclicSGD("squared", epsilon=2.0, delta=1e-5, batch_size=10, random_state=3),
+        DPNoisySGDRegressor(epsilon=2.0, delta=1e-5, noise_calibration="rdp", random_state=3),
+        DPOutputPerturbationRegressor(epsilon=2.0, delta=1e-5, random_state=3),
+    ]
+    plain = [est.fit(X, y).coef_.copy() for est in estimators]
+    originals = _linear_model_functions()
+    with A.memoized_calibration():
+        assert _cyclic_sgd.plan_cyclic_sgd is not cs.plan_cyclic_sgd.__wrapped__
+        for _ in range(2):  # the second round hits the cache
+            for est, coef in zip(estimators, plain):
+                np.testing.assert_array_equal(est.fit(X, y).coef_, coef)
+    assert all(a is b for a, b in zip(_linear_model_functions(), originals))
+
+
+def test_catalogue_is_served_lazily_by_the_audit_module():
+    from skdpsparse import _audit_cases
+
+    assert A.CASES is _audit_cases.CASES and A.run_case is _audit_cases.run_case
+    assert A.case_projection is _audit_cases.case_projection
+    assert {"CASES", "VARIANTS", "audit"} <= set(dir(A))
+    assert set(A.__all__) >= set(_audit_cases.__all__)
+    with pytest.raises(AttributeError):
+        A.no_such_name
