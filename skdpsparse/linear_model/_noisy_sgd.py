@@ -1,15 +1,9 @@
 """Linear models by noisy projected SGD over half the data (seed 001, Algorithm 1)."""
 
-import warnings
-
 import numpy as np
-from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ..exceptions import PrivacyLeakWarning
 from ..mechanisms.noisy_sgd import (
     lipschitz_constant,
     noisy_projected_sgd,
@@ -21,6 +15,7 @@ from ..mechanisms.noisy_sgd import (
 from ..ledger import charge_budget
 from ..utils import InstanceOf, Interval, Options, check_generator, validate_params
 from ..utils._data import check_fit_input
+from ._base import OneVsRestClassifierMixin, declared_classes, one_vs_rest_targets
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
 
@@ -172,7 +167,7 @@ class _BaseNoisySGD(BaseEstimator):
         return tags
 
 
-class DPNoisySGDClassifier(ClassifierMixin, _BaseNoisySGD):
+class DPNoisySGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseNoisySGD):
     __doc__ = """Differentially private linear classifier by noisy SGD over half the data.
 
     {algorithm}
@@ -254,90 +249,13 @@ class DPNoisySGDClassifier(ClassifierMixin, _BaseNoisySGD):
         validate_params(self, self._parameter_constraints)
         self._check_y(y)
         X, y = check_fit_input(self, X, y)
-        check_classification_targets(y)
-        if self.classes is None:
-            classes = np.unique(y)
-            warnings.warn(
-                "classes=None: the label set is read from y, which reveals which labels "
-                "occur. Declare classes to keep the guarantee of privacy_spent_.",
-                PrivacyLeakWarning, stacklevel=2)
-            if classes.size < 2:
-                raise ValueError(f"{type(self).__name__} needs samples of at least 2 "
-                                 f"classes; got 1 class ({classes[0]!r}).")
-        else:
-            classes = np.unique(np.asarray(self.classes))
-            if classes.size < 2:
-                raise ValueError(f"classes must declare at least 2 labels, got {self.classes!r}.")
+        classes = declared_classes(self, y)
         self.classes_ = classes
-        positives = classes[1:] if classes.size == 2 else classes
-        targets = np.where(y[None, :] == positives[:, None], 1.0, -1.0)
+        targets = one_vs_rest_targets(y, classes)
         loss_param = float(self.smoothing) if self.loss == "smoothed_hinge" else 1.0
         self.coef_, self.intercept_, self.n_iter_ = self._fit_runs(
             X, targets, self.loss, loss_param, None)
         return self
-
-    def decision_function(self, X):
-        """Margins X w + b: shape (n_samples,) for two classes, else (n_samples, n_classes).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray
-        """
-        scores = self._decision(X)
-        return scores[:, 0] if scores.shape[1] == 1 else scores
-
-    def predict(self, X):
-        """Predicted labels (the sign for two classes, else the largest margin).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
-        scores = self.decision_function(X)
-        index = (scores > 0).astype(np.intp) if scores.ndim == 1 else scores.argmax(axis=1)
-        return self.classes_[index]
-
-    def _has_proba(self):
-        return self.loss == "logistic"
-
-    @available_if(_has_proba)
-    def predict_proba(self, X):
-        """Class probabilities of the logistic model (``loss="logistic"`` only).
-
-        Two classes: the sigmoid of the margin. More: the one-vs-rest sigmoids,
-        normalized to sum to one. Note that ‖(w, b)‖ ≤ D caps the margins, so a small
-        ``radius`` also caps how confident the probabilities can be.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-        """
-        p = expit(self.decision_function(X))
-        if p.ndim == 1:
-            return np.column_stack([1.0 - p, p])
-        return p / p.sum(axis=1, keepdims=True)
-
-    @available_if(_has_proba)
-    def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`."""
-        return np.log(self.predict_proba(X))
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.poor_score = True  # noise by design
-        return tags
 
 
 class DPNoisySGDRegressor(RegressorMixin, _BaseNoisySGD):

@@ -1,20 +1,15 @@
 """Private linear models by output perturbation (seed 002, Section 5, Algorithms 3-4)."""
 
-import warnings
-
 import numpy as np
-from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ..exceptions import PrivacyLeakWarning
 from ..ledger import charge_budget
 from ..mechanisms.output_perturbation import output_perturbation, plan_output_perturbation
 from ..mechanisms.sparse_exponential import MAX_NET_SIZE, sparse_exponential_mechanism
 from ..utils import InstanceOf, Interval, Options, check_generator, validate_params
 from ..utils._data import check_fit_input
+from ._base import OneVsRestClassifierMixin, declared_classes, one_vs_rest_targets
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
 
@@ -284,7 +279,7 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
         return tags
 
 
-class DPOutputPerturbationClassifier(ClassifierMixin, _BaseOutputPerturbation):
+class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseOutputPerturbation):
     __doc__ = """Differentially private linear classification by output perturbation.
 
     Seed 002 Algorithm 3 (or Algorithm 4 with ``method="exponential"``) for the
@@ -375,22 +370,8 @@ class DPOutputPerturbationClassifier(ClassifierMixin, _BaseOutputPerturbation):
         validate_params(self, self._parameter_constraints)
         self._check_y(y)
         X, y = check_fit_input(self, X, y)
-        check_classification_targets(y)
-        if self.classes is None:
-            classes = np.unique(y)
-            warnings.warn(
-                "classes=None: the label set is read from y, which reveals which labels "
-                "occur. Declare classes to keep the guarantee of privacy_spent_.",
-                PrivacyLeakWarning, stacklevel=2)
-            if classes.size < 2:
-                raise ValueError(f"{type(self).__name__} needs samples of at least 2 "
-                                 f"classes; got 1 class ({classes[0]!r}).")
-        else:
-            classes = np.unique(np.asarray(self.classes))
-            if classes.size < 2:
-                raise ValueError(f"classes must declare at least 2 labels, got {self.classes!r}.")
-        positives = classes[1:] if classes.size == 2 else classes
-        targets = np.where(y[None, :] == positives[:, None], 1.0, -1.0)
+        classes = declared_classes(self, y)
+        targets = one_vs_rest_targets(y, classes)
         loss_param = float(self.smoothing) if self.loss == "smoothed_hinge" else 1.0
         coef, intercept, budget, attrs = self._fit_problems(
             X, targets, self.loss, loss_param, 1.0)
@@ -398,65 +379,3 @@ class DPOutputPerturbationClassifier(ClassifierMixin, _BaseOutputPerturbation):
         self.classes_ = classes
         self.coef_, self.intercept_ = coef, intercept
         return self
-
-    def decision_function(self, X):
-        """Margins: shape (n_samples,) for two classes, else (n_samples, n_classes).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray
-        """
-        scores = self._decision(X)
-        return scores[:, 0] if scores.shape[1] == 1 else scores
-
-    def predict(self, X):
-        """Predicted labels (the sign for two classes, else the largest margin).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
-        scores = self.decision_function(X)
-        index = (scores > 0).astype(np.intp) if scores.ndim == 1 else scores.argmax(axis=1)
-        return self.classes_[index]
-
-    def _has_proba(self):
-        return self.loss == "logistic"
-
-    @available_if(_has_proba)
-    def predict_proba(self, X):
-        """Class probabilities of the logistic model (``loss="logistic"`` only).
-
-        Two classes: the sigmoid of the margin. More: the one-vs-rest sigmoids,
-        normalized to sum to one (as scikit-learn's one-vs-rest logistic regression).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-        """
-        p = expit(self.decision_function(X))
-        if p.ndim == 1:
-            return np.column_stack([1.0 - p, p])
-        return p / p.sum(axis=1, keepdims=True)
-
-    @available_if(_has_proba)
-    def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`."""
-        return np.log(self.predict_proba(X))
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.poor_score = True  # noise by design
-        return tags

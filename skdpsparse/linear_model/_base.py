@@ -1,0 +1,106 @@
+"""What the one-vs-rest private linear classifiers share: the declared label set and
+the prediction methods on the released ``coef_`` / ``intercept_`` (post-processing)."""
+
+import warnings
+
+import numpy as np
+from scipy.special import expit
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+
+from ..exceptions import PrivacyLeakWarning
+
+
+def declared_classes(estimator, y):
+    """The label set: ``estimator.classes`` if declared, else read from ``y`` with a
+    :class:`~skdpsparse.exceptions.PrivacyLeakWarning` (which labels occur is data)."""
+    check_classification_targets(y)
+    if estimator.classes is None:
+        classes = np.unique(y)
+        warnings.warn(
+            "classes=None: the label set is read from y, which reveals which labels "
+            "occur. Declare classes to keep the guarantee of privacy_spent_.",
+            PrivacyLeakWarning, stacklevel=3)
+        if classes.size < 2:
+            raise ValueError(f"{type(estimator).__name__} needs samples of at least 2 "
+                             f"classes; got 1 class ({classes[0]!r}).")
+        return classes
+    classes = np.unique(np.asarray(estimator.classes))
+    if classes.size < 2:
+        raise ValueError(f"classes must declare at least 2 labels, got {estimator.classes!r}.")
+    return classes
+
+
+def one_vs_rest_targets(y, classes):
+    """±1 targets, one row per problem: ``classes[1]`` against the rest for two
+    classes, each class against the rest otherwise (labels outside ``classes`` are
+    negatives everywhere)."""
+    positives = classes[1:] if classes.size == 2 else classes
+    return np.where(np.asarray(y)[None, :] == positives[:, None], 1.0, -1.0)
+
+
+class OneVsRestClassifierMixin:
+    """Predictions from ``self._decision(X)``, the (n_samples, n_problems) margins."""
+
+    def decision_function(self, X):
+        """Margins: shape (n_samples,) for two classes, else (n_samples, n_classes).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray
+        """
+        scores = self._decision(X)
+        return scores[:, 0] if scores.shape[1] == 1 else scores
+
+    def predict(self, X):
+        """Predicted labels (the sign for two classes, else the largest margin).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        scores = self.decision_function(X)
+        index = (scores > 0).astype(np.intp) if scores.ndim == 1 else scores.argmax(axis=1)
+        return self.classes_[index]
+
+    def _has_proba(self):
+        return self.loss == "logistic"
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """Class probabilities of the logistic model (``loss="logistic"`` only).
+
+        Two classes: the sigmoid of the margin. More: the one-vs-rest sigmoids,
+        normalized to sum to one (as scikit-learn's one-vs-rest logistic regression).
+        A bounded domain caps the margins, hence how confident the probabilities can be.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        p = expit(self.decision_function(X))
+        if p.ndim == 1:
+            return np.column_stack([1.0 - p, p])
+        return p / p.sum(axis=1, keepdims=True)
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`."""
+        return np.log(self.predict_proba(X))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.poor_score = True  # noise by design
+        return tags
