@@ -158,8 +158,39 @@ def demo_output_perturbation():
           f"{'tau=' + format(clf.tau_, '.2g'):>7} {clf.score(Z[1500:], t[1500:]):>8.3f}")
 
 
+def demo_private_regressors_and_selection():
+    """The private linear regressors on one task, and private parameter selection."""
+    from sklearn.linear_model import Ridge
+
+    from .linear_model import DPNoisySGDRegressor, DPOutputPerturbationRegressor
+    from .model_selection import PrivateParameterSelection
+
+    n, d = 40_000, 5
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n + 10_000, d)) / np.sqrt(d)  # rows of norm about 1
+    y = X @ np.ones(d) / 2 + 0.1 * rng.normal(size=n + 10_000)
+    X_train, y_train, X_test, y_test = X[:n], y[:n], X[n:], y[n:]
+    _section(f"Private linear regression and private parameter selection: n={n}, d={d}")
+    base = Ridge(alpha=1e-3).fit(X_train, y_train).score(X_test, y_test)
+    print(f"{'estimator':<44} {'privacy spent':<22} {'R^2':>6}  (non-private {base:.3f})")
+    models = [("DPOutputPerturbationRegressor (Huber)",
+               DPOutputPerturbationRegressor(loss="huber", epsilon=1.0, random_state=0)),
+              ("DPNoisySGDRegressor (Huber, rdp)",
+               DPNoisySGDRegressor(loss="huber", epsilon=1.0, noise_calibration="rdp",
+                                   random_state=0)),
+              ("PrivateParameterSelection over alpha",
+               PrivateParameterSelection(DPOutputPerturbationRegressor(loss="huber"),
+                                         {"alpha": [1e-3, 1e-2, 1e-1]}, epsilon=1.0,
+                                         scoring="neg_mean_squared_error", random_state=0))]
+    for label, model in models:
+        model.fit(X_train, y_train)
+        print(f"{label:<44} {str(model.privacy_spent_):<22} "
+              f"{model.score(X_test, y_test):>6.3f}")
+
+
 DEMOS = [demo_sparse_mean, demo_heavy_tailed_mean, demo_heavy_tailed_regression,
-         demo_cyclic_sgd, demo_noisy_sgd, demo_output_perturbation]
+         demo_cyclic_sgd, demo_noisy_sgd, demo_output_perturbation,
+         demo_private_regressors_and_selection]
 
 
 def run_demo():
