@@ -24,6 +24,7 @@ __all__ = [
     "linf_nearest_in_l2_ball",
     "l1_ball_threshold_nb",
     "project_l2_ball_nb",
+    "project_l1_then_l2_nb",
     "project_box_nb",
     "linf_distance_to_l2_ball_nb",
 ]
@@ -227,6 +228,21 @@ def project_l2_ball(v, radius, out=None):
 
 
 # --------------------------------------------------------------------------- box
+
+
+@njit(cache=True, nogil=True)
+def project_l1_then_l2_nb(v, l1_radius, l2_radius):
+    """In place: v ← Π_{‖·‖₂ ≤ l2}(Π_{‖·‖₁ ≤ l1}(v)); returns v.
+
+    The projection mechanism's post-processing (seed 002 Algorithm 1, then its ℓ2 cap),
+    with the cores of :func:`project_l1_ball` and :func:`project_l2_ball` and without
+    the GIL, so that the four means of a bias-reduced SGD step can run in threads.
+    """
+    tau = l1_ball_threshold_nb(v, l1_radius)
+    if tau > 0.0:
+        soft_threshold_nb(v, tau, v)
+    project_l2_ball_nb(v, l2_radius, v)
+    return v
 
 
 @njit(cache=True)

@@ -55,19 +55,31 @@ def gaussian_noise(rng, sigma, size):
 def add_noise_inplace(values, rng, kind, scale):
     """Add Laplace (``kind="laplace"``) or Gaussian noise to ``values`` in place.
 
-    Avoids a second d-length temporary for large d: noise is drawn in chunks.
+    Avoids a d-length temporary for large d: noise is drawn in chunks. Gaussian noise
+    is drawn into one reused chunk buffer (``standard_normal(out=...)``), scaled and
+    added; the values equal those of :func:`gaussian_noise` for the same generator state.
     """
     values = np.asarray(values)
     if values.dtype != np.float64:
         raise TypeError("values must be a float64 array.")
-    flat = values.reshape(-1)
-    chunk = 1 << 20
-    for start in range(0, flat.size, chunk):
-        stop = min(start + chunk, flat.size)
-        if kind == "laplace":
+    if kind not in ("laplace", "gaussian"):
+        raise ValueError(f"kind must be 'laplace' or 'gaussian', got {kind!r}.")
+    flat = values.reshape(-1)  # a copy if values is not contiguous: written back below
+    if kind == "gaussian":
+        sigma = _check_scale(scale, "sigma")
+        chunk = 1 << 14  # a buffer that stays in cache
+        buf = np.empty(min(chunk, flat.size))
+        for start in range(0, flat.size, chunk):
+            stop = min(start + chunk, flat.size)
+            part = buf[: stop - start]
+            rng.standard_normal(out=part)
+            part *= sigma
+            flat[start:stop] += part
+    else:
+        chunk = 1 << 20
+        for start in range(0, flat.size, chunk):
+            stop = min(start + chunk, flat.size)
             flat[start:stop] += laplace_noise(rng, scale, stop - start)
-        elif kind == "gaussian":
-            flat[start:stop] += gaussian_noise(rng, scale, stop - start)
-        else:
-            raise ValueError(f"kind must be 'laplace' or 'gaussian', got {kind!r}.")
+    if not np.may_share_memory(flat, values):
+        values[...] = flat.reshape(values.shape)
     return values
