@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 from scipy.special import expit
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
 
 from ..exceptions import PrivacyLeakWarning
 
@@ -28,6 +28,22 @@ def declared_classes(estimator, y):
     classes = np.unique(np.asarray(estimator.classes))
     if classes.size < 2:
         raise ValueError(f"classes must declare at least 2 labels, got {estimator.classes!r}.")
+    return classes
+
+
+def declared_binary_classes(estimator, y):
+    """:func:`declared_classes` for a binary-only classifier: exactly two labels, with
+    scikit-learn's message for a multiclass ``y`` when the labels are read from it."""
+    if estimator.classes is None:
+        check_classification_targets(y)
+        y_type = type_of_target(y, input_name="y", raise_unknown=True)
+        if y_type != "binary":
+            raise ValueError("Only binary classification is supported. The type of the "
+                             f"target is {y_type}.")
+    classes = declared_classes(estimator, y)
+    if classes.size != 2:
+        raise ValueError("Only binary classification is supported: classes must declare "
+                         f"2 labels, got {estimator.classes!r}.")
     return classes
 
 

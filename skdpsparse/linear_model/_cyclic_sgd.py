@@ -1,6 +1,5 @@
 """DPCyclicSGD: cyclic DP-SGD released at its last iterate (seed 003, Kong & Ribero)."""
 
-import warnings
 
 import numpy as np
 from scipy.special import expit
@@ -8,10 +7,8 @@ from sklearn.base import BaseEstimator
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import ClassifierTags, RegressorTags
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted
 
-from ..exceptions import PrivacyLeakWarning
 from ..mechanisms.cyclic_sgd import (
     CLASSIFICATION_LOSSES,
     PENALTIES,
@@ -21,6 +18,7 @@ from ..mechanisms.cyclic_sgd import (
     plan_cyclic_sgd,
 )
 from ..ledger import charge_budget
+from ._base import declared_binary_classes
 from ..utils import InstanceOf, Interval, Options, check_generator, validate_params
 from ..utils._data import check_fit_input
 
@@ -218,27 +216,8 @@ default="logistic"
         return self.loss not in REGRESSION_LOSSES
 
     def _binary_targets(self, y):
-        check_classification_targets(y)
-        if self.classes is None:
-            y_type = type_of_target(y, input_name="y", raise_unknown=True)
-            if y_type != "binary":
-                raise ValueError("Only binary classification is supported. The type of the "
-                                 f"target is {y_type}.")
-            classes = np.unique(y)
-            warnings.warn(
-                "classes=None: the label set is read from y, which reveals which labels "
-                "occur. Declare classes to keep the guarantee of privacy_spent_.",
-                PrivacyLeakWarning, stacklevel=3)
-            if classes.size < 2:
-                raise ValueError(f"{type(self).__name__} needs samples of 2 classes; got 1 "
-                                 f"class ({classes[0]!r}).")
-        else:
-            classes = np.unique(np.asarray(self.classes))
-            if classes.size != 2:
-                raise ValueError("Only binary classification is supported: classes must "
-                                 f"declare 2 labels, got {self.classes!r}.")
-        self.classes_ = classes
-        return np.where(y == classes[1], 1.0, -1.0)
+        self.classes_ = declared_binary_classes(self, y)
+        return np.where(y == self.classes_[1], 1.0, -1.0)
 
     def fit(self, X, y):
         """Run cyclic DP-SGD on ``(X, y)``.
