@@ -20,6 +20,7 @@ from .calibrate import (
     laplace_scale,
     zcdp_gaussian_sigma,
 )
+from .filters import ApproxDPFilter, filter_epsilon
 from .last_iterate import (
     LAST_ITERATE_BOUNDS,
     CyclicSchedule,
@@ -54,10 +55,12 @@ __all__ = [
     "last_iterate_rdp_bounds",
     "ZCDP",
     "ApproxDP",
+    "ApproxDPFilter",
     "PureDP",
     "RdpCurve",
     "analytic_gaussian_sigma",
     "approx_dp_to_zcdp",
+    "filter_epsilon",
     "calibrate_noise_multiplier",
     "gaussian_delta",
     "gaussian_rdp",
