@@ -1,0 +1,500 @@
+"""Bias-reduced private SGD with sparse gradients (seed 002, Sections 6-7; seed 000 §5-6).
+
+* :class:`BiasReducedOracle` — Algorithm 5, the subsampled bias-reduced gradient
+  estimator. With N ~ TGeom(M) (Definition 6.1), a batch B of 2^{N+1} rows drawn
+  without replacement and split into halves O and E, and one row I,
+
+      𝒢(x) = (G⁺(∇F_B) − ½(G⁻(∇F_O) + G⁻(∇F_E)))/p_N + G₀(∇f_I),
+
+  each G a private sparse mean (the projection mechanism, seed 002 Algorithm 1, or
+  Gaussian ℓ1-recovery, Algorithm 2 — the mechanism of seed 000's version) at a
+  quarter of the oracle's budget. Its expectation telescopes to that of the
+  mechanism on the largest batch (proof of Lemma 6.4), so its bias is the bias of
+  a batch of 2^{M+1} ≈ n rows, while a call costs O(log n) rows on average.
+* :func:`bias_reduced_sgd` — Algorithm 6: projected SGD with that oracle, stopped by
+  the fully adaptive composition filter (:class:`~skdpsparse.accounting.filters.
+  ApproxDPFilter`) with the per-step cost of Lemma 6.3; the average iterate (convex)
+  or a uniformly random one (nonconvex).
+* :func:`boost_noisy_min` (seed 002 Algorithm 7) and :func:`boost_random_stopping`
+  (seed 000 Algorithm 5) — several runs and a private choice among them.
+
+Privacy unit: one example, replacement neighbours, n public. The gradient rows are
+bounded into {‖g‖₂ ≤ L, ‖g‖₁ ≤ L√s} inside every mean (contribution bounding), so the
+sensitivities hold for every input, whatever the caller's derivation of L and s.
+"""
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import _kernels
+from .._kernels.bias_reduced import bias_reduced_step, csr_gradient_rows, dense_gradient_rows
+from .._kernels.sparse_rows import csr_bounded_column_sum_rows
+from ..accounting import ApproxDP
+from ..accounting.filters import ApproxDPFilter
+from .projection import bounded_mean, projection_mechanism, row_bounds
+from .sparse_mean import private_sparse_mean
+
+__all__ = [
+    "MECHANISMS",
+    "tgeom_max_level",
+    "tgeom_pmf",
+    "sample_tgeom",
+    "step_privacy",
+    "algorithm6_filter",
+    "algorithm6_privacy",
+    "theorem_learning_rate",
+    "BiasReducedOracle",
+    "bias_reduced_sgd",
+    "boost_noisy_min",
+    "boost_random_stopping",
+    "noisy_min_runs",
+    "linear_gradient_rows",
+    "linear_objective",
+]
+
+MECHANISMS = ("projection", "l1_recovery")
+
+# Below this dimension the four mean mechanisms of a step run in the calling thread:
+# a thread hand-off costs more than a noise vector of this size.
+_THREADED_MIN_DIM = 1 << 16
+
+
+# ------------------------------------------------------------------------ TGeom(M)
+def tgeom_max_level(n):
+    """M = ⌊log₂ n⌋ − 1 of Algorithm 5 (so that the largest batch, 2^{M+1}, is ≤ n)."""
+    n = int(n)
+    if n < 2:
+        raise ValueError(f"the bias-reduced estimator needs n >= 2 samples; got {n} sample.")
+    return n.bit_length() - 2
+
+
+def tgeom_pmf(M):
+    """p_k = C_M/2^k on k = 0..M, C_M = [2(1 − 2^{−(M+1)})]^{−1} (Definition 6.1).
+
+    >>> tgeom_pmf(2).round(4)
+    array([0.5714, 0.2857, 0.1429])
+    """
+    k = np.arange(int(M) + 1, dtype=np.float64)
+    c_m = 1.0 / (2.0 * (1.0 - 2.0 ** -(M + 1)))
+    return c_m * 2.0 ** -k
+
+
+def sample_tgeom(M, rng, size=None):
+    """Draws of N ~ TGeom(M) by inversion of the CDF (public randomness only)."""
+    cdf = np.cumsum(tgeom_pmf(M))
+    cdf[-1] = 1.0
+    u = rng.random(size)
+    return np.minimum(np.searchsorted(cdf, u, side="right"), M) if size is not None \
+        else int(min(np.searchsorted(cdf, u, side="right"), M))
+
+
+# ---------------------------------------------------------------------- accounting
+# e^x − 1 ≤ 2x holds for x ≤ 1.2564 (the root of e^x = 1 + 2x): the range in which
+# Lemma 6.3's linearisation ln(1 + q(e^x − 1)) ≤ 2qx is valid.
+_LINEAR_AMPLIFICATION_MAX = 1.2564
+
+
+def step_privacy(level, n, epsilon, delta):
+    """(ε_t, δ_t) of one step of Algorithm 6 at N_t = ``level`` (seed 002 Lemma 6.3).
+
+    The oracle runs at (ε/8, δ/4), so its four mechanisms at (ε/32, δ/16). The three
+    on B (2^{N+1} of n rows, without replacement) are (3ε/32, 3δ/16)-DP together and,
+    by amplification by subsampling (Balle, Barthe and Gaboardi 2018, Thm 9;
+    replacement neighbours), (ln(1 + q(e^{3ε/32} − 1)), q·3δ/16)-DP with
+    q = 2^{N+1}/n; G₀ likewise with q = 1/n. Lemma 6.3 bounds ln(1 + q(e^x − 1)) by
+    2qx, giving ε_t = (3·2^{N+1} + 1)ε/(16n) and δ_t = (3·2^{N+1} + 1)δ/(16n). The
+    seed states it for ε ≤ 1; the bound holds whenever 3ε/32 ≤ 1.2564 (ε ≤ 13.4),
+    and beyond that for large q only. This returns the larger of the linearised and
+    the exact amplified value: always a valid bound, and the seed's number whenever
+    the seed's is one.
+    """
+    q = 2.0 ** (int(level) + 1) / n
+    seed_eps = (3.0 * 2.0 ** (int(level) + 1) + 1.0) * epsilon / (16.0 * n)
+    exact_eps = math.log1p(q * math.expm1(3.0 * epsilon / 32.0)) \
+        + math.log1p(math.expm1(epsilon / 32.0) / n)
+    delta_t = (3.0 * 2.0 ** (int(level) + 1) + 1.0) * delta / (16.0 * n)
+    return max(seed_eps, exact_eps), delta_t
+
+
+def algorithm6_filter(epsilon, delta):
+    """The filter of Lemma 6.3: budget (ε/2, δ/2) with δ′ = δ″ = δ/4 (Theorem A.4).
+
+    Its test on Σ_{s<t} is Algorithm 6's while-condition divided by ε:
+    √(2 ln(4/δ) Σ a_s²) + (ε/2) Σ a_s² ≤ 1/2 and Σ a_s ≤ 1/4, a_s = ε_s/ε.
+    """
+    return ApproxDPFilter(epsilon / 2.0, delta / 2.0, delta_prime=delta / 4.0)
+
+
+def algorithm6_privacy(n, epsilon, delta, max_iter=None):
+    """Guarantee of a run of Algorithm 6: the filter's plus one step (Lemma 6.3).
+
+    The loop runs the step after the last one the filter admits (its while-condition
+    tests Σ_{s<t}, not Σ_{s≤t}), which costs at most (ε_t, δ_t) at the largest level
+    M by basic composition: (ε/2 + ε_max, δ/2 + δ_max) ≤ (3ε/4, 3δ/4) for ε ≤ 13.4.
+    With an iteration cap k the filter admits at most k − 1 steps, which may give less
+    (:meth:`ApproxDPFilter.guarantee`).
+
+    >>> print(algorithm6_privacy(100_000, 1.0, 1e-6))
+    (0.622881, 6.22881e-07)-DP
+    """
+    eps_max, delta_max = step_privacy(tgeom_max_level(n), n, epsilon, delta)
+    caps = {} if max_iter is None else {"max_steps": max(int(max_iter) - 1, 0),
+                                        "max_step": (eps_max, delta_max)}
+    admitted = algorithm6_filter(epsilon, delta).guarantee(**caps)
+    return admitted + ApproxDP(eps_max, delta_max)
+
+
+def theorem_learning_rate(n, dim, *, epsilon, delta, gradient_bound, sparsity, convex,
+                          radius=None, smoothness=None, suboptimality=None):
+    """η of Theorem 6.7 (convex) or 6.8 (nonconvex), absolute constants set to 1.
+
+    τ = n/ln(2/δ) (C′ = 1), ν² = L² ln(n) √(s ln(d/s) ln(1/δ))/ε (Lemma 6.4, with
+    ln(d/s) ≥ 1); convex: η = D/(ν√τ); nonconvex: η = √(Γ/(Hτν²)) (the seed's "Ht" is
+    τ, notes §2.2 item 4). All from public quantities.
+    """
+    s = min(float(sparsity), float(dim))
+    L = float(gradient_bound)
+    tau = n / math.log(2.0 / delta)
+    nu = L * math.sqrt(math.log(n) * math.sqrt(
+        s * max(math.log(dim / s), 1.0) * math.log(1.0 / delta)) / epsilon)
+    if convex:
+        if radius is None or not math.isfinite(radius):
+            raise ValueError("learning_rate='auto' with a convex loss needs the radius D "
+                             "of the domain (Theorem 6.7's η = D/(ν√τ)).")
+        return float(radius) / (nu * math.sqrt(tau))
+    return math.sqrt(float(suboptimality) / (float(smoothness) * tau * nu * nu))
+
+
+# ------------------------------------------------------------ linear-model oracles
+def linear_gradient_rows(X, y, loss_code, loss_param):
+    """``gradient_rows(rows, θ)`` for a linear model: rows ℓ'(⟨θ, x_i⟩, y_i)·x_i.
+
+    Sparse ``X`` (canonical CSR) gives CSR parts ``(indptr, indices, data)`` with the
+    batch rows' pattern and data scaled by ℓ'_i; dense ``X`` a dense array. The
+    intercept, if any, is a constant column of ``X``.
+    """
+    y = np.asarray(y, dtype=np.float64)
+    if sp.issparse(X):
+        indptr, indices, data = X.indptr, X.indices, X.data
+
+        def rows_of(rows, theta):
+            return csr_gradient_rows(indptr, indices, data, y, theta, loss_code, loss_param,
+                                     np.asarray(rows, dtype=np.int64))
+    else:
+        X = np.ascontiguousarray(X)
+
+        def rows_of(rows, theta):
+            return dense_gradient_rows(X, y, theta, loss_code, loss_param,
+                                       np.asarray(rows, dtype=np.int64))
+    return rows_of
+
+
+def linear_objective(X, y, loss_code, loss_param, theta):
+    """F_S(θ) and ∇F_S(θ) of the mean loss of a linear model (no separate intercept)."""
+    y = np.asarray(y, dtype=np.float64)
+    if sp.issparse(X):
+        loss, grad, _ = _kernels.csr_loss_gradient(X.indptr, X.indices, X.data, y, theta, 0.0,
+                                                   loss_code, loss_param)
+    else:
+        loss, grad, _ = _kernels.dense_loss_gradient(np.ascontiguousarray(X), y, theta, 0.0,
+                                                     loss_code, loss_param)
+    return float(loss), grad
+
+
+# -------------------------------------------------------------------- Algorithm 5
+def _child_generators(rng, k):
+    try:
+        return rng.spawn(k)
+    except (AttributeError, TypeError, ValueError):  # a bit generator without a seed sequence
+        return [np.random.default_rng(s) for s in rng.integers(0, 2**63, size=k)]
+
+
+def _head(rows, h):
+    """The first h rows of CSR parts or of an array."""
+    if not isinstance(rows, tuple):
+        return rows[:h]
+    indptr, indices, data = rows
+    return indptr[: h + 1], indices[: indptr[h]], data[: indptr[h]]
+
+
+def _tail(rows, h):
+    """The rows from h on, of CSR parts or of an array."""
+    if not isinstance(rows, tuple):
+        return rows[h:]
+    indptr, indices, data = rows
+    return indptr[h:] - indptr[h], indices[indptr[h]:], data[indptr[h]:]
+
+
+class BiasReducedOracle:
+    """Seed 002 Algorithm 5 on one dataset, at oracle budget (ε, δ).
+
+    Parameters
+    ----------
+    gradient_rows : callable
+        ``gradient_rows(rows, x)`` → the per-example gradients of the examples
+        ``rows`` at ``x``, one row per index, in order: CSR parts
+        ``(indptr, indices, data)`` (kept sparse; a tuple, as building a SciPy matrix
+        per call costs more than the call's arithmetic at small d) or a 2-D array.
+    n : int
+        Number of examples (public).
+    dim : int
+        Length of x.
+    epsilon, delta : float
+        The oracle's budget; each of its four mechanisms runs at (ε/4, δ/4).
+    norm_bound, sparsity : float
+        L and s of the gradient rows (scaled into {‖g‖₂ ≤ L, ‖g‖₁ ≤ L√s} in each mean).
+    rng : numpy.random.Generator
+        Draws the batches; four child generators (one per mechanism role, spawned
+        from it) draw the noise, so results do not depend on thread scheduling.
+    mechanism : {"projection", "l1_recovery"}
+    calibration : {"analytic", "classic"}
+    n_threads : int or None
+        Threads for the four means of a call (default: up to 4 CPUs, from d ≥ 2¹⁶).
+    mechanism_options : dict or None
+        Passed to :func:`~skdpsparse.mechanisms.sparse_mean.private_sparse_mean` for
+        ``"l1_recovery"`` (``recovery``, ``max_iter``, ``tol``).
+    """
+
+    def __init__(self, gradient_rows, n, dim, *, epsilon, delta, norm_bound, sparsity, rng,
+                 mechanism="projection", calibration="analytic", n_threads=None,
+                 mechanism_options=None):
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}.")
+        if not delta > 0:
+            raise ValueError("the bias-reduced estimator needs delta > 0.")
+        self.gradient_rows = gradient_rows
+        self.n, self.dim = int(n), int(dim)
+        self.M = tgeom_max_level(self.n)
+        self.pmf = tgeom_pmf(self.M)
+        self.epsilon, self.delta = float(epsilon), float(delta)
+        self.norm_bound, self.sparsity = float(norm_bound), float(sparsity)
+        self.mechanism, self.calibration = mechanism, calibration
+        self.options = dict(mechanism_options or {})
+        self.rng = rng
+        self._rngs = _child_generators(rng, 4)
+        if n_threads is None:
+            n_threads = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                            else (os.cpu_count() or 1))
+        # Threads pay off for the projection mechanism's dense noise and projections;
+        # ℓ1-recovery's basis pursuit is a long solve of its own, kept serial.
+        threaded = self.dim >= _THREADED_MIN_DIM and mechanism == "projection"
+        self.n_threads = int(n_threads) if threaded else 1
+        self._buffers = [np.zeros(self.dim) for _ in range(4)]
+
+    def _projection(self, mean, m, rng):
+        """The projection mechanism (Algorithm 1) at (ε/4, δ/4) on the mean of m rows
+        (its σ is a cached root find per batch size, so a call costs a noise draw and
+        two projections)."""
+        return projection_mechanism(mean, m, epsilon=self.epsilon / 4,
+                                    delta=self.delta / 4, norm_bound=self.norm_bound,
+                                    sparsity=self.sparsity, rng=rng,
+                                    calibration=self.calibration)[0]
+
+    def _mean_estimate(self, role, rows):
+        """One mechanism call (role 0: B, 1: O, 2: E, 3: I) on the rows given."""
+        rng = self._rngs[role]
+        if self.mechanism == "l1_recovery":
+            if isinstance(rows, tuple):
+                indptr, indices, data = rows
+                rows = sp.csr_matrix((data, indices, indptr),
+                                     shape=(indptr.shape[0] - 1, self.dim))
+            z, _, _ = private_sparse_mean(
+                rows, "l1_recovery", epsilon=self.epsilon / 4, delta=self.delta / 4,
+                norm_bound=self.norm_bound, sparsity=self.sparsity, rng=rng,
+                calibration=self.calibration, **self.options)
+            return z
+        if not isinstance(rows, tuple):
+            mean = bounded_mean(rows, self.norm_bound, self.sparsity)
+            return self._projection(mean, rows.shape[0], rng)
+        # Sparse rows: sum the bounded rows into a zeroed buffer kept between calls
+        # (no d-length allocation), then zero the touched entries again. Dividing the
+        # data and both bounds by m leaves each row's bounding scale unchanged, so the
+        # buffer holds the bounded mean exactly.
+        indptr, indices, data = rows
+        m = indptr.shape[0] - 1
+        buf = self._buffers[role]
+        l2_bound, l1_bound = row_bounds(self.norm_bound, self.sparsity)
+        csr_bounded_column_sum_rows(indptr, indices, data / m, 0, m, l2_bound / m,
+                                    l1_bound / m, buf)
+        try:
+            return self._projection(buf, m, rng)
+        finally:
+            buf[indices] = 0.0
+
+    def draw_level(self):
+        """N ~ TGeom(M), the batch-size parameter of one call."""
+        return sample_tgeom(self.M, self.rng)
+
+    def estimates(self, x, level, pool=None):
+        """The four private means (G⁺, G⁻_O, G⁻_E, G₀) at ``x`` for N = ``level``."""
+        m = 1 << (int(level) + 1)
+        batch = self.rng.choice(self.n, size=m, replace=False)  # shuffled: O, E halves
+        single = self.rng.integers(self.n, size=1)
+        rows_b = self.gradient_rows(batch, x)
+        jobs = [(0, rows_b), (1, _head(rows_b, m // 2)), (2, _tail(rows_b, m // 2)),
+                (3, self.gradient_rows(single, x))]
+        if pool is None:
+            return [self._mean_estimate(r, rows) for r, rows in jobs]
+        return list(pool.map(lambda job: self._mean_estimate(*job), jobs))
+
+    def __call__(self, x, level=None):
+        """𝒢(x) of Algorithm 5 (``level=None`` draws N ~ TGeom(M))."""
+        level = self.draw_level() if level is None else int(level)
+        g_b, g_o, g_e, g_i = self.estimates(x, level)
+        return (g_b - 0.5 * (g_o + g_e)) / self.pmf[level] + g_i
+
+
+# -------------------------------------------------------------------- Algorithm 6
+def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, sparsity,
+                     learning_rate, rng, radius=None, convex=True, mechanism="projection",
+                     calibration="analytic", max_iter=None, x0=None, n_threads=None,
+                     mechanism_options=None, verbose=0):
+    """Seed 002 Algorithm 6: projected SGD with :class:`BiasReducedOracle`, (ε, δ)-DP.
+
+    Step t draws N_t ~ TGeom(M), calls the oracle at (ε/8, δ/4) and steps
+    x^{t+1} = Π_𝒳(x^t − η𝒢(x^t)) with 𝒳 the ℓ2 ball of radius D (or ℝᵈ). The loop
+    continues while the filter of :func:`algorithm6_filter` admits the steps *before*
+    the current one (the seed's while-condition on Σ_{s=0}^{t−1}): step t runs iff
+    steps 0..t−1 fit in (ε/2, δ/2), so the last step may overshoot the filter by
+    one, which Lemma 6.3 pays for. Released: x̄ = mean of x⁰..x^T (convex) or x^{t̂},
+    t̂ ~ Unif{0..T} (nonconvex), T the number of steps taken.
+
+    Parameters
+    ----------
+    gradient_rows, n, dim, norm_bound, sparsity, mechanism, calibration, n_threads,
+    mechanism_options
+        As for :class:`BiasReducedOracle`.
+    epsilon, delta : float
+        The run's budget (ε, δ), δ > 0.
+    learning_rate : float
+        η.
+    rng : numpy.random.Generator
+    radius : float or None
+        D, or ``None`` for ℝᵈ.
+    convex : bool
+        Average iterate (True) or a uniformly random iterate (False).
+    max_iter : int or None
+        Optional cap on T (the filter's guarantee still holds; it may be smaller).
+    x0 : ndarray or None
+        Initial point (default 0).
+    verbose : int
+        Prints the step count, N_t and the filter's state (all data-independent).
+
+    Returns
+    -------
+    x : ndarray of shape (dim,)
+    info : dict
+        ``n_iter`` (T), ``privacy`` (:func:`algorithm6_privacy`, never above (ε, δ)).
+    """
+    oracle = BiasReducedOracle(gradient_rows, n, dim, epsilon=epsilon / 8, delta=delta / 4,
+                               norm_bound=norm_bound, sparsity=sparsity, rng=rng,
+                               mechanism=mechanism, calibration=calibration,
+                               n_threads=n_threads, mechanism_options=mechanism_options)
+    filt = algorithm6_filter(epsilon, delta)
+    D = math.inf if radius is None else float(radius)
+    x = np.zeros(dim) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
+    if math.isfinite(D):
+        _kernels.project_l2_ball(x, D, out=x)
+    total = x.copy()  # Σ_{s≤t} x^s (convex) ...
+    chosen = x.copy()  # ... or the reservoir sample x^{t̂} (nonconvex)
+    eta = float(learning_rate)
+    t, previous = 0, None
+    pool = ThreadPoolExecutor(max_workers=oracle.n_threads) if oracle.n_threads > 1 else None
+    try:
+        while True:
+            # The while-condition: steps 0..t−1 within the filter (previous = step t−1).
+            if previous is not None and not filt.try_spend(*previous):
+                break
+            if max_iter is not None and t >= max_iter:
+                break
+            level = oracle.draw_level()
+            g_b, g_o, g_e, g_i = oracle.estimates(x, level, pool)
+            bias_reduced_step(x, g_b, g_o, g_e, g_i, 1.0 / oracle.pmf[level], eta, D, total)
+            previous = step_privacy(level, n, epsilon, delta)
+            t += 1
+            if not convex and rng.random() * (t + 1) < 1.0:  # keep x^t w.p. 1/(t+1)
+                chosen[:] = x
+            if verbose > 1 or (verbose and t % 1000 == 0):
+                print(f"[bias-reduced SGD] step {t}: N={level}, filter "
+                      f"eps={filt.epsilon_spent():.4g}/{filt.epsilon:.4g}")
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    out = total / (t + 1) if convex else chosen
+    return out, {"n_iter": t, "privacy": algorithm6_privacy(n, epsilon, delta, max_iter)}
+
+
+# ----------------------------------------------------------------------- boosting
+def noisy_min_runs(failure_prob):
+    """K = ⌈log₂(2/β)⌉ parallel runs of seed 002 Theorem 7.1."""
+    return max(1, math.ceil(math.log2(2.0 / float(failure_prob))))
+
+
+def boost_noisy_min(run, score, *, epsilon, delta, n_runs, sensitivity, rng):
+    """Seed 002 Algorithm 7: K runs at (ε/(K+1), δ/(K+1)), report-noisy-min choice.
+
+    Parameters
+    ----------
+    run : callable
+        ``run(epsilon, delta)`` → (x, info) of one run of Algorithm 6.
+    score : callable
+        ``score(x)`` → F_S(x) (convex) or ‖∇F_S(x)‖₂ (nonconvex), non-private.
+    epsilon, delta : float
+    n_runs : int
+        K.
+    sensitivity : float
+        Of the score: B/n (convex) or 2L/n (nonconvex).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    x, info, budget
+        The selected run's output and info, and the total: the K runs' guarantees plus
+        the ε/(K+1)-DP selection (:func:`~.private_selection.report_noisy_min`), by
+        basic composition, ≤ (ε, Kδ/(K+1)).
+    """
+    from .private_selection import report_noisy_min
+
+    K = int(n_runs)
+    runs = [run(epsilon / (K + 1), delta / (K + 1)) for _ in range(K)]
+    k = report_noisy_min([score(x) for x, _ in runs], sensitivity=sensitivity,
+                         epsilon=epsilon / (K + 1), rng=rng)
+    total = sum((info["privacy"] for _, info in runs), ApproxDP(epsilon / (K + 1), 0.0))
+    return runs[k][0], runs[k][1], total
+
+
+def boost_random_stopping(run, score, *, epsilon, delta, gamma, sensitivity, rng):
+    """Seed 000 Algorithm 5: runs at (ε/12, (δ/(4K))²) until a γ-coin stops them.
+
+    Each run is scored privately, F_S(x_k) or ‖∇F_S(x_k)‖₂ plus Laplace noise at ε/12
+    (λ = 12B/(nε) or 24L/(nε)); the best so far is returned when the coin falls (at
+    most K = ⌈ln(2/δ)/γ⌉ runs). Total by Liu and Talwar's Theorem 3.4 on the pair
+    (run, score): ≤ (ε, δ) when δ ≤ ε/10. The number of runs is not returned.
+
+    Returns
+    -------
+    x, info, budget
+    """
+    from .private_selection import (
+        noisy_score, random_stopping_budget, random_stopping_selection,
+        split_budget_for_random_stopping)
+
+    plan = split_budget_for_random_stopping(epsilon, delta, gamma=gamma)
+    runs = []
+
+    def draw_candidate(k):
+        x, info = run(plan["run_epsilon"], plan["run_delta"])
+        runs.append(info["privacy"])
+        return (x, info), noisy_score(score(x), sensitivity=sensitivity,
+                                      epsilon=plan["score_epsilon"], rng=rng)
+
+    (x, info), _, _ = random_stopping_selection(draw_candidate, gamma=gamma,
+                                                max_runs=plan["max_runs"], rng=rng)
+    # Every run has the same guarantee (same public parameters); pair it with its score.
+    pair = runs[0] + ApproxDP(plan["score_epsilon"], 0.0)
+    total = random_stopping_budget(pair, gamma=gamma, delta2=plan["delta2"])
+    return x, info, total

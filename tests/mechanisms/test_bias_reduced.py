@@ -1,0 +1,309 @@
+"""Bias-reduced gradient estimator and SGD (seed 002 Algorithms 5-7, seed 000 Alg. 5)."""
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import stats
+
+import skdpsparse.mechanisms.bias_reduced as br
+from skdpsparse import _kernels
+from skdpsparse._kernels.bias_reduced import (
+    bias_reduced_step, csr_gradient_rows, dense_gradient_rows)
+from skdpsparse._kernels.projections import project_l1_then_l2_nb
+from skdpsparse.accounting import ApproxDP
+from skdpsparse.mechanisms.bias_reduced import (
+    BiasReducedOracle, algorithm6_privacy, bias_reduced_sgd, boost_noisy_min,
+    boost_random_stopping, sample_tgeom, step_privacy, tgeom_max_level, tgeom_pmf)
+from skdpsparse.mechanisms.projection import bounded_mean, mean_noise, projection_mechanism
+
+
+# ----------------------------------------------------------------------- TGeom(M)
+def test_tgeom_is_definition_6_1():
+    assert [tgeom_max_level(n) for n in (2, 3, 4, 7, 8, 1000, 1024)] == [0, 0, 1, 1, 2, 8, 9]
+    for M in (0, 3, 12):
+        p = tgeom_pmf(M)
+        c_m = 1 / (2 * (1 - 2.0 ** -(M + 1)))
+        np.testing.assert_allclose(p, c_m / 2.0 ** np.arange(M + 1), rtol=1e-15)
+        assert p.sum() == pytest.approx(1.0, abs=1e-15) and 0.5 <= c_m <= 1  # Remark 6.2
+    with pytest.raises(ValueError, match="1 sample"):
+        tgeom_max_level(1)
+
+
+def test_tgeom_law_chi_square():
+    M, R = 9, 200_000
+    draws = sample_tgeom(M, np.random.default_rng(0), size=R)
+    counts = np.bincount(draws, minlength=M + 1)
+    assert counts.size == M + 1  # support {0..M}
+    expected = R * tgeom_pmf(M)
+    # Pool the sparse tail so that every expected count is ≥ 5.
+    obs = np.r_[counts[:7], counts[7:].sum()]
+    exp = np.r_[expected[:7], expected[7:].sum()]
+    assert stats.chisquare(obs, exp).pvalue > 1e-3
+
+
+# --------------------------------------------------------------------- accounting
+@pytest.mark.parametrize("n", [64, 1000, 100_000])
+@pytest.mark.parametrize("eps", [0.1, 1.0])
+def test_step_privacy_is_lemma_6_3(n, eps):
+    delta = 1e-6
+    for N in range(tgeom_max_level(n) + 1):
+        e_t, d_t = step_privacy(N, n, eps, delta)
+        factor = (3 * 2 ** (N + 1) + 1) / (16 * n)
+        assert e_t == pytest.approx(factor * eps, rel=1e-14)
+        assert d_t == pytest.approx(factor * delta, rel=1e-14)
+        # It bounds the exact amplification by subsampling it linearises.
+        q = 2 ** (N + 1) / n
+        exact = math.log1p(q * math.expm1(3 * eps / 32)) + math.log1p(math.expm1(eps / 32) / n)
+        assert exact <= e_t and e_t <= eps / 4 and d_t <= delta / 4
+
+
+def test_step_privacy_beyond_the_seeds_range_uses_the_exact_amplification():
+    n, eps = 1024, 20.0  # 3ε/32 > 1.2564: e^x − 1 ≤ 2x fails, the linearisation may too
+    for N in range(10):
+        q = 2 ** (N + 1) / n
+        e_t, _ = step_privacy(N, n, eps, 1e-6)
+        exact = math.log1p(q * math.expm1(3 * eps / 32)) + math.log1p(math.expm1(eps / 32) / n)
+        seed = (3 * 2 ** (N + 1) + 1) * eps / (16 * n)
+        assert e_t == pytest.approx(max(exact, seed), rel=1e-14) and e_t >= exact
+    # Small batches: the seed's number is below the true amplified ε, so it is not used.
+    assert step_privacy(0, n, eps, 1e-6)[0] > (3 * 2 + 1) * eps / (16 * n)
+
+
+@pytest.mark.parametrize("n, eps, delta", [(100, 1.0, 1e-6), (10_000, 0.5, 1e-8),
+                                           (5000, 8.0, 1e-5), (3, 1.0, 0.1)])
+def test_algorithm6_privacy_never_exceeds_the_request(n, eps, delta):
+    spent = algorithm6_privacy(n, eps, delta)
+    assert spent <= ApproxDP(0.75 * eps + 1e-12, 0.75 * delta)
+    capped = algorithm6_privacy(n, eps, delta, max_iter=3)
+    assert capped <= spent
+
+
+def _seed_stopping_time(levels, n, eps, delta):
+    """Algorithm 6's while loop written out: t ← −1; while the condition on
+    Σ_{s=0}^{t−1} holds, t ← t + 1. Returns the t at exit (the steps released)."""
+    a = [(3 * 2 ** (N + 1) + 1) / (16 * n) for N in levels]
+    t = -1
+    while True:
+        A2 = sum(x * x for x in a[:max(t, 0)])
+        A1 = sum(a[:max(t, 0)])
+        if not (math.sqrt(2 * math.log(4 / delta) * A2) + eps / 2 * A2 <= 0.5 and A1 <= 0.25):
+            return t
+        t += 1
+
+
+@pytest.mark.parametrize("n, eps, delta, seed", [(256, 1.0, 1e-6, 0), (256, 0.5, 1e-3, 1),
+                                                 (1000, 1.0, 1e-6, 2), (64, 1.0, 1e-9, 3)])
+def test_stopping_reproduces_the_while_condition(monkeypatch, n, eps, delta, seed):
+    levels = sample_tgeom(tgeom_max_level(n), np.random.default_rng(seed), size=10 * n)
+    it = iter(levels.tolist())
+    monkeypatch.setattr(BiasReducedOracle, "draw_level", lambda self: next(it))
+    Z = np.random.default_rng(seed).normal(size=(n, 3)) / 3
+
+    x, info = bias_reduced_sgd(lambda rows, x: Z[rows], n, 3, epsilon=eps, delta=delta,
+                               norm_bound=1.0, sparsity=3, learning_rate=0.1,
+                               rng=np.random.default_rng(seed), radius=1.0)
+    T = _seed_stopping_time(levels, n, eps, delta)
+    assert info["n_iter"] == T > 0
+    assert info["privacy"] <= ApproxDP(eps, delta)
+
+
+def test_iteration_cap():
+    Z = np.ones((256, 2)) / 2
+    _, info = bias_reduced_sgd(lambda rows, x: Z[rows], 256, 2, epsilon=1.0, delta=1e-6,
+                               norm_bound=1.0, sparsity=2, learning_rate=0.1,
+                               rng=np.random.default_rng(0), max_iter=3)
+    assert info["n_iter"] == 3
+    assert info["privacy"] == algorithm6_privacy(256, 1.0, 1e-6, max_iter=3)
+
+
+# ------------------------------------------------------------------- Algorithm 5
+def _fixed_rows(n=64, d=16, seed=0):
+    """n 2-sparse unit rows sharing a mean direction (coordinates 0 and 1)."""
+    rng = np.random.default_rng(seed)
+    rows = np.zeros((n, d))
+    rows[np.arange(n), rng.integers(0, 2, n)] = 0.8
+    rows[np.arange(n), 2 + rng.integers(0, d - 2, n)] = 0.6 * rng.choice([-1, 1], n)
+    return rows
+
+
+def _projection_draws(means, m, eps, delta, rng):
+    """Rows: one draw each of :func:`projection_mechanism` on that row's mean of m
+    rows (L = 1, s = 2), its noise scale computed once (it is a root find)."""
+    kind, sigma, _ = mean_noise(m, epsilon=eps, delta=delta, norm_bound=1.0, sparsity=2)
+    out = means + sigma * rng.standard_normal(means.shape)
+    for row in out:
+        _kernels.project_l2_ball(_kernels.project_l1_ball(row, math.sqrt(2), out=row), 1.0,
+                                 out=row)
+    return out
+
+
+def test_unbiased_for_the_full_batch_projection_mechanism():
+    """Lemma 6.4: E𝒢(x) telescopes to E[projection mechanism on 2^{M+1} rows]; with
+    n = 64 = 2^{M+1} that is the full batch. Monte-Carlo means are compared within
+    4.5 standard errors per coordinate, while the plain mechanism on a batch of 2
+    rows (what a naive private SGD step uses) is visibly biased."""
+    n, d, eps, delta, R = 64, 16, 8.0, 1e-3, 20_000
+    Z = _fixed_rows(n, d)
+    grad = Z.mean(axis=0)  # ∇F_S(x) for these per-example gradients (x fixed)
+    oracle = BiasReducedOracle(lambda rows, x: Z[rows], n, d, epsilon=eps, delta=delta,
+                               norm_bound=1.0, sparsity=2, rng=np.random.default_rng(0))
+    G = np.array([oracle(None) for _ in range(R)])
+    rng = np.random.default_rng(1)
+    full = _projection_draws(np.tile(grad, (R, 1)), n, eps / 4, delta / 4, rng)
+    pairs = rng.integers(0, n, size=(R, 2))
+    small = _projection_draws(Z[pairs].mean(axis=1), 2, eps / 4, delta / 4, rng)
+
+    se = np.sqrt(G.var(axis=0) / R + full.var(axis=0) / R)
+    assert np.max(np.abs(G.mean(axis=0) - full.mean(axis=0)) / se) < 4.5
+    se_small = np.sqrt(small.var(axis=0) / R)
+    bias_small = small.mean(axis=0) - grad
+    assert np.max(np.abs(bias_small) / se_small) > 20  # visible
+    assert np.linalg.norm(bias_small) > 0.3
+    # 𝒢 is much closer to ∇F than the plain small-batch mechanism.
+    assert np.linalg.norm(G.mean(axis=0) - grad) < np.linalg.norm(bias_small) / 3
+
+
+def test_projection_path_is_the_projection_mechanism():
+    Z = _fixed_rows(64, 40)
+    oracle = BiasReducedOracle(lambda rows, x: Z[rows], 64, 40, epsilon=2.0, delta=1e-5,
+                               norm_bound=1.0, sparsity=2, rng=np.random.default_rng(0))
+    mean = bounded_mean(Z[:8], 1.0, 2)
+    ours = oracle._projection(mean, 8, np.random.default_rng(5))
+    ref, _ = projection_mechanism(mean, 8, epsilon=0.5, delta=2.5e-6, norm_bound=1.0,
+                                  sparsity=2, rng=np.random.default_rng(5))
+    np.testing.assert_array_equal(ours, ref)
+
+
+def _oracle(Z, rng_seed, **kw):
+    n, d = Z.shape
+    return BiasReducedOracle(lambda rows, x: Z[rows], n, d, epsilon=4.0, delta=1e-5,
+                             norm_bound=1.0, sparsity=2, rng=np.random.default_rng(rng_seed),
+                             **kw)
+
+
+def test_sparse_rows_match_dense_rows_and_threads_do_not_change_results(monkeypatch):
+    Z = _fixed_rows(128, 300)
+    Zs = sp.csr_matrix(Z)
+
+    def csr_rows(rows, x):
+        sub = Zs[rows]
+        return sub.indptr.astype(np.int64), sub.indices, sub.data
+
+    dense = _oracle(Z, 3)
+    sparse = BiasReducedOracle(csr_rows, 128, 300, epsilon=4.0, delta=1e-5, norm_bound=1.0,
+                               sparsity=2, rng=np.random.default_rng(3))
+    for level in (0, 2, 5):
+        np.testing.assert_allclose(sparse(None, level), dense(None, level), atol=1e-12)
+    monkeypatch.setattr(br, "_THREADED_MIN_DIM", 1)
+    serial, threaded = (BiasReducedOracle(csr_rows, 128, 300, epsilon=4.0, delta=1e-5,
+                                          norm_bound=1.0, sparsity=2,
+                                          rng=np.random.default_rng(7), n_threads=k)
+                        for k in (1, 2))
+    assert threaded.n_threads == 2
+    with ThreadPoolExecutor(2) as pool:
+        for level in (0, 3, 6):
+            a, b = serial.estimates(None, level), threaded.estimates(None, level, pool)
+            for u, v in zip(a, b):
+                np.testing.assert_array_equal(u, v)
+    # The shared buffers are left zeroed.
+    assert all(not buf.any() for buf in sparse._buffers)
+
+
+def test_l1_recovery_mechanism_runs():
+    Z = _fixed_rows(64, 64)
+    oracle = _oracle(Z, 0, mechanism="l1_recovery", mechanism_options={"max_iter": 50})
+    g = oracle(None, 2)
+    assert g.shape == (64,) and np.all(np.isfinite(g))
+
+
+def test_invalid_oracle_arguments():
+    Z = _fixed_rows(8, 4)
+    with pytest.raises(ValueError, match="mechanism"):
+        _oracle(Z, 0, mechanism="laplace")
+    with pytest.raises(ValueError, match="delta > 0"):
+        BiasReducedOracle(lambda r, x: Z[r], 8, 4, epsilon=1.0, delta=0.0, norm_bound=1.0,
+                          sparsity=2, rng=np.random.default_rng(0))
+
+
+# ----------------------------------------------------------------------- kernels
+def test_gradient_rows_kernels_match_numpy():
+    rng = np.random.default_rng(0)
+    X = sp.random(50, 30, density=0.2, format="csr", random_state=0)
+    y = rng.choice([-1.0, 1.0], 50)
+    w = rng.normal(size=30)
+    rows = np.array([3, 7, 7, 0, 49])
+    z = X[rows] @ w
+    der = -y[rows] / (1 + np.exp(y[rows] * z))  # logistic ℓ'
+    expected = sp.diags(der) @ X[rows]
+    indptr, indices, data = csr_gradient_rows(X.indptr, X.indices, X.data, y, w,
+                                              _kernels.LOGISTIC, 0.0, rows)
+    got = sp.csr_matrix((data, indices, indptr), shape=(5, 30))
+    np.testing.assert_allclose(got.toarray(), expected.toarray(), rtol=1e-12)
+    np.testing.assert_array_equal(indices, X[rows].indices)  # same pattern: sparse kept
+    dense = dense_gradient_rows(X.toarray(), y, w, _kernels.LOGISTIC, 0.0, rows)
+    np.testing.assert_allclose(dense, expected.toarray(), rtol=1e-12)
+
+
+def test_step_kernel_matches_numpy():
+    rng = np.random.default_rng(1)
+    g = [rng.normal(size=20) for _ in range(4)]
+    for radius in (0.5, np.inf):
+        x, total = rng.normal(size=20), np.zeros(20)
+        ref = x - 0.3 * ((g[0] - 0.5 * (g[1] + g[2])) * 4.0 + g[3])
+        ref *= min(1.0, radius / np.linalg.norm(ref))
+        bias_reduced_step(x, *g, 4.0, 0.3, radius, total)
+        np.testing.assert_allclose(x, ref, rtol=1e-13)
+        np.testing.assert_allclose(total, ref, rtol=1e-13)
+
+
+def test_projection_kernel_matches_the_two_projections():
+    v = np.random.default_rng(2).normal(size=1000)
+    ref = _kernels.project_l2_ball(_kernels.project_l1_ball(v, 3.0), 1.0)
+    np.testing.assert_array_equal(project_l1_then_l2_nb(v.copy(), 3.0, 1.0), ref)
+    small = np.full(4, 0.1)  # inside both balls: unchanged
+    np.testing.assert_array_equal(project_l1_then_l2_nb(small.copy(), 3.0, 1.0), small)
+
+
+# ---------------------------------------------------------------------- boosting
+def _stub_runs(scores, n=1000):
+    calls = []
+
+    def run(eps, delta):
+        k = len(calls)
+        calls.append((eps, delta))
+        return np.array([float(k)]), {"n_iter": 10 + k,
+                                      "privacy": algorithm6_privacy(n, eps, delta)}
+
+    def score(x):
+        return scores[int(x[0]) % len(scores)]
+
+    return run, score, calls
+
+
+def test_noisy_min_boosting_runs_k_times_and_selects_the_best():
+    run, score, calls = _stub_runs([0.9, 0.5, 0.1, 0.7])
+    x, info, total = boost_noisy_min(run, score, epsilon=1.0, delta=1e-6, n_runs=4,
+                                     sensitivity=1e-4, rng=np.random.default_rng(0))
+    assert x[0] == 2 and info["n_iter"] == 12
+    assert calls == [(0.2, 2e-7)] * 4  # (ε/(K+1), δ/(K+1))
+    expected = algorithm6_privacy(1000, 0.2, 2e-7) * 4 + ApproxDP(0.2, 0.0)
+    assert total.epsilon == pytest.approx(expected.epsilon)
+    assert total <= ApproxDP(1.0, 1e-6)
+
+
+def test_random_stopping_boosting_selects_the_best_drawn_within_budget():
+    scores = [0.5, 0.4, 0.45, 0.05, 0.3] * 100
+    run, score, calls = _stub_runs(scores)
+    x, info, total = boost_random_stopping(run, score, epsilon=1.0, delta=1e-6, gamma=0.25,
+                                           sensitivity=1e-6, rng=np.random.default_rng(4))
+    drawn = [scores[k] for k in range(len(calls))]
+    assert score(x) == min(drawn)
+    eps_run, delta_run = calls[0]
+    assert eps_run == pytest.approx(1.0 / 12) and all(c == calls[0] for c in calls)
+    assert total <= ApproxDP(1.0, 1e-6)
+    with pytest.raises(ValueError, match="epsilon/10"):
+        boost_random_stopping(run, score, epsilon=1e-6, delta=1e-6, gamma=0.5,
+                              sensitivity=1.0, rng=np.random.default_rng(0))
