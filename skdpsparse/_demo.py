@@ -158,6 +158,38 @@ def demo_output_perturbation():
           f"{'tau=' + format(clf.tau_, '.2g'):>7} {clf.score(Z[1500:], t[1500:]):>8.3f}")
 
 
+def demo_bias_reduced_sgd():
+    """DPBiasReducedSGDClassifier / Regressor (seed 002, Algorithms 5-7)."""
+    from sklearn.linear_model import LogisticRegression
+
+    from .datasets import make_sparse_classification
+    from .linear_model import DPBiasReducedSGDClassifier, DPOutputPerturbationClassifier
+
+    n, d, s = 50_000, 200, 2
+    X, y, _ = make_sparse_classification(n + 10_000, d, s, separation=8.0, random_state=0)
+    X_train, y_train, X_test, y_test = X[:n], y[:n], X[n:], y[n:]
+    _section(f"DPBiasReducedSGDClassifier: n={n}, d={d}, s={s} nonzeros per row (CSR)")
+    baseline = LogisticRegression().fit(X_train, y_train).score(X_test, y_test)
+    print(f"non-private logistic regression: accuracy {baseline:.3f}")
+    print(f"{'estimator':<44} {'privacy spent':<26} {'steps':>6} {'accuracy':>8}")
+    for eps in (1.0, 10.0):
+        for label, model in [
+                ("bias-reduced SGD", DPBiasReducedSGDClassifier(
+                    epsilon=eps, sparsity=s, classes=[0, 1], random_state=0)),
+                ("bias-reduced SGD, boosted (noisy min)", DPBiasReducedSGDClassifier(
+                    epsilon=eps, sparsity=s, boosting="noisy_min", n_runs=3,
+                    classes=[0, 1], random_state=0)),
+                ("output perturbation (reference)", DPOutputPerturbationClassifier(
+                    epsilon=eps, sparsity=s, classes=[0, 1], random_state=0))]:
+            model.fit(X_train, y_train)
+            steps = getattr(model, "n_iter_", "")
+            print(f"{label + f' eps={eps:g}':<44} {str(model.privacy_spent_):<26} "
+                  f"{steps:>6} {model.score(X_test, y_test):>8.3f}")
+    print("At this n the bias-reduced oracle's second moment (Lemma 6.4: each of its four "
+          "means runs at eps/32 and is scaled by 1/p_N) drowns the gradient: accuracy "
+          "stays near chance; its filter stops at about 62 % of the budget (Lemma 6.3).")
+
+
 def demo_private_regressors_and_selection():
     """The private linear regressors on one task, and private parameter selection."""
     from sklearn.linear_model import Ridge
@@ -189,7 +221,7 @@ def demo_private_regressors_and_selection():
 
 
 DEMOS = [demo_sparse_mean, demo_heavy_tailed_mean, demo_heavy_tailed_regression,
-         demo_cyclic_sgd, demo_noisy_sgd, demo_output_perturbation,
+         demo_cyclic_sgd, demo_noisy_sgd, demo_output_perturbation, demo_bias_reduced_sgd,
          demo_private_regressors_and_selection]
 
 

@@ -16,6 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skdpsparse.linear_model import (
+    DPBiasReducedSGDClassifier,
+    DPBiasReducedSGDRegressor,
     DPCyclicSGD,
     DPHeavyTailedRegressor,
     DPNoisySGDClassifier,
@@ -59,6 +61,13 @@ ESTIMATORS = [
      "classification", "coef_"),
     ("output_perturbation_regressor_pure",
      lambda: DPOutputPerturbationRegressor(loss="huber", delta=0, random_state=0),
+     "regression", "coef_"),
+    ("bias_reduced_sgd_classifier",
+     lambda: DPBiasReducedSGDClassifier(classes=[0, 1], random_state=0),
+     "classification", "coef_"),
+    ("bias_reduced_sgd_regressor_boosted",
+     lambda: DPBiasReducedSGDRegressor(loss="squared", boosting="noisy_min", n_runs=2,
+                                       random_state=0),
      "regression", "coef_"),
 ]
 IDS = [e[0] for e in ESTIMATORS]

@@ -1,0 +1,503 @@
+"""Linear models by bias-reduced private SGD with sparse gradients (seed 002, §6-7)."""
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils import ClassifierTags
+from sklearn.utils.validation import check_is_fitted
+
+from .. import _kernels
+from ..ledger import charge_budget
+from ._base import declared_binary_classes
+from ..mechanisms.bias_reduced import (
+    MECHANISMS,
+    bias_reduced_sgd,
+    boost_noisy_min,
+    boost_random_stopping,
+    linear_gradient_rows,
+    linear_objective,
+    noisy_min_runs,
+    theorem_learning_rate,
+)
+from ..utils import InstanceOf, Interval, Options, check_generator, validate_params
+from ..utils._data import check_fit_input, check_supervised_input
+
+_POSITIVE = Interval("real", 0, None, closed="neither")
+# max |ℓ''| of the sigmoid loss 1/(1 + e^t): attained where σ(t) = 1/2 ± 1/(2√3).
+_SIGMOID_CURVATURE = 1.0 / (6.0 * math.sqrt(3.0))
+
+_COMMON_CONSTRAINTS = {
+    "epsilon": [_POSITIVE],
+    "delta": [Interval("real", 0, 1, closed="neither")],
+    "mechanism": [Options(*MECHANISMS)],
+    "boosting": [Options("noisy_min", "random_stopping"), None],
+    "n_runs": [Options("auto"), Interval("integer", 1, None, closed="left")],
+    "failure_prob": [Interval("real", 0, 1, closed="neither")],
+    "learning_rate": [Options("auto"), _POSITIVE],
+    "radius": [_POSITIVE, None],
+    "fit_intercept": [InstanceOf(bool, np.bool_, description="bool")],
+    "intercept_scaling": [_POSITIVE],
+    "norm_bound": [_POSITIVE],
+    "sparsity": [Interval("integer", 1, None, closed="left"), None],
+    "max_iter": [Interval("integer", 1, None, closed="left"), None],
+    "calibration": [Options("analytic", "classic")],
+    "verbose": [Interval("integer", 0, None, closed="left"),
+                InstanceOf(bool, np.bool_, description="bool")],
+    # random_state is validated by check_generator.
+}
+
+_SHARED_DOC = """epsilon : float, default=1.0
+        ε > 0. Lemma 6.3's per-step bound is the seed's for ε ≤ 13.4 (see
+        :func:`~skdpsparse.mechanisms.bias_reduced.step_privacy`).
+    delta : float, default=1e-6
+        δ in (0, 1); the filter needs δ > 0. Lemma 6.5 (how long the run lasts)
+        assumes δ < 1/n²; ``boosting="random_stopping"`` needs δ ≤ ε/10.
+    mechanism : {"projection", "l1_recovery"}, default="projection"
+        The private mean inside Algorithm 5: the projection mechanism (seed 002,
+        Algorithm 1) or Gaussian ℓ1-recovery (Algorithm 2, the choice of seed 000's
+        version; much slower: a basis pursuit per mean).
+    boosting : {None, "noisy_min", "random_stopping"}, default=None
+        ``None``: one run of Algorithm 6 at (ε, δ). ``"noisy_min"``: seed 002
+        Algorithm 7, K runs at (ε/(K+1), δ/(K+1)) and report-noisy-min on F_S (convex
+        losses; sensitivity B/n, needs ``radius``) or ‖∇F_S‖₂ (sigmoid; 2L/n).
+        ``"random_stopping"``: seed 000 Algorithm 5 (runs at (ε/12, (δ/(4K))²), Liu
+        and Talwar's random stopping with γ from ``failure_prob``).
+    n_runs : "auto" or int, default="auto"
+        K of ``"noisy_min"``; "auto": ⌈log₂(2/β)⌉ (Theorem 7.1).
+    failure_prob : float, default=0.1
+        β of the boosting theorems (K, or γ = min{1/2, β/2} for random stopping).
+    learning_rate : "auto" or float, default="auto"
+        η. "auto": Theorem 6.7 (convex, η = D/(ν√τ), needs ``radius``) or 6.8
+        (sigmoid, η = √(Γ/(Hτν²)) with Γ = 1/2, the loss at 0 being 1/2 and ≥ 0),
+        absolute constants 1 (:func:`~skdpsparse.mechanisms.bias_reduced.
+        theorem_learning_rate`), from the run's own budget.
+    radius : float or None, default=10.0
+        D: iterates are projected onto {‖θ‖₂ ≤ D} (θ = (w, b/c)); ``None`` for ℝᵖ.
+    fit_intercept : bool, default=True
+        The intercept is the coefficient of a constant feature c; it counts in the
+        gradient bounds (ℓ2 √(R² + c²), ℓ1 √s·R + c).
+    intercept_scaling : float, default=1.0
+        c.
+    norm_bound : float, default=1.0
+        R: rows are scaled into {‖x‖₂ ≤ R, ‖x‖₁ ≤ √s·R} (never dropped), in ``fit``
+        and in ``predict``. The gradient rows ℓ'·(x, c) then have ℓ2 norm ≤ L =
+        sup|ℓ'|·√(R² + c²) and ℓ1 norm ≤ L√s′ with s′ = ((√s R + c)/√(R² + c²))²
+        ≤ s + 1: the L and s of the mean mechanisms.
+    sparsity : int or None, default=None
+        s (nonzeros per row); ``None``: s = n_features.
+    max_iter : int or None, default=None
+        Optional cap on the number of steps of a run (the filter decides otherwise;
+        stopping earlier never costs more, and may cost less: ``privacy_spent_``).
+    calibration : {"analytic", "classic"}, default="analytic"
+        Gaussian noise of the means: analytic Gaussian mechanism or the seed's
+        σ = Δ₂√(2 ln(1.25/δ))/ε.
+    verbose : int, default=0
+        Progress of the steps (step count, N_t and the filter's state: nothing
+        data-dependent). Silent with ``boosting="random_stopping"``, whose number of
+        runs must stay hidden.
+    random_state : None, int or numpy.random.Generator, default=None
+        ``None`` draws fresh noise; a fixed seed makes the noise known to whoever knows
+        the seed: for tests and reports only."""
+
+_SHARED_ATTRS = """n_iter_ : int
+        The number of steps of the (selected) run, Algorithm 6's stopping time: the
+        output is built from x⁰..x^{n_iter_} (T + 1 steps in eq. (8)'s notation, where
+        T is the first step whose inclusion exceeds the filter).
+    learning_rate_ : float
+        η of the (selected) run.
+    privacy_spent_ : ApproxDP
+        One run: the filter's budget (ε/2, δ/2) plus the one step it may overshoot
+        by (Lemma 6.3), never above (ε, δ). ``"noisy_min"``: the runs' guarantees plus
+        the selection's ε/(K+1). ``"random_stopping"``: Liu-Talwar Thm 3.4's total.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when ``X`` has string feature names."""
+
+
+class _BaseBiasReducedSGD(BaseEstimator):
+    """Shared fit: bounds, learning rate, runs and boosting; subclasses give the loss."""
+
+    def _bounded(self, X):
+        """Rows scaled into {‖x‖₂ ≤ R, ‖x‖₁ ≤ √s R} (sparse stays sparse; a copy)."""
+        R = float(self.norm_bound)
+        s = X.shape[1] if self.sparsity is None else min(int(self.sparsity), X.shape[1])
+        l1 = math.sqrt(s) * R
+        if sp.issparse(X):
+            scales = _kernels.csr_bounding_scales(X.indptr, X.data, R, l1)
+            data = _kernels.csr_scale_rows(X.indptr, X.data, scales)
+            return sp.csr_matrix((data, X.indices.copy(), X.indptr.copy()), shape=X.shape), s
+        X = np.asarray(X)
+        return _kernels.dense_scale_rows(X, _kernels.dense_bounding_scales(X, R, l1)), s
+
+    def _fit_linear(self, X, targets, code, param, deriv_bound, loss_range, convex):
+        """Run the private fit; return (theta, n_iter, learning_rate, budget). Sets nothing."""
+        n, d = X.shape
+        X, s = self._bounded(X)
+        c = float(self.intercept_scaling) if self.fit_intercept else 0.0
+        if c > 0:
+            ones = np.full((n, 1), c, dtype=X.dtype)
+            X = sp.hstack([X, ones], format="csr") if sp.issparse(X) else np.hstack([X, ones])
+        R = float(self.norm_bound)
+        feat_l2 = math.hypot(R, c)
+        L = deriv_bound * feat_l2                              # ‖ℓ'(x, c)‖₂ ≤ L
+        s_grad = ((math.sqrt(s) * R + c) / feat_l2) ** 2       # ‖ℓ'(x, c)‖₁ ≤ L√s′
+        D = None if self.radius is None else float(self.radius)
+        rng = check_generator(self.random_state)
+        rows = linear_gradient_rows(X, targets, code, param)
+        p = X.shape[1]
+        # Progress per run would reveal random stopping's number of runs.
+        verbose = 0 if self.boosting == "random_stopping" else int(self.verbose)
+
+        def eta_for(eps, delta):
+            if self.learning_rate != "auto":
+                return float(self.learning_rate)
+            return theorem_learning_rate(
+                n, p, epsilon=eps, delta=delta, gradient_bound=L, sparsity=s_grad,
+                convex=convex, radius=D, smoothness=_SIGMOID_CURVATURE * feat_l2**2,
+                suboptimality=0.5)
+
+        def run(eps, delta):
+            eta = eta_for(eps, delta)
+            theta, info = bias_reduced_sgd(
+                rows, n, p, epsilon=eps, delta=delta, norm_bound=L, sparsity=s_grad,
+                learning_rate=eta, rng=rng, radius=D, convex=convex,
+                mechanism=self.mechanism, calibration=self.calibration,
+                max_iter=self.max_iter, verbose=verbose)
+            info["learning_rate"] = eta
+            return theta, info
+
+        eps, delta = float(self.epsilon), float(self.delta)
+        if self.boosting is None:
+            theta, info = run(eps, delta)
+            budget = info["privacy"]
+        else:
+            if convex:
+                if D is None:
+                    raise ValueError("boosting with a convex loss scores F_S, whose "
+                                     "sensitivity B/n needs a bounded domain: set radius.")
+                sensitivity = loss_range(D * feat_l2) / n   # seed 002 Thm 7.1: B/n
+
+                def score(theta):
+                    return linear_objective(X, targets, code, param, theta)[0]
+            else:
+                sensitivity = 2.0 * L / n                   # ‖∇F_S‖₂ moves by ≤ 2L/n
+
+                def score(theta):
+                    return float(np.linalg.norm(linear_objective(X, targets, code, param,
+                                                                 theta)[1]))
+            if self.boosting == "noisy_min":
+                K = noisy_min_runs(self.failure_prob) if self.n_runs == "auto" \
+                    else int(self.n_runs)
+                theta, info, budget = boost_noisy_min(
+                    run, score, epsilon=eps, delta=delta, n_runs=K, sensitivity=sensitivity,
+                    rng=rng)
+            else:
+                from ..mechanisms.private_selection import gamma_for_failure_prob
+
+                theta, info, budget = boost_random_stopping(
+                    run, score, epsilon=eps, delta=delta,
+                    gamma=gamma_for_failure_prob(float(self.failure_prob)),
+                    sensitivity=sensitivity, rng=rng)
+        coef, intercept = theta[:d], (c * theta[d] if c > 0 else 0.0)
+        return coef, float(intercept), info, budget
+
+    def _store(self, info, budget):
+        charge_budget(self, budget)  # may refuse: nothing is set before this line
+        self.n_iter_ = int(info["n_iter"])
+        self.learning_rate_ = float(info["learning_rate"])
+        self.privacy_spent_ = budget
+
+    def _margins(self, X):
+        check_is_fitted(self)
+        X, _ = self._bounded(check_fit_input(self, X, reset=False))
+        return np.asarray(X @ self.coef_.ravel(), dtype=np.float64) + float(
+            np.ravel(self.intercept_)[0])
+
+    @staticmethod
+    def _check_n(n):
+        if n < 2:
+            raise ValueError(f"the bias-reduced SGD needs n_samples >= 2; got {n} sample.")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class DPBiasReducedSGDClassifier(ClassifierMixin, _BaseBiasReducedSGD):
+    __doc__ = """Binary linear classifier by bias-reduced private SGD (seed 002, §6-7).
+
+    Ghazi, Guzmán, Kamath, Kumar and Manurangsi, "Differentially Private Optimization
+    with Sparse Gradients": projected SGD whose gradient is the subsampled
+    bias-reduced estimator of Algorithm 5 (four private sparse means on a batch of
+    random size 2^{N+1}, N ~ TGeom(⌊log₂ n⌋ − 1), its halves and one example),
+    stopped by a fully adaptive composition filter (Algorithm 6, Lemma 6.3), with
+    optional boosting of the confidence (seed 002 Algorithm 7 or seed 000
+    Algorithm 5). Per-example gradients ℓ'·(x, c) of s-sparse rows are (s+1)-sparse
+    and are kept sparse. Mechanisms in :mod:`skdpsparse.mechanisms.bias_reduced`.
+
+    Privacy unit: one row (x, y), replacement neighbours, n public. The algorithm's
+    constants are large (each mean runs at ε/32): it needs a large n·ε, or a
+    strong gradient signal, to beat chance.
+
+    Parameters
+    ----------
+    loss : {"logistic", "smoothed_hinge", "sigmoid"}, default="logistic"
+        |ℓ'| ≤ 1, 1 and 1/4. "sigmoid" (1/(1 + e^{yz})) is smooth and nonconvex: the
+        output is a uniformly random iterate and boosting scores ‖∇F_S‖₂.
+    smoothing : float, default=1.0
+        Width h of the smoothed hinge.
+    classes : array-like of 2 labels or None, default=None
+        Declared labels; ``None`` reads them from ``y``, which reveals them (a
+        :class:`~skdpsparse.exceptions.PrivacyLeakWarning` says so). Labels other
+        than ``classes[1]`` count as ``classes[0]``.
+    {shared}
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+    coef_ : ndarray of shape (1, n_features)
+    intercept_ : ndarray of shape (1,)
+    {attrs}
+
+    Examples
+    --------
+    >>> from skdpsparse.accounting import ApproxDP
+    >>> from skdpsparse.datasets import make_sparse_classification
+    >>> from skdpsparse.linear_model import DPBiasReducedSGDClassifier
+    >>> X, y, _ = make_sparse_classification(2000, 500, 8, random_state=0)
+    >>> clf = DPBiasReducedSGDClassifier(sparsity=8, classes=[0, 1],
+    ...                                  random_state=0).fit(X, y)
+    >>> clf.coef_.shape, clf.n_iter_ > 0, clf.privacy_spent_ <= ApproxDP(1.0, 1e-6)
+    ((1, 500), True, True)
+    """.replace("{shared}", _SHARED_DOC).replace("{attrs}", _SHARED_ATTRS)
+
+    _parameter_constraints = {
+        **_COMMON_CONSTRAINTS,
+        "loss": [Options("logistic", "smoothed_hinge", "sigmoid")],
+        "smoothing": [_POSITIVE],
+        "classes": [InstanceOf(list, tuple, np.ndarray, description="array-like"), None],
+    }
+
+    def __init__(self, loss="logistic", *, epsilon=1.0, delta=1e-6, mechanism="projection",
+                 boosting=None, n_runs="auto", failure_prob=0.1, learning_rate="auto",
+                 radius=10.0, fit_intercept=True, intercept_scaling=1.0, norm_bound=1.0,
+                 sparsity=None, smoothing=1.0, classes=None, max_iter=None,
+                 calibration="analytic", verbose=0, random_state=None):
+        self.loss = loss
+        self.epsilon = epsilon
+        self.delta = delta
+        self.mechanism = mechanism
+        self.boosting = boosting
+        self.n_runs = n_runs
+        self.failure_prob = failure_prob
+        self.learning_rate = learning_rate
+        self.radius = radius
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.norm_bound = norm_bound
+        self.sparsity = sparsity
+        self.smoothing = smoothing
+        self.classes = classes
+        self.max_iter = max_iter
+        self.calibration = calibration
+        self.verbose = verbose
+        self.random_state = random_state
+
+    def _binary_targets(self, y):
+        classes = declared_binary_classes(self, y)
+        return classes, np.where(y == classes[1], 1.0, -1.0)
+
+    def fit(self, X, y):
+        """Fit the private binary classifier.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Sparse input stays sparse (CSR).
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self : DPBiasReducedSGDClassifier
+        """
+        validate_params(self, self._parameter_constraints)
+        X, y = check_supervised_input(self, X, y)
+        classes, targets = self._binary_targets(y)
+        self._check_n(X.shape[0])
+        code = _kernels.LOSS_CODES[self.loss]
+        param = float(self.smoothing) if self.loss == "smoothed_hinge" else 0.0
+        deriv_bound = 0.25 if self.loss == "sigmoid" else 1.0
+
+        def loss_range(a):  # ℓ is decreasing in the signed margin t ∈ [−a, a]
+            return _kernels.loss_value(code, -a, 1.0, param) - _kernels.loss_value(
+                code, a, 1.0, param)
+
+        coef, intercept, info, budget = self._fit_linear(
+            X, targets, code, param, deriv_bound, loss_range, convex=self.loss != "sigmoid")
+        self._store(info, budget)
+        self.classes_ = classes
+        self.coef_ = coef[None, :]
+        self.intercept_ = np.array([intercept])
+        return self
+
+    def decision_function(self, X):
+        """Margins ⟨w, x̄⟩ + b of the bounded rows x̄ (as in ``fit``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        return self._margins(X)
+
+    def predict(self, X):
+        """Predicted labels: ``classes_[1]`` where the margin is positive.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        scores = self.decision_function(X)  # checks that the model is fitted
+        return self.classes_[(scores > 0).astype(np.intp)]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags = ClassifierTags(multi_class=False, poor_score=True)
+        return tags
+
+
+class DPBiasReducedSGDRegressor(RegressorMixin, _BaseBiasReducedSGD):
+    __doc__ = """Linear regression by bias-reduced private SGD (seed 002, §6-7).
+
+    The estimator of :class:`DPBiasReducedSGDClassifier` for the Huber and the
+    squared loss. Targets are clipped to [−Y, Y] (``label_bound``). The squared loss
+    needs a bounded domain: its derivative z − y is bounded by D·√(R² + c²) + Y only
+    on the ball of radius D, so ``radius`` is required.
+
+    Parameters
+    ----------
+    loss : {"huber", "squared"}, default="huber"
+        Huber with threshold κ (|ℓ'| ≤ κ) or ½(z − y)² (|ℓ'| ≤ D√(R² + c²) + Y).
+    huber_threshold : float, default=1.0
+        κ.
+    label_bound : float, default=1.0
+        Y.
+    {shared}
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+    intercept_ : float
+    {attrs}
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdpsparse.linear_model import DPBiasReducedSGDRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(2000, 5)) / np.sqrt(5)
+    >>> y = np.clip(X @ np.ones(5) / 2, -1, 1)
+    >>> reg = DPBiasReducedSGDRegressor(radius=2.0, random_state=0).fit(X, y)
+    >>> reg.coef_.shape
+    (5,)
+    """.replace("{shared}", _SHARED_DOC).replace("{attrs}", _SHARED_ATTRS)
+
+    _parameter_constraints = {
+        **_COMMON_CONSTRAINTS,
+        "loss": [Options("huber", "squared")],
+        "huber_threshold": [_POSITIVE],
+        "label_bound": [_POSITIVE],
+    }
+
+    def __init__(self, loss="huber", *, epsilon=1.0, delta=1e-6, mechanism="projection",
+                 boosting=None, n_runs="auto", failure_prob=0.1, learning_rate="auto",
+                 radius=10.0, fit_intercept=True, intercept_scaling=1.0, norm_bound=1.0,
+                 sparsity=None, huber_threshold=1.0, label_bound=1.0, max_iter=None,
+                 calibration="analytic", verbose=0, random_state=None):
+        self.loss = loss
+        self.epsilon = epsilon
+        self.delta = delta
+        self.mechanism = mechanism
+        self.boosting = boosting
+        self.n_runs = n_runs
+        self.failure_prob = failure_prob
+        self.learning_rate = learning_rate
+        self.radius = radius
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.norm_bound = norm_bound
+        self.sparsity = sparsity
+        self.huber_threshold = huber_threshold
+        self.label_bound = label_bound
+        self.max_iter = max_iter
+        self.calibration = calibration
+        self.verbose = verbose
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        """Fit the private linear regression.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Sparse input stays sparse (CSR).
+        y : array-like of shape (n_samples,)
+            Targets, clipped to [−label_bound, label_bound].
+
+        Returns
+        -------
+        self : DPBiasReducedSGDRegressor
+        """
+        validate_params(self, self._parameter_constraints)
+        X, y = check_supervised_input(self, X, y, y_numeric=True)
+        self._check_n(X.shape[0])
+        Y = float(self.label_bound)
+        targets = np.clip(np.asarray(y, dtype=np.float64), -Y, Y)
+        code = _kernels.LOSS_CODES[self.loss]
+        param = float(self.huber_threshold) if self.loss == "huber" else 0.0
+        if self.loss == "squared":
+            if self.radius is None:
+                raise ValueError("loss='squared' has unbounded gradients on R^d: set "
+                                 "radius (|z - y| <= D*sqrt(R^2 + c^2) + Y on the ball).")
+            c = float(self.intercept_scaling) if self.fit_intercept else 0.0
+            deriv_bound = float(self.radius) * math.hypot(float(self.norm_bound), c) + Y
+        else:
+            deriv_bound = param
+
+        def loss_range(a):  # residuals r = z − y lie in [−(a + Y), a + Y]; ℓ(0) = 0
+            return _kernels.loss_value(code, a + Y, 0.0, param)
+
+        coef, intercept, info, budget = self._fit_linear(
+            X, targets, code, param, deriv_bound, loss_range, convex=True)
+        self._store(info, budget)
+        self.coef_ = coef
+        self.intercept_ = intercept
+        return self
+
+    def predict(self, X):
+        """Predicted targets ⟨w, x̄⟩ + b on the bounded rows x̄ (as in ``fit``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        return self._margins(X)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.regressor_tags.poor_score = True  # noise by design
+        return tags
