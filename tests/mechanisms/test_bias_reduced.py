@@ -307,3 +307,53 @@ def test_random_stopping_boosting_selects_the_best_drawn_within_budget():
     with pytest.raises(ValueError, match="epsilon/10"):
         boost_random_stopping(run, score, epsilon=1e-6, delta=1e-6, gamma=0.5,
                               sensitivity=1.0, rng=np.random.default_rng(0))
+
+
+# ------------------------------------------------- Lemma 6.5 and Theorem 7.1 (seeded)
+def test_mean_stopping_time_within_lemma_6_5():
+    """Over 150 seeded runs of Algorithm 6 (n = 1000, δ = 1e-7 < 1/n², so the lemma
+    applies), the mean of eq. (8)'s T (= n_iter − 1: the run takes steps 0..T) lies in
+    [n²/((n+1) ln(4/δ)) − 1, 64n/(9 ln(4/δ))] = [56.1, 406.2], with 4 standard errors
+    of slack. (Simulated T has mean ≈ 139 here; the bounds are the lemma's.)"""
+    n, eps, delta = 1000, 1.0, 1e-7
+    Z = np.zeros((n, 1))
+    T = np.array([
+        bias_reduced_sgd(lambda rows, x: Z[rows], n, 1, epsilon=eps, delta=delta,
+                         norm_bound=1.0, sparsity=1, learning_rate=0.1,
+                         rng=np.random.default_rng(seed))[1]["n_iter"] - 1
+        for seed in range(150)])
+    lower = n * n / ((n + 1) * math.log(4 / delta)) - 1
+    upper = 64 * n / (9 * math.log(4 / delta))
+    se = T.std(ddof=1) / math.sqrt(T.size)
+    assert lower - 4 * se <= T.mean() <= upper + 4 * se, (T.mean(), se, lower, upper)
+
+
+def _coin_runs(rng, good=0.0, bad=1.0, n=1000):
+    """Runs that succeed (score ``good``) with probability 1/2, as Theorem 6.7 gives."""
+    def run(eps, delta):
+        x = np.array([good if rng.random() < 0.5 else bad])
+        return x, {"n_iter": 1, "privacy": algorithm6_privacy(n, eps, delta)}
+    return run, lambda x: float(x[0])
+
+
+def test_noisy_min_boosting_success_rises_with_k_as_theorem_7_1():
+    """Theorem 7.1's argument: with K independent runs that each succeed w.p. ≥ 1/2 and
+    Laplace(λ) selection noise, λ = Δ(K+1)/ε, P[success] ≥ 1 − 2^{−K} − 2K e^{−γ/λ} for
+    a score gap of 2γ (here gap 1, γ = 1/2). 3000 seeded simulations per K: the rate
+    is above that bound (4 standard errors of slack) and increases with K."""
+    eps, sensitivity, sims = 1.0, 0.02, 3000
+    rates = []
+    for K in (1, 2, 3, 5):
+        rng = np.random.default_rng(K)
+        run, score = _coin_runs(rng)
+        wins = sum(
+            boost_noisy_min(run, score, epsilon=eps, delta=1e-6, n_runs=K,
+                            sensitivity=sensitivity, rng=rng)[0][0] == 0.0
+            for _ in range(sims))
+        rate = wins / sims
+        lam = sensitivity * (K + 1) / eps
+        bound = 1 - 2.0 ** -K - 2 * K * math.exp(-0.5 / lam)
+        assert rate >= bound - 4 * math.sqrt(0.25 / sims), (K, rate, bound)
+        rates.append(rate)
+    assert all(b > a for a, b in zip(rates, rates[1:])), rates
+    assert rates[-1] >= 1 - 0.1  # K = 5 = ⌈log₂(2/β)⌉ for β = 0.1
