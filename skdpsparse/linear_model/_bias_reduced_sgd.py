@@ -103,8 +103,8 @@ _SHARED_DOC = """epsilon : float, default=1.0
 
 _SHARED_ATTRS = """n_iter_ : int
         The number of steps of the (selected) run, Algorithm 6's stopping time: the
-        output is built from x⁰..x^{n_iter_} (T + 1 steps in eq. (8)'s notation, where
-        T is the first step whose inclusion exceeds the filter).
+        output is built from the iterates x⁰, …, x^k with k = ``n_iter_``, which is
+        one more than eq. (8)'s T (the first step whose inclusion exceeds the filter).
     learning_rate_ : float
         η of the (selected) run.
     privacy_spent_ : ApproxDP

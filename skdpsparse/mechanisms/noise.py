@@ -34,7 +34,7 @@ def laplace_noise(rng, scale, size):
 
 
 def gaussian_noise(rng, sigma, size):
-    """Draw i.i.d. N(0, ``sigma``²) noise.
+    """Draw i.i.d. N(0, σ²) noise, σ = ``sigma``.
 
     Parameters
     ----------
