@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import _kernels
 from ..ledger import charge_budget
-from ._base import declared_binary_classes
+from ._base import OneVsRestClassifierMixin, declared_binary_classes
 from ..mechanisms.bias_reduced import (
     MECHANISMS,
     bias_reduced_sgd,
@@ -226,7 +226,8 @@ class _BaseBiasReducedSGD(BaseEstimator):
         return tags
 
 
-class DPBiasReducedSGDClassifier(ClassifierMixin, _BaseBiasReducedSGD):
+class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
+                                 _BaseBiasReducedSGD):
     __doc__ = """Binary linear classifier by bias-reduced private SGD (seed 002, §6-7).
 
     Ghazi, Guzmán, Kamath, Kumar and Manurangsi, "Differentially Private Optimization
@@ -343,32 +344,10 @@ class DPBiasReducedSGDClassifier(ClassifierMixin, _BaseBiasReducedSGD):
         self.intercept_ = np.array([intercept])
         return self
 
-    def decision_function(self, X):
-        """Margins ⟨w, x̄⟩ + b of the bounded rows x̄ (as in ``fit``).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
-        return self._margins(X)
-
-    def predict(self, X):
-        """Predicted labels: ``classes_[1]`` where the margin is positive.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
-        scores = self.decision_function(X)  # checks that the model is fitted
-        return self.classes_[(scores > 0).astype(np.intp)]
+    def _decision(self, X):
+        """(n_samples, 1) margins ⟨w, x̄⟩ + b of the bounded rows x̄ (as in ``fit``),
+        for the prediction methods of :class:`._base.OneVsRestClassifierMixin`."""
+        return self._margins(X)[:, None]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
