@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._audit_cases_selection import (  # noqa: F401 (served by skdpsparse.audit)
+    SELECTION_CASES, case_bias_reduced_oracle, case_private_parameter_selection,
+    case_random_stopping, case_report_noisy_min)
 from .audit import audit, claimed_epsilons, inflated_bounds, memoized_calibration, scaled_noise
 
 __all__ = [
@@ -485,6 +488,7 @@ CASES = {
     "output_perturbation_laplace": functools.partial(case_output_perturbation, epsilon=2.0,
                                                      delta=0.0),
     "sparse_exponential": functools.partial(case_sparse_exponential, epsilon=2.0, delta=0.0),
+    **SELECTION_CASES,  # the bias-reduced oracle and private selection
 }
 
 
