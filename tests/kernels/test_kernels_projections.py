@@ -15,6 +15,8 @@ from kernels_reference import (
 )
 from scipy.optimize import minimize
 
+from skdpsparse._kernels.projections import project_l1_then_l2_nb
+
 from skdpsparse._kernels import (
     l1_ball_threshold,
     linf_distance_to_l2_ball,
@@ -72,6 +74,22 @@ def test_project_l1_ball_kkt(v, frac):
     np.testing.assert_allclose(np.abs(v64[on] - x64[on]), tau, atol=tol)
     assert np.all(np.abs(v64[~on]) <= tau + tol)
     np.testing.assert_allclose(x64, project_l1_sort(v64, radius), atol=tol)
+
+
+@SETTINGS
+@given(vectors(), fractions, st.sampled_from([0.0, 0.3, 1.0, 10.0]))
+def test_l1_then_l2_projection_matches_numpy_reference(v, frac, l2_radius):
+    """The projection mechanism's fused post-processing: the ℓ1 projection (sort
+    reference), then scaling onto the ℓ2 ball, in place."""
+    v64 = v.astype(np.float64)
+    l1_radius = frac * np.abs(v64).sum()
+    ref = project_l1_sort(v64, l1_radius)
+    norm = np.linalg.norm(ref)
+    if norm > l2_radius:
+        ref = ref * (l2_radius / norm)
+    out = v64.copy()
+    assert project_l1_then_l2_nb(out, l1_radius, l2_radius) is out
+    np.testing.assert_allclose(out, ref, atol=_tol(v64) + 1e-12 * l2_radius)
 
 
 @pytest.mark.parametrize("order", ["random", "ascending", "descending"])

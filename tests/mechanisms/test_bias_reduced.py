@@ -12,7 +12,6 @@ import skdpsparse.mechanisms.bias_reduced as br
 from skdpsparse import _kernels
 from skdpsparse._kernels.bias_reduced import (
     bias_reduced_step, csr_gradient_rows, dense_gradient_rows)
-from skdpsparse._kernels.projections import project_l1_then_l2_nb
 from skdpsparse.accounting import ApproxDP
 from skdpsparse.mechanisms.bias_reduced import (
     BiasReducedOracle, algorithm6_privacy, bias_reduced_sgd, boost_noisy_min,
@@ -257,14 +256,6 @@ def test_step_kernel_matches_numpy():
         bias_reduced_step(x, *g, 4.0, 0.3, radius, total)
         np.testing.assert_allclose(x, ref, rtol=1e-13)
         np.testing.assert_allclose(total, ref, rtol=1e-13)
-
-
-def test_projection_kernel_matches_the_two_projections():
-    v = np.random.default_rng(2).normal(size=1000)
-    ref = _kernels.project_l2_ball(_kernels.project_l1_ball(v, 3.0), 1.0)
-    np.testing.assert_array_equal(project_l1_then_l2_nb(v.copy(), 3.0, 1.0), ref)
-    small = np.full(4, 0.1)  # inside both balls: unchanged
-    np.testing.assert_array_equal(project_l1_then_l2_nb(small.copy(), 3.0, 1.0), small)
 
 
 # ---------------------------------------------------------------------- boosting
