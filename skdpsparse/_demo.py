@@ -201,7 +201,11 @@ def demo_private_regressors_and_selection():
     """The private linear regressors on one task, and private parameter selection."""
     from sklearn.linear_model import Ridge
 
-    from .linear_model import DPNoisySGDRegressor, DPOutputPerturbationRegressor
+    from .linear_model import (
+        DPBiasReducedSGDRegressor,
+        DPNoisySGDRegressor,
+        DPOutputPerturbationRegressor,
+    )
     from .model_selection import PrivateParameterSelection
 
     n, d = 40_000, 5
@@ -211,19 +215,21 @@ def demo_private_regressors_and_selection():
     X_train, y_train, X_test, y_test = X[:n], y[:n], X[n:], y[n:]
     _section(f"Private linear regression and private parameter selection: n={n}, d={d}")
     base = Ridge(alpha=1e-3).fit(X_train, y_train).score(X_test, y_test)
-    print(f"{'estimator':<44} {'privacy spent':<22} {'R^2':>6}  (non-private {base:.3f})")
+    print(f"{'estimator':<44} {'privacy spent':<27} {'R^2':>6}  (non-private {base:.3f})")
     models = [("DPOutputPerturbationRegressor (Huber)",
                DPOutputPerturbationRegressor(loss="huber", epsilon=1.0, random_state=0)),
               ("DPNoisySGDRegressor (Huber, rdp)",
                DPNoisySGDRegressor(loss="huber", epsilon=1.0, noise_calibration="rdp",
                                    random_state=0)),
+              ("DPBiasReducedSGDRegressor (Huber, ball D=1)",
+               DPBiasReducedSGDRegressor(epsilon=1.0, radius=1.0, random_state=0)),
               ("PrivateParameterSelection over alpha",
                PrivateParameterSelection(DPOutputPerturbationRegressor(loss="huber"),
                                          {"alpha": [1e-3, 1e-2, 1e-1]}, epsilon=1.0,
                                          scoring="neg_mean_squared_error", random_state=0))]
     for label, model in models:
         model.fit(X_train, y_train)
-        print(f"{label:<44} {str(model.privacy_spent_):<22} "
+        print(f"{label:<44} {str(model.privacy_spent_):<27} "
               f"{model.score(X_test, y_test):>6.3f}")
 
 
