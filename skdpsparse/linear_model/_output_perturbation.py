@@ -7,7 +7,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..ledger import charge_budget
 from ..mechanisms.output_perturbation import output_perturbation, plan_output_perturbation
 from ..mechanisms.sparse_exponential import MAX_NET_SIZE, sparse_exponential_mechanism
-from ..utils import InstanceOf, Interval, Options, check_generator, validate_params
+from ..utils import InstanceOf, Interval, Options, noise_generator, validate_params
 from ..utils._data import check_fit_input
 from ._base import OneVsRestClassifierMixin, declared_classes, one_vs_rest_targets
 
@@ -29,7 +29,7 @@ _COMMON_CONSTRAINTS = {
     "solver_max_iter": [Interval("integer", 1, None, closed="left")],
     "tau": [_POSITIVE, Options("auto")],
     "max_net_size": [Interval("integer", 1, None, closed="left")],
-    # random_state is validated by check_generator.
+    # random_state is validated by noise_generator.
 }
 
 _SHARED_DOC = """epsilon : float, default=1.0
@@ -112,7 +112,7 @@ class _BaseOutputPerturbation(BaseEstimator):
         K = targets.shape[0]
         delta = 0.0 if self.delta is None else float(self.delta)
         c = float(self.intercept_scaling) if self.fit_intercept else 0.0
-        rng = check_generator(self.random_state)
+        rng = noise_generator(self.random_state)
         bounds = dict(norm_bound=float(self.norm_bound), sparsity=self.sparsity,
                       intercept_scaling=c, label_bound=label_bound)
         if self.method == "exponential":

@@ -24,7 +24,7 @@ from ..mechanisms.private_selection import (
     random_stopping_selection,
     split_budget_for_random_stopping,
 )
-from ..utils import InstanceOf, Interval, Options, check_generator, validate_params
+from ..utils import InstanceOf, Interval, Options, noise_generator, validate_params
 
 __all__ = ["PrivateParameterSelection"]
 
@@ -209,7 +209,7 @@ callable, default="accuracy"
         "budget_split": [Options("tight", "paper")],
         "score_fraction": [Interval("real", 0, 1, closed="neither")],
         "param_grid": [InstanceOf(Mapping, list, tuple, description="dict or list of dicts")],
-        # estimator is checked by _privacy_names; random_state by check_generator.
+        # estimator is checked by _privacy_names; random_state by noise_generator.
     }
 
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-6, scoring="accuracy",
@@ -279,7 +279,7 @@ callable, default="accuracy"
         run_eps, run_delta = split["run_epsilon"], split["run_delta"]
         bound = 1.0 if self.scoring == "accuracy" else float(self.score_bound)
         n = np.asarray(y).shape[0]  # public; the inner estimator checks it against X
-        rng = check_generator(self.random_state)
+        rng = noise_generator(self.random_state)
 
         def draw(k):
             # One run of the (ε₁, δ₁)-DP mechanism: a data-independent draw of the

@@ -15,6 +15,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from skdpsparse.accounting import calibrate_last_iterate_noise, last_iterate_epsilon
 from skdpsparse.exceptions import PrivacyLeakWarning
 from skdpsparse.linear_model._cyclic_sgd import DPCyclicSGD
+from skdpsparse.utils import noise_generator
 
 pytestmark = pytest.mark.filterwarnings("ignore::skdpsparse.exceptions.PrivacyLeakWarning")
 
@@ -57,8 +58,9 @@ def test_released_noise_has_std_lambda_z_c_over_b():
 
 def _reference_fit(X, y01, *, lr, b, epochs, z, clip, seed):
     """Algorithm 1 in plain NumPy (logistic, intercept, no penalty), drawing the pass
-    order and then each pass's noise from the same generator as the estimator."""
-    rng = np.random.default_rng(seed)
+    order and then each pass's noise from the same generator as the estimator (an int
+    seed's noise stream, skdpsparse.utils.noise_generator)."""
+    rng = noise_generator(seed)
     n, d = X.shape
     y = np.where(y01 == 1, 1.0, -1.0)
     order = rng.permutation(n)
