@@ -29,18 +29,25 @@ where H₁₂ bounds ‖∇f(θ, z) − ∇f(θ', z)‖₁ = |ℓ'(⟨θ,x̄⟩)
 β|⟨θ − θ', x̄⟩|·G₁ ≤ βG₂G₁‖θ − θ'‖₂. Per loss (t = y·z with y = ±1; r = z − y):
 
 =================  ==========================  =======  ======================
-loss               Λ = sup |ℓ'|                β        ℓ₀ ≥ ℓ(0, y)
+loss               Λ ≥ |ℓ'| for |z| ≤ ρG₂      β        ℓ₀ ≥ ℓ(0, y)
 =================  ==========================  =======  ======================
-logistic           1                           1/4      log 2
-smoothed hinge h   1                           1/h      1 − h/2
+logistic           σ(ρG₂) ∈ [1/2, 1)           1/4      log 2
+smoothed hinge h   min(1, (1 + ρG₂)/h)         1/h      1 − h/2
 squared            ρG₂ + B (|r| ≤ |z| + B)     1        B²/2
-Huber κ            κ                           1        B²/2 if B ≤ κ, else κ(B − κ/2)
+Huber κ            min(κ, ρG₂ + B)             1        B²/2 if B ≤ κ, else κ(B − κ/2)
 =================  ==========================  =======  ======================
 
-ρ bounds the norm of the exact minimizers, which is all the sensitivity arguments
-evaluate gradients at: F^λ(θ*) ≤ F^λ(0) ≤ ℓ₀ gives ‖θ*‖₂ ≤ √(2ℓ₀/λ), and θ* ∈ 𝒳
-gives ‖θ*‖₂ ≤ D; so ρ = min(D, √(2ℓ₀/λ)) (for the squared loss √(2ℓ₀/λ) = B/√λ). The
-squared loss is only Lipschitz on such a ball, hence its Λ depends on λ.
+(σ is the logistic function: |ℓ'| = σ(−yz) ≤ σ(|z|).) ρ bounds the norm of the exact
+minimizers, which is all the sensitivity arguments evaluate gradients at, so only
+the margins |z| ≤ ρG₂ matter. Three bounds, each valid for every dataset:
+F^λ(θ*) ≤ F^λ(0) ≤ ℓ₀ gives ‖θ*‖₂ ≤ √(2ℓ₀/λ); θ* ∈ 𝒳 gives ‖θ*‖₂ ≤ D; and the
+unconstrained minimizer u = −∇F_S(u)/λ has ‖u‖₂ ≤ Λ(ρ)G₂/λ whenever ‖u‖₂ ≤ ρ, while
+‖θ*‖₂ ≤ ‖u‖₂ (over a ball centred at 0 the constrained minimizer of a strongly
+convex function is u itself or lies on the sphere of radius D < ‖u‖). So
+ρ₀ = min(D, √(2ℓ₀/λ)) and ρ_{k+1} = min(ρ_k, Λ(ρ_k)G₂/λ) are all valid; the code
+iterates to the fixed point. For large λ this brings the logistic Λ down to ≈ 1/2
+(its slope at 0), halving the noise against the global bound Λ = 1; the squared
+loss is only Lipschitz on such a ball, hence its Λ depends on λ.
 
 Sensitivities of the exact minimizer θ*(S) (replacement neighbours, n public)
 ----------------------------------------------------------------------------
@@ -199,15 +206,38 @@ def loss_constants(loss, *, loss_param, norm_bound, sparsity, intercept_scaling,
     rho = math.sqrt(2.0 * l0 / alpha)
     if radius is not None:
         rho = min(rho, float(radius))
-    if loss in ("logistic", "smoothed_hinge", "hinge"):
-        lam = 1.0
-    elif loss == "huber":
-        lam = float(loss_param)
-    else:  # squared: |z - y| <= ||θ|| G₂ + B
-        lam = rho * g2 + label_bound
+    # Stationarity refinement (module doc): ‖θ*‖ ≤ ‖u‖ ≤ Λ(ρ)·G₂/λ whenever ‖u‖ ≤ ρ,
+    # so each step keeps a valid bound; the map is monotone, 60 steps reach its
+    # fixed point to rounding for every λ that occurs.
+    for _ in range(60):
+        refined = min(rho, _derivative_bound(loss, loss_param, rho * g2, label_bound)
+                      * g2 / alpha)
+        if refined >= rho * (1.0 - 1e-12):
+            rho = refined
+            break
+        rho = refined
+    lam = _derivative_bound(loss, loss_param, rho * g2, label_bound)
     beta = {"logistic": 0.25, "smoothed_hinge": 1.0 / loss_param if loss_param else math.inf,
             "hinge": math.inf, "squared": 1.0, "huber": 1.0}[loss]
     return LossConstants(g2, g1, lam, beta, l0, rho)
+
+
+def _derivative_bound(loss, loss_param, margin_bound, label_bound):
+    """Λ ≥ |ℓ'(z, y)| over |z| ≤ ``margin_bound`` (and |y| ≤ B for regression).
+
+    Logistic: |ℓ'| = σ(−yz) ≤ σ(|z|) (σ the logistic function). Smoothed hinge of
+    width h: |ℓ'| = clip((1 − yz)/h, 0, 1) ≤ min(1, (1 + |z|)/h). Hinge: 1. Huber κ:
+    |clip(z − y, ±κ)| ≤ min(κ, |z| + B). Squared: |z − y| ≤ |z| + B.
+    """
+    if loss == "logistic":
+        return 1.0 / (1.0 + math.exp(-margin_bound))
+    if loss == "smoothed_hinge":
+        return min(1.0, (1.0 + margin_bound) / loss_param) if loss_param else 1.0
+    if loss == "hinge":
+        return 1.0
+    if loss == "huber":
+        return min(float(loss_param), margin_bound + label_bound)
+    return margin_bound + label_bound  # squared
 
 
 def minimizer_sensitivity(constants, alpha, n, n_params):

@@ -220,16 +220,66 @@ def test_l2_sensitivity_is_nearly_attained_and_the_seed_constant_is_loose():
     assert np.abs(diff).sum() <= plan.sensitivity_l1
 
 
+def _reference_logistic_derivative_bound(g2, alpha, radius):
+    """Λ = σ(ρG₂) with ρ the largest r ≤ min(D, √(2 log 2/λ)) such that
+    r ≤ σ(rG₂)G₂/λ (r ↦ σ(rG₂)G₂/λ − r is concave on r ≥ 0 and positive at 0: the
+    set is an interval, its end a root), found by Brent's method, not by iteration."""
+    rho0 = math.sqrt(2 * math.log(2) / alpha)
+    rho0 = rho0 if radius is None else min(rho0, radius)
+
+    def f(r):
+        return g2 / alpha / (1 + math.exp(-r * g2)) - r
+
+    rho = rho0 if f(rho0) >= 0 else optimize.brentq(f, 0.0, rho0, xtol=1e-15)
+    return 1 / (1 + math.exp(-rho * g2))
+
+
+@pytest.mark.parametrize("alpha, radius, expected", [
+    (1e-3, None, 1.0), (1e-3, 1.0, 0.8044), (1.0, None, 0.8409), (10.0, None, 0.5263),
+    (100.0, 1.0, 0.5025)])
+def test_logistic_derivative_bound_follows_the_minimizer_norm(alpha, radius, expected):
+    """Λ = σ(ρG₂): from ≈ 1 for small λ down to the slope 1/2 at 0 for large λ (G₂ = √2:
+    unit rows with an intercept)."""
+    k = loss_constants("logistic", loss_param=1.0, norm_bound=1.0, sparsity=32,
+                       intercept_scaling=1.0, label_bound=1.0, alpha=alpha, radius=radius)
+    ref = _reference_logistic_derivative_bound(math.sqrt(2), alpha, radius)
+    assert k.derivative == pytest.approx(ref, rel=1e-9)
+    assert k.derivative == pytest.approx(expected, abs=1e-4)
+
+
+def test_logistic_l2_sensitivity_is_nearly_attained_at_large_alpha():
+    """A row alone on its feature with its label flipped, λ large: the solutions move
+    by ≈ 2·σ(0)·R/(λn) = R/(λn), and Δ₂ = 2σ(ρG₂)R/(λn) is within 3 % of it, where the
+    global bound |ℓ'| ≤ 1 would be twice as large. Both signs of the margin occur."""
+    rng = np.random.default_rng(11)
+    n, d, alpha = 100, 30, 20.0
+    X = np.zeros((n, d))
+    for i in range(1, n):
+        X[i, 1 + rng.choice(d - 1, 3, replace=False)] = rng.normal(size=3) / 2
+    X[0, 0] = 1.0
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    y2 = y.copy()
+    y[0], y2[0] = 1.0, -1.0
+    plan = _plan(n, d, "logistic", alpha=alpha, sparsity=3, intercept_scaling=0.0,
+                 tol=1e-4)
+    assert plan.constants.derivative < 0.51
+    diff = _solve(X, y, plan)[0] - _solve(X, y2, plan)[0]
+    ratio = np.linalg.norm(diff) / plan.sensitivity_l2
+    assert 0.97 < ratio <= 1 + plan.tol
+
+
 def test_sensitivity_formulas():
     n, d, s, alpha = 1000, 50, 9, 0.05
     R, c = 2.0, 1.0
     k = loss_constants("logistic", loss_param=1.0, norm_bound=R, sparsity=s,
                        intercept_scaling=c, label_bound=1.0, alpha=alpha, radius=None)
     g2, g1 = math.hypot(R, c), 3 * R + c
-    assert (k.lipschitz, k.lipschitz_l1, k.smoothness) == pytest.approx((g2, g1, g2**2 / 4))
+    lam_ = _reference_logistic_derivative_bound(g2, alpha, None)
+    assert (k.lipschitz, k.lipschitz_l1, k.smoothness) == pytest.approx(
+        (lam_ * g2, lam_ * g1, g2**2 / 4), rel=1e-9)
     plan = _plan(n, d, "logistic", alpha=alpha, norm_bound=R, sparsity=s, delta=0.0)
-    assert plan.sensitivity_l2 == pytest.approx(2 * g2 / (alpha * n))
-    d1 = 2 * g1 / (alpha * n) * (1 + (n - 1) * g2**2 / 4 / (alpha * n))
+    assert plan.sensitivity_l2 == pytest.approx(2 * lam_ * g2 / (alpha * n))
+    d1 = 2 * lam_ * g1 / (alpha * n) * (1 + (n - 1) * g2**2 / 4 / (alpha * n))
     assert plan.sensitivity_l1 == pytest.approx(min(d1, math.sqrt(d + 1) * plan.sensitivity_l2))
     # Squared loss: Lipschitz on the ball of radius min(D, B/√λ) holding the minimizers.
     k = loss_constants("squared", loss_param=1.0, norm_bound=1.0, sparsity=4,
@@ -249,14 +299,16 @@ def test_released_noise_has_the_stated_law(delta):
     noise = released[0] - theta
     # Scales recomputed from the formulas, not read from the plan.
     lam, g2, g1, p = plan.alpha, math.sqrt(2), math.sqrt(s) + 1, d + 1
-    d2 = 2 * g2 / (lam * n)
+    lip = _reference_logistic_derivative_bound(g2, lam, None)  # Λ: L = ΛG₂, L₁ = ΛG₁
+    d2 = 2 * lip * g2 / (lam * n)
     if delta:
         assert plan.budget == ApproxDP(1.0, delta)
         law = stats.norm(scale=gaussian_sigma((1 + plan.tol) * d2, 1.0, delta))
         other = stats.laplace(scale=law.std() / math.sqrt(2))
     else:
         assert plan.budget == PureDP(1.0)
-        d1 = min(2 * g1 / (lam * n) * (1 + (n - 1) * g2**2 / 4 / (lam * n)), math.sqrt(p) * d2)
+        d1 = min(2 * lip * g1 / (lam * n) * (1 + (n - 1) * g2**2 / 4 / (lam * n)),
+                 math.sqrt(p) * d2)
         law = stats.laplace(scale=(1 + plan.tol) * d1)
         other = stats.norm(scale=law.std())
     assert stats.kstest(noise, law.cdf).pvalue > 1e-3
