@@ -20,7 +20,7 @@ _COMMON_CONSTRAINTS = {
     "objective": [Options("erm", "population")],
     "method": [Options("output_perturbation", "exponential")],
     "fit_intercept": [InstanceOf(bool, np.bool_, description="bool")],
-    "intercept_scaling": [_POSITIVE],
+    "intercept_scaling": [_POSITIVE, Options("auto")],
     "norm_bound": [_POSITIVE],
     "sparsity": [Interval("integer", 1, None, closed="left"), None],
     "radius": [_POSITIVE, None],
@@ -55,8 +55,15 @@ _SHARED_DOC = """epsilon : float, default=1.0
         ``intercept_scaling``; it counts in the feature bounds (ℓ2 bound
         √(norm_bound² + c²), ℓ1 bound √s·norm_bound + c), is regularized, noised and
         projected like every coefficient.
-    intercept_scaling : float, default=1.0
-        c, the value of that constant feature.
+    intercept_scaling : float or "auto", default="auto"
+        c, the value of that constant feature. ``"auto"``: c = R/√s (s = d when
+        ``sparsity`` is None), the size of one coordinate of an s-sparse row of norm
+        R, so the intercept is regularized like a typical coefficient and costs a
+        factor √(1 + 1/s) in noise; c = R (scikit-learn's liblinear default of 1 for
+        unit rows) costs √2, and with strong regularization the constant feature,
+        present in every row, can outweigh sparse features that each appear in few
+        rows. Raise it when the classes (or the targets' mean) are far from balanced
+        (centred) and the intercept must be large.
     norm_bound : float, default=1.0
         R: rows with ‖x‖₂ > R are scaled down to norm R (never dropped).
     sparsity : int or None, default=None
@@ -92,6 +99,8 @@ _SHARED_ATTRS = """alpha_ : float
         The guarantee of this fit.
     noise_scale_ : float
         Gaussian σ or Laplace scale per coordinate (output perturbation only).
+    intercept_scaling_ : float
+        The c used (0 when ``fit_intercept=False``).
     tau_ : float
         The net step (``method="exponential"`` only).
     n_features_in_ : int
@@ -111,7 +120,7 @@ class _BaseOutputPerturbation(BaseEstimator):
         n, d = X.shape
         K = targets.shape[0]
         delta = 0.0 if self.delta is None else float(self.delta)
-        c = float(self.intercept_scaling) if self.fit_intercept else 0.0
+        c = self._intercept_scaling(d) if self.fit_intercept else 0.0
         rng = noise_generator(self.random_state)
         bounds = dict(norm_bound=float(self.norm_bound), sparsity=self.sparsity,
                       intercept_scaling=c, label_bound=label_bound)
@@ -132,7 +141,15 @@ class _BaseOutputPerturbation(BaseEstimator):
             budget = plan.budget  # info (solver diagnostics) depends on the data: dropped
         coef = theta[:, :d]
         intercept = c * theta[:, d] if c > 0 else np.zeros(K)
+        attrs["intercept_scaling_"] = c
         return coef, intercept, budget, attrs
+
+    def _intercept_scaling(self, n_features):
+        """c: the declared value, or R/√s for "auto" (public numbers only)."""
+        if self.intercept_scaling != "auto":
+            return float(self.intercept_scaling)
+        s = n_features if self.sparsity is None else min(int(self.sparsity), n_features)
+        return float(self.norm_bound) / float(np.sqrt(s))
 
     def _store(self, budget, attrs):
         charge_budget(self, budget)  # may refuse: nothing is set before this line
@@ -177,7 +194,8 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
     ----------
     loss : {"squared", "huber"}, default="squared"
         Squared loss (Lipschitz on the ball where the minimizers lie:
-        |ℓ'| ≤ ρ·√(R² + c²) + B with ρ = min(D, B/√λ)) or Huber (|ℓ'| ≤ threshold).
+        |ℓ'| ≤ ρ·√(R² + c²) + B with ρ ≤ min(D, B/√λ) a bound on their norm) or Huber
+        (|ℓ'| ≤ threshold).
     huber_threshold : float, default=1.0
         κ of the Huber loss.
     label_bound : float, default=1.0
@@ -211,7 +229,7 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
 
     def __init__(self, loss="squared", *, epsilon=1.0, delta=1e-6, alpha="auto",
                  objective="erm", method="output_perturbation", fit_intercept=True,
-                 intercept_scaling=1.0, norm_bound=1.0, sparsity=None, label_bound=1.0,
+                 intercept_scaling="auto", norm_bound=1.0, sparsity=None, label_bound=1.0,
                  radius=None, huber_threshold=1.0, calibration="analytic", tol=1e-2,
                  solver_max_iter=1000, tau="auto", max_net_size=MAX_NET_SIZE, random_state=None):
         self.loss = loss
@@ -294,7 +312,9 @@ class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin, 
     Parameters
     ----------
     loss : {"logistic", "smoothed_hinge", "hinge"}, default="logistic"
-        |ℓ'| ≤ 1 for all three; ℓ'' ≤ 1/4 (logistic) or 1/h (smoothed hinge).
+        |ℓ'| ≤ 1 for all three, and ≤ σ(ρ·√(R² + c²)) ∈ [1/2, 1) for the logistic
+        loss at the minimizers (ρ bounds their norm: the noise shrinks towards half
+        as λ grows); ℓ'' ≤ 1/4 (logistic) or 1/h (smoothed hinge).
     smoothing : float, default=1.0
         Width h of the smoothed hinge.
     classes : array-like or None, default=None
@@ -331,7 +351,7 @@ class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin, 
 
     def __init__(self, loss="logistic", *, epsilon=1.0, delta=1e-6, alpha="auto",
                  objective="erm", method="output_perturbation", fit_intercept=True,
-                 intercept_scaling=1.0, norm_bound=1.0, sparsity=None, radius=None,
+                 intercept_scaling="auto", norm_bound=1.0, sparsity=None, radius=None,
                  smoothing=1.0, classes=None, calibration="analytic", tol=1e-2,
                  solver_max_iter=1000, tau="auto", max_net_size=MAX_NET_SIZE, random_state=None):
         self.loss = loss

@@ -204,6 +204,6 @@ def test_exponential_method_hinge():
     assert clf.tau_ > 0
     assert np.median(accs) > 0.8
     # Every released coefficient vector lies on the net τℤᵖ ∩ 𝒳.
-    theta = np.append(clf.coef_[0], clf.intercept_[0] / clf.intercept_scaling)
+    theta = np.append(clf.coef_[0], clf.intercept_[0] / clf.intercept_scaling_)
     np.testing.assert_allclose(theta / clf.tau_, np.round(theta / clf.tau_), atol=1e-9)
     assert np.linalg.norm(theta) <= 1.0 + 1e-9
