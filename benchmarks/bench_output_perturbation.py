@@ -15,14 +15,26 @@
    feature) and the same tolerance (its gtol = our certified gradient bound; its test
    is on the max-norm, ours on the 2-norm, so it never does more work): target ratio
    ≤ 1.5.
-3. ``--diffprivlib``: diffprivlib 0.6.6's LogisticRegression (ε-DP, data_norm = 1) on the
-   same splits, run in its own virtual environment (diffprivlib 0.6.6,
-   scikit-learn<1.8, scipy<1.18) created under ``--venv-dir``; its accuracies are
-   collected as JSON and printed next to ours. Without network the installation
-   fails and the part is skipped with a message.
+   Regression: R² of DPOutputPerturbationRegressor (squared loss, 𝒳 = ℝᵖ) on diabetes
+   (442 × 10, standardized and rows scaled to unit norm as above, targets standardized
+   and clipped at B = 3) and make_sparse_regression, n = 2·10⁴ (+5000 test), d = 256,
+   8 nonzeros/row, coef_norm = 16, noise 0.5 (R² of the truth ≈ 0.8; B = 3). d is
+   small because diffprivlib's LinearRegression costs ~d² per fit: 0.7 / 2.7 / 11.5 s
+   at d = 128 / 256 / 512 with n = 2·10⁴ (over ten minutes at d = 4096).
+3. ``--diffprivlib``: diffprivlib 0.6.6's LogisticRegression (ε-DP, data_norm = 1) and
+   LinearRegression (ε-DP, bounds_X = (−1, 1), bounds_y = (−B, B)) on the same splits,
+   run in its own virtual environment (diffprivlib 0.6.6, scikit-learn<1.8,
+   scipy<1.18) created under ``--venv-dir``; its scores are collected as JSON and
+   printed next to ours. Without network the installation fails and the part is
+   skipped with a message.
 4. Ours alone at n = 10⁵, d = 2¹⁸ (16 nonzeros/row), which diffprivlib cannot hold dense.
 
-Run:  python benchmarks/bench_output_perturbation.py               (3 seeds, short)
+Seeds: the data are fixed (seed 0); run k of every private method uses seed k. Our
+estimators draw an int seed's noise from a stream of its own
+(``skdpsparse.utils.noise_generator``), so run 0 does not reuse the draws that made the
+data (before that separation, run 0's Gaussian noise *was* the true coefficient vector).
+
+Run:  python benchmarks/bench_output_perturbation.py               (10 seeds)
       python benchmarks/bench_output_perturbation.py --full        (20 seeds)
       python benchmarks/bench_output_perturbation.py --diffprivlib [--venv-dir DIR]
       python benchmarks/bench_output_perturbation.py --json out.json
@@ -40,13 +52,20 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.datasets import load_breast_cancer
-from sklearn.linear_model import LogisticRegression
+from sklearn.datasets import load_breast_cancer, load_diabetes
+from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import normalize
 
-from skdpsparse.datasets import load_sparse_digits, make_sparse_classification
-from skdpsparse.linear_model._output_perturbation import DPOutputPerturbationClassifier
+from skdpsparse.datasets import (
+    load_sparse_digits,
+    make_sparse_classification,
+    make_sparse_regression,
+)
+from skdpsparse.linear_model._output_perturbation import (
+    DPOutputPerturbationClassifier,
+    DPOutputPerturbationRegressor,
+)
 from skdpsparse.mechanisms.output_perturbation import (
     bound_inputs,
     plan_output_perturbation,
@@ -78,6 +97,52 @@ def sparse_logistic():
 
 DATASETS = {"breast_cancer": breast_cancer, "sparse_digits": sparse_digits,
             "sparse_logistic": sparse_logistic}
+LABEL_BOUND = 3.0
+
+
+def diabetes():
+    X, y = load_diabetes(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0)
+    mu, sd, ym, ys = Xtr.mean(axis=0), Xtr.std(axis=0), ytr.mean(), ytr.std()
+    return (normalize((Xtr - mu) / sd), (ytr - ym) / ys, normalize((Xte - mu) / sd),
+            (yte - ym) / ys, 1.0, None)
+
+
+def sparse_linear():
+    X, y, _ = make_sparse_regression(25_000, 256, 8, coef_norm=16.0, noise=0.5,
+                                     random_state=0)
+    return X[:20_000], y[:20_000], X[20_000:], y[20_000:], 1.0, 8
+
+
+REGRESSION_DATASETS = {"diabetes": diabetes, "sparse_linear": sparse_linear}
+
+
+def r2_table(seeds):
+    """Median R² of DPOutputPerturbationRegressor (squared loss, 𝒳 = ℝᵖ, B = 3); R² is
+    unbounded below, so medians (for diffprivlib too), with the mean ± sd beside."""
+    results = {}
+    for name, load in REGRESSION_DATASETS.items():
+        Xtr, ytr, Xte, yte, nb, s = load()
+        ref = LinearRegression().fit(Xtr, ytr).score(Xte, yte)
+        print(f"\n[1r] {name}: n_train={Xtr.shape[0]}, d={Xtr.shape[1]}, norm_bound={nb}, "
+              f"sparsity={s}, label_bound={LABEL_BOUND:g}; non-private "
+              f"LinearRegression R2: {ref:.3f}")
+        print(f"    {'median R2':<20}" + "".join(f"{'eps=' + format(e, 'g'):>22}"
+                                                 for e in EPSILONS))
+        results[name] = {"non_private": ref}
+        for delta in (0.0, DELTA):
+            row, cells = [], []
+            for eps in EPSILONS:
+                r2 = [DPOutputPerturbationRegressor(
+                    epsilon=eps, delta=delta, norm_bound=nb, sparsity=s,
+                    label_bound=LABEL_BOUND, random_state=seed).fit(Xtr, ytr).score(Xte, yte)
+                    for seed in range(seeds)]
+                row.append(float(np.median(r2)))
+                cells.append(f"{np.median(r2):.3f} ({np.mean(r2):.2f}±{np.std(r2):.2f})")
+            label = "pure" if delta == 0 else f"(eps, {delta:g})"
+            print(f"    {label:<20}" + "".join(f"{c:>22}" for c in cells))
+            results[name][label] = dict(zip(map(str, EPSILONS), row))
+    return results
 
 
 def accuracy_table(seeds):
@@ -112,7 +177,6 @@ def accuracy_table(seeds):
 def speed(reps):
     X, y, _ = make_sparse_classification(20_000, 4096, 32, random_state=0)
     n = X.shape[0]
-    Xa = sp.hstack([X, np.ones((n, 1))]).tocsr()  # the intercept as a feature, c = 1
     print(f"\n[2] fit time, CSR n={n}, d=4096, 32 nonzeros/row (median of {reps}), "
           "same objective and tolerance as scikit-learn's lbfgs")
     print(f"    {'alpha':>10} {'ours (s)':>10} {'sklearn (s)':>12} {'ratio':>7} "
@@ -127,9 +191,13 @@ def speed(reps):
             t0 = time.perf_counter()
             est.fit(X, y)
             t_ours.append(time.perf_counter() - t0)
-        lam = est.alpha_
-        # Our stopping rule: ‖∇F‖₂ ≤ tol·λΔ₂/2 with Δ₂ = 2L/(λn), L = √(1 + c²) = √2.
-        gtol = 0.5 * est.tol * lam * (2 * math.sqrt(2) / (lam * n))
+        lam, c = est.alpha_, est.intercept_scaling_
+        plan = plan_output_perturbation(n, 4096, 1, loss="logistic", epsilon=1.0, delta=1e-6,
+                                        alpha=lam, sparsity=32, intercept_scaling=c)
+        # Our stopping rule: ‖∇F‖₂ ≤ tol·λΔ₂/2 (Δ₂ = 2L/(λn)); the intercept is the
+        # coefficient of a constant feature c for scikit-learn too.
+        gtol = 0.5 * plan.tol * lam * plan.sensitivity_l2
+        Xa = sp.hstack([X, np.full((n, 1), c)]).tocsr()
         sk = LogisticRegression(C=1 / (n * lam), fit_intercept=False, tol=gtol,
                                 max_iter=10_000)
         t_sk = []
@@ -139,8 +207,6 @@ def speed(reps):
             t_sk.append(time.perf_counter() - t0)
         ours, base = float(np.median(t_ours)), float(np.median(t_sk))
         # Our iteration count (the estimator does not expose it: it depends on the data).
-        plan = plan_output_perturbation(n, 4096, 1, loss="logistic", epsilon=1.0, delta=1e-6,
-                                        alpha=lam, sparsity=32)
         Xb, yb = bound_inputs(X, (2.0 * y - 1)[None], "logistic", norm_bound=1.0,
                               sparsity=32, label_bound=1.0)
         its = int(regularized_minimizers(Xb, yb, plan)[1]["n_iter"][0])
@@ -156,33 +222,45 @@ _DPL_CHILD = r"""
 import json, os, sys, warnings
 import numpy as np
 warnings.simplefilter("ignore")
-from diffprivlib.models import LogisticRegression
+from diffprivlib.models import LinearRegression, LogisticRegression
 folder, eps_list, seeds = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+label_bound = float(sys.argv[5])
 
 
 def load(name):
     return np.load(os.path.join(folder, name + ".npy"))
 
 
+def model(task, eps, seed):
+    if task == "classification":
+        return LogisticRegression(epsilon=eps, data_norm=1.0, random_state=seed)
+    return LinearRegression(epsilon=eps, bounds_X=(-1.0, 1.0),
+                            bounds_y=(-label_bound, label_bound), random_state=seed)
+
+
 out = {}
-for name in json.loads(sys.argv[4]):
+for name, task in json.loads(sys.argv[4]).items():
     Xtr, ytr, Xte, yte = (load(name + k) for k in ("_Xtr", "_ytr", "_Xte", "_yte"))
     row = {}
     for eps in eps_list:
-        accs = [LogisticRegression(epsilon=eps, data_norm=1.0, random_state=seed)
-                .fit(Xtr, ytr).score(Xte, yte) for seed in range(seeds)]
-        row[str(eps)] = float(np.mean(accs))
+        scores = [model(task, eps, seed).fit(Xtr, ytr).score(Xte, yte)
+                  for seed in range(seeds)]
+        # R² is unbounded below (one blown-up fit dominates a mean): median for it.
+        row[str(eps)] = float(np.mean(scores) if task == "classification"
+                              else np.median(scores))
     out[name] = row
+    print(name, row, flush=True)
 with open(os.path.join(folder, "out.json"), "w") as f:
     json.dump(out, f)
 """
 
 
 def diffprivlib_part(seeds, venv_dir, ours):
-    """diffprivlib in its own venv; returns its accuracies or None (with a message)."""
+    """diffprivlib in its own venv; returns its scores or None (with a message)."""
     venv_dir = venv_dir or os.path.join(tempfile.gettempdir(), "skdpsparse-diffprivlib-venv")
     py = os.path.join(venv_dir, "bin", "python")
-    print(f"\n[3] diffprivlib 0.6.6 (pure eps-DP LogisticRegression, data_norm=1) in {venv_dir}")
+    print(f"\n[3] diffprivlib 0.6.6 (pure eps-DP LogisticRegression, data_norm=1; "
+          f"LinearRegression, bounds_X=(-1, 1), bounds_y=(-B, B)) in {venv_dir}")
     try:
         if not os.path.exists(py):
             subprocess.run([sys.executable, "-m", "venv", venv_dir], check=True)
@@ -191,39 +269,44 @@ def diffprivlib_part(seeds, venv_dir, ours):
     except (subprocess.SubprocessError, OSError) as err:
         print(f"    skipped: could not create the environment ({err}); needs network.")
         return None
+    tasks = {**{name: "classification" for name in DATASETS},
+             **{name: "regression" for name in REGRESSION_DATASETS}}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, load in DATASETS.items():
+        for name, load in {**DATASETS, **REGRESSION_DATASETS}.items():
             Xtr, ytr, Xte, yte, _, _ = load()
             for key, arr in (("_Xtr", Xtr), ("_ytr", ytr), ("_Xte", Xte), ("_yte", yte)):
                 # diffprivlib 0.6.6 clips rows with NumPy only: sparse input is densified
-                # (≈ 0.8 GB for the generated set).
+                # (≈ 0.8 GB for the generated classification set).
                 np.save(os.path.join(tmp, name + key), arr.toarray() if sp.issparse(arr) else arr)
         script = os.path.join(tmp, "child.py")
         with open(script, "w") as f:
             f.write(_DPL_CHILD)
         try:
             subprocess.run([py, script, tmp, json.dumps(EPSILONS), str(seeds),
-                            json.dumps(list(DATASETS))], check=True, timeout=3600)
+                            json.dumps(tasks), str(LABEL_BOUND)],
+                           check=True, timeout=3 * 3600)
             with open(os.path.join(tmp, "out.json")) as f:
                 numbers = json.load(f)
         except (subprocess.SubprocessError, OSError, ValueError) as err:
             print(f"    skipped: the diffprivlib run failed ({err}).")
             return None
     print(f"    {'dataset':<16} {'method':<22}" + "".join(f"{'eps=' + format(e, 'g'):>9}"
-                                                       for e in EPSILONS))
+                                                       for e in EPSILONS)
+          + "   (accuracy; median R2 for diabetes and sparse_linear; points = 100 x)")
     for name, row in numbers.items():
         print(f"    {name:<16} {'diffprivlib (pure)':<22}"
-              + "".join(f"{row[str(e)]:>9.3f}" for e in EPSILONS))
-        if ours and name in ours:
-            for label in ("pure", f"(eps, {DELTA:g})"):
-                print(f"    {'':<16} {'ours ' + label:<22}"
-                      + "".join(f"{ours[name][label][str(e)]:>9.3f}" for e in EPSILONS))
-                gaps = [100 * (ours[name][label][str(e)] - row[str(e)]) for e in EPSILONS]
-                print(f"    {'':<16} {'  points above':<22}"
-                      + "".join(f"{g:>9.1f}" for g in gaps)
-                      + ("   (target >= 5 at every eps: "
-                         f"{'met' if min(gaps) >= 5 else 'NOT met'})"
-                         if name == "sparse_logistic" else ""))
+              + "".join(f"{row[str(e)]:>9.3g}" for e in EPSILONS))
+        for label in (ours or {}).get(name, {}):
+            if label == "non_private":
+                continue
+            print(f"    {'':<16} {'ours ' + label:<22}"
+                  + "".join(f"{ours[name][label][str(e)]:>9.3f}" for e in EPSILONS))
+            gaps = [100 * (ours[name][label][str(e)] - row[str(e)]) for e in EPSILONS]
+            print(f"    {'':<16} {'  points above':<22}"
+                  + "".join(f"{g:>9.3g}" for g in gaps)
+                  + ("   (target >= 5 at every eps: "
+                     f"{'met' if min(gaps) >= 5 else 'NOT met'})"
+                     if name == "sparse_logistic" else ""))
     return numbers
 
 
@@ -264,11 +347,12 @@ def main():
     parser.add_argument("--venv-dir", default=None, help="where to create that environment")
     parser.add_argument("--json", default=None, help="write all numbers to this file")
     args = parser.parse_args()
-    seeds, reps = (20, 7) if args.full else (3, 3)
+    seeds, reps = (20, 7) if args.full else (10, 3)
     warnings.simplefilter("ignore")  # PrivacyLeakWarning etc. do not apply: classes given
-    results = {"accuracy": accuracy_table(seeds), "speed": speed(reps)}
+    results = {"accuracy": accuracy_table(seeds), "r2": r2_table(seeds), "speed": speed(reps)}
     if args.diffprivlib:
-        results["diffprivlib"] = diffprivlib_part(seeds, args.venv_dir, results["accuracy"])
+        results["diffprivlib"] = diffprivlib_part(
+            seeds, args.venv_dir, {**results["accuracy"], **results["r2"]})
     results["large_scale"] = large_scale(3 if args.full else 1)
     if args.json:
         with open(args.json, "w") as f:
