@@ -1,5 +1,7 @@
 """Private linear models by output perturbation (seed 002, Section 5, Algorithms 3-4)."""
 
+import math
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
@@ -149,7 +151,7 @@ class _BaseOutputPerturbation(BaseEstimator):
         if self.intercept_scaling != "auto":
             return float(self.intercept_scaling)
         s = n_features if self.sparsity is None else min(int(self.sparsity), n_features)
-        return float(self.norm_bound) / float(np.sqrt(s))
+        return float(self.norm_bound) / math.sqrt(s)
 
     def _store(self, budget, attrs):
         charge_budget(self, budget)  # may refuse: nothing is set before this line

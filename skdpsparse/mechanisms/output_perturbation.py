@@ -210,12 +210,10 @@ def loss_constants(loss, *, loss_param, norm_bound, sparsity, intercept_scaling,
     # so each step keeps a valid bound; the map is monotone, 60 steps reach its
     # fixed point to rounding for every λ that occurs.
     for _ in range(60):
-        refined = min(rho, _derivative_bound(loss, loss_param, rho * g2, label_bound)
-                      * g2 / alpha)
-        if refined >= rho * (1.0 - 1e-12):
-            rho = refined
+        previous = rho
+        rho = min(rho, _derivative_bound(loss, loss_param, rho * g2, label_bound) * g2 / alpha)
+        if rho >= previous * (1.0 - 1e-12):
             break
-        rho = refined
     lam = _derivative_bound(loss, loss_param, rho * g2, label_bound)
     beta = {"logistic": 0.25, "smoothed_hinge": 1.0 / loss_param if loss_param else math.inf,
             "hinge": math.inf, "squared": 1.0, "huber": 1.0}[loss]
@@ -270,10 +268,11 @@ def choose_alpha(objective, n, n_params, epsilon, delta, *, constants_at, radius
       + √(s_eff·log(1/δ)·log(p/β))/(ε_eff·n))^{1/2}  (Thm 5.6).
 
     D is ``radius``; for 𝒳 = ℝᵖ it is the a-priori bound √(2ℓ₀/λ) on the regularized
-    minimizer's norm (which F^λ(θ*) ≤ F^λ(0) guarantees). L (squared loss) and D then
-    depend on λ, and λ is the fixed point, found by Brent's method on log λ (the map
-    has slope ≤ 1/2 in log λ, so the fixed point is unique). Only public numbers
-    enter: n, p, K, ε, δ and the declared bounds.
+    minimizer's norm (which F^λ(θ*) ≤ F^λ(0) guarantees). L (through the bound ρ on
+    the minimizers' norm, for every loss) and D then depend on λ, and λ is the fixed
+    point, found by Brent's method on log λ (L does not grow with λ and 1/D grows as
+    √λ, so the map has slope ≤ 1/2 in log λ and the fixed point is unique). Only
+    public numbers enter: n, p, K, ε, δ and the declared bounds.
 
     Parameters
     ----------
