@@ -1,14 +1,12 @@
 """What the one-vs-rest private linear classifiers share: the declared label set and
 the prediction methods on the released ``coef_`` / ``intercept_`` (post-processing)."""
 
-import warnings
-
 import numpy as np
 from scipy.special import expit
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 
-from ..exceptions import PrivacyLeakWarning
+from ..exceptions import warn_privacy_leak
 
 
 def declared_classes(estimator, y):
@@ -17,10 +15,9 @@ def declared_classes(estimator, y):
     check_classification_targets(y)
     if estimator.classes is None:
         classes = np.unique(y)
-        warnings.warn(
+        warn_privacy_leak(
             "classes=None: the label set is read from y, which reveals which labels "
-            "occur. Declare classes to keep the guarantee of privacy_spent_.",
-            PrivacyLeakWarning, stacklevel=3)
+            "occur. Declare classes to keep the guarantee of privacy_spent_.")
         if classes.size < 2:
             raise ValueError(f"{type(estimator).__name__} needs samples of at least 2 "
                              f"classes; got 1 class ({classes[0]!r}).")
