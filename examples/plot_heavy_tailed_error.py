@@ -163,7 +163,7 @@ plt.show()
 # changes), so cwme is one to two orders of magnitude above the others at every n
 # shown. The noise-smoothing mean has no such factor; on the Pareto data it comes
 # within a factor 1.5 of the fixed clipping at n = 3·10⁵ and, extrapolating the two
-# slopes, passes it near n ≈ 10⁶ (later on the Student-t data). The clipped mean
+# slopes, passes it before n = 10⁶ (near 2·10⁶ on the Student-t data). The clipped mean
 # tuned in hindsight follows the non-private sample mean: at d = 50 and ε = 1 the
 # noise is not what limits it, and its C was picked by looking at the true mean.
 # In practice: the heavy-tailed estimators are the ones whose error provably
