@@ -36,11 +36,12 @@ def test_warning_points_at_the_caller_of_fit(Estimator):
     assert os.path.samefile(leaks[0].filename, __file__)
 
 
-def test_warning_under_a_meta_estimator_points_outside_the_package():
+@pytest.mark.parametrize("Estimator", CLASSIFIERS)
+def test_warning_under_a_meta_estimator_points_outside_the_package(Estimator):
     X, y = _data()
     package = os.path.dirname(os.path.abspath(skdpsparse.__file__)) + os.sep
-    search = GridSearchCV(DPOutputPerturbationClassifier(random_state=0),
-                          {"epsilon": [1.0]}, cv=2, error_score="raise")
+    search = GridSearchCV(Estimator(random_state=0), {"epsilon": [1.0]}, cv=2,
+                          error_score="raise")
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         search.fit(X, y)
