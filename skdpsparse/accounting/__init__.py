@@ -20,6 +20,30 @@ from .calibrate import (
     laplace_scale,
     zcdp_gaussian_sigma,
 )
+from .composition import (
+    compose_events,
+    events_pure_epsilon,
+    events_zcdp_rho,
+    gaussian_dp_delta,
+    gaussian_dp_epsilon,
+)
+from .events import (
+    ApproxDPEvent,
+    ComposedEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    PrivacyEvent,
+    PureDPEvent,
+    SampledWithoutReplacementEvent,
+    SelfComposedEvent,
+    ZCDPEvent,
+    event_from_dict,
+    event_of,
+    pure_dp_rdp,
+    with_event,
+)
 from .filters import ApproxDPFilter, filter_epsilon
 from .last_iterate import (
     LAST_ITERATE_BOUNDS,
@@ -43,6 +67,26 @@ from .rdp import (
 )
 
 __all__ = [
+    "ApproxDPEvent",
+    "ComposedEvent",
+    "DiscreteGaussianEvent",
+    "DiscreteLaplaceEvent",
+    "GaussianEvent",
+    "LaplaceEvent",
+    "PrivacyEvent",
+    "PureDPEvent",
+    "SampledWithoutReplacementEvent",
+    "SelfComposedEvent",
+    "ZCDPEvent",
+    "compose_events",
+    "event_from_dict",
+    "event_of",
+    "events_pure_epsilon",
+    "events_zcdp_rho",
+    "gaussian_dp_delta",
+    "gaussian_dp_epsilon",
+    "pure_dp_rdp",
+    "with_event",
     "DEFAULT_ORDERS",
     "LAST_ITERATE_BOUNDS",
     "CyclicSchedule",

@@ -8,6 +8,10 @@ loss") and the conversions
 * ρ-zCDP → (ε, δ)-DP, either the simple bound of Bun & Steinke 2016 (Prop. 1.3) or
   the tight one of Canonne, Kamath & Steinke 2020 (Cor. 13).
 
+A budget may carry the privacy event that produced it (``event``; not compared: two
+budgets with the same values are equal), which an event-aware accountant composes
+more tightly than the values (:mod:`skdpsparse.accounting.events`).
+
 No data enters this module, only numbers.
 
 References
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import optimize
@@ -83,6 +87,16 @@ def _count(k):
 
 def _g(x):
     return f"{x:g}"
+
+
+def _check_event(event):
+    """``event`` is None or a privacy event (see :mod:`skdpsparse.accounting.events`)."""
+    if event is None:
+        return
+    from .events import PrivacyEvent  # events builds on budgets: import when needed
+
+    if not isinstance(event, PrivacyEvent):
+        raise TypeError(f"event must be a PrivacyEvent or None, got {event!r}")
 
 
 # ------------------------------------------------------------------------------ budgets
@@ -149,11 +163,17 @@ class PureDP(_Budget):
     ----------
     epsilon : float
         Privacy loss bound, positive and finite.
+    event : PrivacyEvent, optional (keyword only)
+        The mechanism that produced this budget (see
+        :mod:`skdpsparse.accounting.events`; set it with
+        :func:`~skdpsparse.accounting.with_event`, which checks it). Not part of ``==``,
+        ``hash`` or ``repr``.
 
     Notes
     -----
     ``+`` is basic composition (ε adds), ``b * k`` the k-fold one; ``<=`` means "at most
-    as much privacy loss".
+    as much privacy loss". Arithmetic drops ``event`` (the sum is a valid bound on its
+    own).
 
     Examples
     --------
@@ -164,9 +184,11 @@ class PureDP(_Budget):
     """
 
     epsilon: float
+    event: object = field(default=None, compare=False, repr=False, kw_only=True)
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", _positive(self.epsilon, "epsilon"))
+        _check_event(self.event)
 
     def _values(self):
         return (self.epsilon,)
@@ -203,6 +225,8 @@ class ApproxDP(_Budget):
         Positive and finite.
     delta : float
         In [0, 1).
+    event : PrivacyEvent, optional (keyword only)
+        The mechanism that produced this budget (as for :class:`PureDP`).
 
     Notes
     -----
@@ -218,10 +242,12 @@ class ApproxDP(_Budget):
 
     epsilon: float
     delta: float
+    event: object = field(default=None, compare=False, repr=False, kw_only=True)
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", _positive(self.epsilon, "epsilon"))
         object.__setattr__(self, "delta", _delta(self.delta))
+        _check_event(self.event)
 
     def _values(self):
         return (self.epsilon, self.delta)
@@ -238,6 +264,8 @@ class ZCDP(_Budget):
     ----------
     rho : float
         Positive and finite.
+    event : PrivacyEvent, optional (keyword only)
+        The mechanism that produced this budget (as for :class:`PureDP`).
 
     Examples
     --------
@@ -248,9 +276,11 @@ class ZCDP(_Budget):
     """
 
     rho: float
+    event: object = field(default=None, compare=False, repr=False, kw_only=True)
 
     def __post_init__(self):
         object.__setattr__(self, "rho", _positive(self.rho, "rho"))
+        _check_event(self.event)
 
     def _values(self):
         return (self.rho,)
