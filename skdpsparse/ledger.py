@@ -16,20 +16,24 @@ How fits are counted. Every estimator of this library calls :func:`charge_budget
 at the end of ``fit``, *before* it sets any fitted attribute: a refused fit raises
 :class:`~skdpsparse.exceptions.BudgetExceededError` and releases nothing. Clones,
 pipelines and cross-validation call ``fit`` on a fresh estimator, so each fit is
-charged once. The entries live in a journal file guarded by a file lock, so worker
+charged once. The entries live in a journal file guarded by an exclusive file lock
+(check-then-append is atomic across processes), so worker
 processes (``n_jobs=2``: joblib's loky workers are children of the process holding
 the ledger) append to the same journal; a child finds it through a pointer file
 named after its parent's process id, written while the ledger is active. Threads
 share the in-process registry.
 
-Composition. Pure-DP entries add up (basic composition); zCDP entries add up in ρ
-(Bun and Steinke 2016, Lemma 2.3); (ε, δ) entries add up in ε and δ. A total in
-(ε, δ) at a target δ converts the zCDP sum (pure entries are counted either by
-basic composition or as ε²/2-zCDP, whichever gives less) with the δ left after the
-(ε, δ) entries' δs.
+Composition. Each budget may carry the privacy event that produced it
+(:func:`~skdpsparse.accounting.with_event`); a bare budget stands for the weakest
+event it allows (:func:`~skdpsparse.accounting.event_of`). The total composes the
+events with :func:`~skdpsparse.accounting.compose_events`: exactly for continuous
+Gaussians (Gaussian DP), in ρ for zCDP, by RDP for the rest, by basic composition
+for opaque (ε, δ) entries, and the smallest of the valid bounds; it is never larger
+than :func:`compose`'s sum of the budgets.
 """
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -37,6 +41,8 @@ import tempfile
 import threading
 
 from .accounting import ZCDP, ApproxDP, PureDP, zcdp_to_epsilon
+from .accounting.composition import compose_events, events_pure_epsilon, events_zcdp_rho
+from .accounting.events import event_from_dict, event_of, implied_by
 from .exceptions import BudgetExceededError
 
 __all__ = ["PrivacyLedger", "charge_budget", "compose"]
@@ -44,6 +50,7 @@ __all__ = ["PrivacyLedger", "charge_budget", "compose"]
 _ACTIVE = []  # ledgers active in this process, innermost last
 _LOCK = threading.Lock()
 _SUSPENDED = threading.local()  # depth of _charges_suspended() in this thread
+_LIMIT_RTOL = 1e-12  # a total this close above the limit is rounding, not excess
 
 
 @contextlib.contextmanager
@@ -63,6 +70,7 @@ def _charges_suspended():
         _SUSPENDED.depth -= 1
 
 
+# ------------------------------------------------------------------- serialisation
 def _to_json(budget):
     if isinstance(budget, PureDP):
         return {"type": "PureDP", "epsilon": budget.epsilon}
@@ -78,12 +86,28 @@ def _from_json(obj):
     return {"PureDP": PureDP, "ApproxDP": ApproxDP, "ZCDP": ZCDP}[kind](**obj)
 
 
+def _entry_budget(entry):
+    """The budget of a journal entry, with its event if it was charged with one."""
+    budget = _from_json(dict(entry["budget"]))
+    if "event" in entry:  # checked against the budget when it was charged
+        budget = dataclasses.replace(budget, event=event_from_dict(entry["event"]))
+    return budget
+
+
+# ---------------------------------------------------------------------- composition
 def compose(budgets, delta=None):
-    """Total privacy loss of a sequence of budgets (see the module notes).
+    """Total privacy loss of a sequence of budgets by their values alone.
+
+    Pure-DP budgets add up (basic composition); zCDP budgets add up in ρ (Bun and
+    Steinke 2016, Lemma 2.3); (ε, δ) budgets add up in ε and δ. A total in (ε, δ)
+    at a target δ converts the zCDP sum (pure budgets are counted either by basic
+    composition or as ε²/2-zCDP, whichever gives less) with the δ left after the
+    (ε, δ) budgets' δs. The ledger's total (:meth:`PrivacyLedger.total`) composes the
+    budgets' events instead, and is never larger.
 
     Returns ``PureDP`` when every budget is pure; otherwise ``ApproxDP`` at
-    ``delta``, which must exceed the sum of the (ε, δ) entries' δs when a zCDP
-    entry needs converting.
+    ``delta``, which must exceed the sum of the (ε, δ) budgets' δs when a zCDP
+    budget needs converting.
     """
     budgets = list(budgets)
     if not budgets:
@@ -109,6 +133,48 @@ def compose(budgets, delta=None):
     return ApproxDP(eps_a + min(basic, as_zcdp), delta)
 
 
+def _events(budgets):
+    return [event_of(b) for b in budgets]
+
+
+def _default_delta(budgets):
+    """The target δ when none is given: the sum of the entries' δs.
+
+    None when every entry is pure (the total is then pure) or when an entry has no
+    δ of its own (a zCDP entry): the total then needs an explicit ``delta``.
+    """
+    if events_pure_epsilon(_events(budgets)) is not None:
+        return None
+    if not all(isinstance(b, (PureDP, ApproxDP)) for b in budgets):
+        return None
+    return sum(b.delta for b in budgets if isinstance(b, ApproxDP))
+
+
+def _check_limit(limit, budgets, source):
+    """Raise BudgetExceededError if the composed ``budgets`` exceed ``limit``."""
+    events = _events(budgets)
+    total = None
+    if isinstance(limit, PureDP):
+        eps = events_pure_epsilon(events)
+        ok = eps is not None and eps <= limit.epsilon * (1 + _LIMIT_RTOL)
+        total = None if eps is None else PureDP(eps)
+    elif isinstance(limit, ZCDP):
+        rho = events_zcdp_rho(events)
+        ok = rho is not None and rho <= limit.rho * (1 + _LIMIT_RTOL)
+        total = None if rho is None else ZCDP(rho)
+    else:
+        try:
+            total = compose_events(events, limit.delta)
+            ok = total.epsilon <= limit.epsilon * (1 + _LIMIT_RTOL)
+        except ValueError:
+            total, ok = None, False
+    if not ok:
+        spent = "" if total is None else f" (the total would be {total})"
+        raise BudgetExceededError(
+            f"{source} would exceed the ledger's limit {limit}{spent}; nothing was released.")
+
+
+# --------------------------------------------------------------------------- journal
 class _Journal:
     """Append-only JSON-lines file: a header with the limit, then one line per fit."""
 
@@ -121,47 +187,28 @@ class _Journal:
         return lines[0], lines[1:]
 
     def charge(self, budget, source):
+        """Append an entry unless it takes the total over the limit (then raise)."""
+        record = {"source": source, "budget": _to_json(budget), "pid": os.getpid()}
+        if budget.event is not None:
+            record["event"] = budget.event.to_dict()
         with open(self.path, "a+") as f:
             fcntl.flock(f, fcntl.LOCK_EX)  # check-then-append is atomic across processes
             try:
                 f.seek(0)
                 lines = [json.loads(line) for line in f if line.strip()]
                 header, entries = lines[0], lines[1:]
-                budgets = [_from_json(dict(e["budget"])) for e in entries] + [budget]
                 limit = header.get("limit")
                 if limit is not None:
+                    budgets = [_entry_budget(e) for e in entries] + [budget]
                     _check_limit(_from_json(dict(limit)), budgets, source)
                 f.seek(0, os.SEEK_END)
-                f.write(json.dumps({"source": source, "budget": _to_json(budget),
-                                    "pid": os.getpid()}) + "\n")
+                f.write(json.dumps(record) + "\n")
                 f.flush()
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _check_limit(limit, budgets, source):
-    if isinstance(limit, PureDP):
-        total = compose(budgets) if all(isinstance(b, PureDP) for b in budgets) else None
-        ok = total is not None and total.epsilon <= limit.epsilon * (1 + 1e-12)
-    elif isinstance(limit, ZCDP):
-        if any(isinstance(b, ApproxDP) for b in budgets):
-            ok = False
-        else:
-            rho = sum(b.rho if isinstance(b, ZCDP) else b.epsilon**2 / 2 for b in budgets)
-            ok = rho <= limit.rho * (1 + 1e-12)
-        total = None
-    else:
-        try:
-            total = compose(budgets, limit.delta)
-            ok = total.epsilon <= limit.epsilon * (1 + 1e-12)
-        except ValueError:
-            total, ok = None, False
-    if not ok:
-        spent = "" if total is None else f" (the total would be {total})"
-        raise BudgetExceededError(
-            f"{source} would exceed the ledger's limit {limit}{spent}; nothing was released.")
-
-
+# ------------------------------------------------------- finding the active journals
 def _pointer_path(pid):
     return os.path.join(tempfile.gettempdir(), f"skdpsparse-ledger-{pid}.json")
 
@@ -189,8 +236,23 @@ def _active_journals():
         return []
 
 
+def _check_event(budget):
+    """A budget's event must imply the budget, or composing it would understate."""
+    if budget.event is not None and not implied_by(budget.event, budget):
+        raise ValueError(f"the event {budget.event!r} does not imply the budget {budget} "
+                         "it was charged with.")
+
+
 def charge_budget(estimator, budget):
     """Charge ``budget`` to every active ledger; called by ``fit`` before release.
+
+    Parameters
+    ----------
+    estimator : estimator
+        Named in the entry, with its ``epsilon`` and ``delta`` parameters.
+    budget : PureDP, ApproxDP or ZCDP
+        What the fit spent; with ``budget.event`` set (see
+        :func:`~skdpsparse.accounting.with_event`) the ledger composes the event.
 
     Raises
     ------
@@ -203,6 +265,7 @@ def charge_budget(estimator, budget):
     journals = _active_journals()
     if not journals:
         return
+    _check_event(budget)
     params = estimator.get_params(deep=False)
     shown = {k: params[k] for k in ("epsilon", "delta") if k in params}
     source = f"{type(estimator).__name__}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
@@ -224,20 +287,38 @@ class PrivacyLedger:
         A fit that would take the total above ``limit`` raises
         :class:`~skdpsparse.exceptions.BudgetExceededError` and releases nothing
         (in ``GridSearchCV`` the default ``error_score=nan`` turns that into a
-        failed candidate; pass ``error_score="raise"`` to stop the search).
+        failed candidate; pass ``error_score="raise"`` to stop the search). An
+        ``ApproxDP`` limit is checked against the composed total at its δ.
 
     Attributes
     ----------
     entries : list of (str, budget)
-        What was charged, in order: the estimator and its ε, δ, and the budget.
+        What was charged, in order: the estimator and its ε, δ, and the budget
+        (with its ``event`` when the fit recorded one).
     processes : set of int
         The processes that charged them.
 
     Notes
     -----
     A grid search over k private fits on the same data costs the composition of the
-    k budgets, not one of them. Private selection (seed 000, Algorithm 5;
+    k fits, not one of them. Private selection (seed 000, Algorithm 5;
     :mod:`skdpsparse.model_selection`) tunes for a total close to one fit's budget.
+    How the total is composed, and the limits of the composition theorems when the
+    fits' privacy parameters are chosen adaptively, are in
+    :mod:`skdpsparse.accounting.composition`.
+
+    Examples
+    --------
+    Ten Gaussian releases, each calibrated to (1, 1e-6)-DP, charged with their events:
+
+    >>> from skdpsparse.accounting import (ApproxDP, GaussianEvent,
+    ...                                    analytic_gaussian_sigma, with_event)
+    >>> z = analytic_gaussian_sigma(1.0, 1.0, 1e-6)
+    >>> with PrivacyLedger() as ledger:
+    ...     for _ in range(10):
+    ...         ledger.charge(with_event(ApproxDP(1.0, 1e-6), GaussianEvent(z)))
+    >>> print(ledger.total())  # at the entries' total delta, 1e-5
+    (3.13976, 1e-05)-DP
     """
 
     def __init__(self, limit=None):
@@ -266,21 +347,33 @@ class PrivacyLedger:
             _ACTIVE.remove(self)
             _publish()
         self._final = self._read()
-        os.remove(self._journal.path)
+        with contextlib.suppress(OSError):  # Windows: a worker may still hold it open
+            os.remove(self._journal.path)
         self._journal = None
         return False
 
     def charge(self, budget, source="manual"):
-        """Charge a budget spent outside the estimators (e.g. a custom release)."""
+        """Charge a budget spent outside the estimators (e.g. a custom release).
+
+        Parameters
+        ----------
+        budget : PureDP, ApproxDP or ZCDP
+            With ``budget.event`` set, the event is composed (it must imply the budget).
+        source : str, default="manual"
+            The name shown in :meth:`summary`.
+        """
         if self._journal is None:
             raise RuntimeError("charge() needs the ledger to be active (use `with`).")
+        if not isinstance(budget, (PureDP, ApproxDP, ZCDP)):
+            raise TypeError(f"not a privacy budget: {budget!r}")
+        _check_event(budget)
         self._journal.charge(budget, source)
 
     def _read(self):
         if self._journal is None:
             return list(self._final or [])
         _, entries = self._journal.read()
-        return [(e["source"], _from_json(dict(e["budget"])), e["pid"]) for e in entries]
+        return [(e["source"], _entry_budget(e), e["pid"]) for e in entries]
 
     @property
     def entries(self):
@@ -292,17 +385,47 @@ class PrivacyLedger:
         return {pid for _, _, pid in self._read()}
 
     def total(self, delta=None):
-        """The composed total (:func:`compose`); ``delta`` defaults to the limit's."""
+        """The composed total of the entries (see the module notes).
+
+        Parameters
+        ----------
+        delta : float, optional
+            The target δ. Without it: the limit's δ for an ``ApproxDP`` limit, else
+            the sum of the entries' δs when every entry is ``PureDP`` or ``ApproxDP``
+            (basic composition would spend exactly that δ; the events' composition
+            then usually gives a much smaller ε at the same δ).
+
+        Returns
+        -------
+        PureDP, ApproxDP or None
+            ``PureDP`` when every entry is pure and no δ applies; ``ApproxDP`` at the
+            target δ otherwise; None for no entries.
+
+        Raises
+        ------
+        ValueError
+            If a δ is needed but none applies (a zCDP entry has no δ of its own), or
+            the δ is below the opaque (ε, δ) entries' total.
+        """
+        budgets = [b for _, b in self.entries]
+        if not budgets:
+            return None
         if delta is None and isinstance(self.limit, ApproxDP):
             delta = self.limit.delta
-        return compose([b for _, b in self.entries], delta)
+        if delta is None:
+            delta = _default_delta(budgets)
+        return compose_events(_events(budgets), delta)
 
     def total_zcdp(self):
-        """The total as zCDP when every entry is pure or zCDP, else None."""
-        budgets = [b for _, b in self.entries]
-        if any(isinstance(b, ApproxDP) for b in budgets):
+        """The total as zCDP when every entry has a zCDP bound, else None.
+
+        Each entry counts with its event's ρ (a Gaussian's 1/(2z²) per release; a
+        pure ε entry as ε²/2); an opaque (ε, δ) entry has none.
+        """
+        rhos = [events_zcdp_rho([event_of(b)]) for _, b in self.entries]
+        if any(r is None for r in rhos):
             return None
-        rho = sum(b.rho if isinstance(b, ZCDP) else b.epsilon**2 / 2 for b in budgets)
+        rho = sum(rhos)
         return ZCDP(rho) if rho > 0 else None
 
     def summary(self, delta=None):
@@ -310,7 +433,8 @@ class PrivacyLedger:
         entries = self.entries
         lines = [f"{len(entries)} private fits"]
         for source, budget in entries:
-            lines.append(f"  {budget!s:<24} {source}")
+            ran = "" if budget.event is None else f"  [{budget.event!r}]"
+            lines.append(f"  {budget!s:<24} {source}{ran}")
         try:
             lines.append(f"total: {self.total(delta)}")
         except ValueError as err:

@@ -1,6 +1,9 @@
 """The privacy ledger: composition rules, counting through clone / Pipeline /
 GridSearchCV (processes and threads) / cross_validate, and refusal at a limit."""
 
+import dataclasses
+import doctest
+import math
 import os
 
 import joblib
@@ -11,8 +14,22 @@ from sklearn.model_selection import GridSearchCV, cross_validate
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from skdpsparse import BudgetExceededError, PrivacyLedger
-from skdpsparse.accounting import ZCDP, ApproxDP, PureDP, approx_dp_to_zcdp, zcdp_to_epsilon
+from skdpsparse import BudgetExceededError, PrivacyLedger, ledger as ledger_module
+from skdpsparse.accounting import (
+    ZCDP,
+    ApproxDP,
+    ApproxDPEvent,
+    DiscreteGaussianEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    PureDP,
+    ZCDPEvent,
+    analytic_gaussian_sigma,
+    approx_dp_to_zcdp,
+    compose_events,
+    with_event,
+    zcdp_to_epsilon,
+)
 from skdpsparse.datasets import make_heavy_tailed
 from skdpsparse.ledger import compose
 from skdpsparse.mean import DPHeavyTailedMean, DPSparseMeanEstimator
@@ -120,3 +137,114 @@ def test_invalid_limit():
     led = PrivacyLedger()
     with pytest.raises(RuntimeError, match="active"):
         led.charge(PureDP(1.0))
+
+
+# ------------------------------------------------------------ composition by events
+Z_1_1E6 = analytic_gaussian_sigma(1.0, 1.0, 1e-6)  # a (1, 1e-6)-DP Gaussian, Δ = 1
+
+
+def _gaussian_fit():
+    return with_event(ApproxDP(1.0, 1e-6), GaussianEvent(Z_1_1E6))
+
+
+def test_ten_gaussian_fits_total_within_5_percent_of_pld():
+    """Issue 17: 10 Gaussian fits at (1, 1e-6) totalled (10, 1e-5); PLD gives 3.14."""
+    dpa = pytest.importorskip("dp_accounting")
+    from dp_accounting.pld import pld_privacy_accountant
+
+    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    acc.compose(dpa.GaussianDpEvent(Z_1_1E6), 10)
+    reference = acc.get_epsilon(1e-5)
+    with PrivacyLedger() as ledger:
+        for _ in range(10):
+            ledger.charge(_gaussian_fit())
+    total = ledger.total()  # no delta: the entries' total, 1e-5
+    assert total.delta == pytest.approx(1e-5)
+    assert abs(total.epsilon - reference) <= 0.05 * reference
+    assert ledger.total(1e-5) == total
+    assert ledger.entries[0][1] == ApproxDP(1.0, 1e-6)  # the budget reads as before
+    assert ledger.entries[0][1].event == GaussianEvent(Z_1_1E6)
+    assert "GaussianEvent" in ledger.summary()
+    assert ledger.total_zcdp().rho == pytest.approx(10 / (2 * Z_1_1E6**2))
+
+
+def test_ten_discrete_gaussian_fits_compose_in_rho():
+    """Discrete Gaussian fits are zCDP, not exactly Gaussian DP: ten calibrated to
+    (1, 1e-6) through zCDP total 10ρ, about the 3.14 of the continuous ones."""
+    rho = approx_dp_to_zcdp(1.0, 1e-6)
+    event = DiscreteGaussianEvent(1.0 / math.sqrt(2.0 * rho))
+    with PrivacyLedger() as ledger:
+        for _ in range(10):
+            ledger.charge(with_event(ApproxDP(1.0, 1e-6), event))
+    total = ledger.total()
+    assert total.epsilon == pytest.approx(zcdp_to_epsilon(10 * rho, 1e-5), rel=1e-6)
+    assert 3.0 < total.epsilon <= 1.05 * 3.1398
+
+
+def test_limit_checks_the_composed_events():
+    """A (3.2, 1e-5) limit lets ten (1, 1e-6) Gaussian fits run (basic composition
+    stopped at three), and refuses the eleventh (√11 · 1/z is over it)."""
+    with PrivacyLedger(limit=ApproxDP(3.2, 1e-5)) as ledger:
+        for _ in range(10):
+            ledger.charge(_gaussian_fit())
+        with pytest.raises(BudgetExceededError, match="limit"):
+            ledger.charge(_gaussian_fit())
+    assert len(ledger.entries) == 10
+    assert ledger.total().epsilon <= 3.2
+
+
+def test_total_without_delta_uses_the_entries_deltas():
+    with PrivacyLedger() as ledger:
+        ledger.charge(ApproxDP(0.5, 1e-6))
+        ledger.charge(ApproxDP(0.25, 2e-6))
+        ledger.charge(PureDP(0.25))
+    assert ledger.total() == ApproxDP(1.0, 3e-6)  # opaque entries: basic composition
+    with PrivacyLedger() as ledger:
+        ledger.charge(ApproxDP(0.5, 1e-6))
+        ledger.charge(ZCDP(0.01))  # has no δ of its own
+    with pytest.raises(ValueError, match="delta"):
+        ledger.total()
+    assert "needs a target delta" in ledger.summary()
+    assert ledger.total(1e-5).epsilon == pytest.approx(
+        0.5 + zcdp_to_epsilon(0.01, 9e-6), rel=1e-9)
+
+
+def test_mixed_ledger_is_the_composition_of_its_events():
+    budgets = [_gaussian_fit(), with_event(PureDP(0.5), LaplaceEvent(2.0)), ZCDP(0.01),
+               ApproxDP(0.1, 1e-7)]
+    with PrivacyLedger() as ledger:
+        for b in budgets:
+            ledger.charge(b)
+    events = [GaussianEvent(Z_1_1E6), LaplaceEvent(2.0), ZCDPEvent(0.01),
+              ApproxDPEvent(0.1, 1e-7)]
+    assert ledger.total(1e-5) == compose_events(events, 1e-5)
+    assert ledger.total(1e-5).epsilon <= compose(budgets, 1e-5).epsilon
+
+
+def test_charge_refuses_an_event_that_does_not_imply_its_budget():
+    wrong = dataclasses.replace(ApproxDP(1.0, 1e-6), event=GaussianEvent(1.0))
+    with PrivacyLedger() as ledger:
+        with pytest.raises(ValueError, match="does not imply"):
+            ledger.charge(wrong)
+    assert ledger.entries == []
+
+
+def test_gaussian_estimator_fits_compose_by_their_events():
+    """Through the estimators, once their mechanisms attach events (until then the
+    fits are composed by their budgets and this test is skipped)."""
+    X = np.random.default_rng(0).uniform(-0.5, 0.5, size=(500, 4))
+    est = DPSparseMeanEstimator(epsilon=1.0, delta=1e-6, method="gaussian", norm_bound=1.0,
+                                random_state=0)
+    with PrivacyLedger() as ledger:
+        for _ in range(10):
+            clone(est).fit(X)
+    spent = [b for _, b in ledger.entries]
+    if spent[0].event is None:
+        pytest.skip("DPSparseMeanEstimator does not record its privacy event yet")
+    assert len(spent) == 10
+    assert ledger.total(1e-5).epsilon < 3.3  # (10, 1e-5) by basic composition
+
+
+def test_doctests():
+    result = doctest.testmod(ledger_module)
+    assert result.attempted > 0 and result.failed == 0
