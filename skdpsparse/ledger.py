@@ -17,7 +17,7 @@ at the end of ``fit``, *before* it sets any fitted attribute: a refused fit rais
 :class:`~skdpsparse.exceptions.BudgetExceededError` and releases nothing. Clones,
 pipelines and cross-validation call ``fit`` on a fresh estimator, so each fit is
 charged once. The entries live in a journal file guarded by an exclusive file lock
-(check-then-append is atomic across processes), so worker
+(``fcntl`` on POSIX, ``msvcrt`` on Windows, a lock file elsewhere), so worker
 processes (``n_jobs=2``: joblib's loky workers are children of the process holding
 the ledger) append to the same journal; a child finds it through a pointer file
 named after its parent's process id, written while the ledger is active. Threads
@@ -34,11 +34,12 @@ than :func:`compose`'s sum of the budgets.
 
 import contextlib
 import dataclasses
-import fcntl
+import errno
 import json
 import os
 import tempfile
 import threading
+import time
 
 from .accounting import ZCDP, ApproxDP, PureDP, zcdp_to_epsilon
 from .accounting.composition import compose_events, events_pure_epsilon, events_zcdp_rho
@@ -50,6 +51,7 @@ __all__ = ["PrivacyLedger", "charge_budget", "compose"]
 _ACTIVE = []  # ledgers active in this process, innermost last
 _LOCK = threading.Lock()
 _SUSPENDED = threading.local()  # depth of _charges_suspended() in this thread
+_STALE_LOCK_SECONDS = 60.0  # the lock-file fallback breaks a lock held this long
 _LIMIT_RTOL = 1e-12  # a total this close above the limit is rounding, not excess
 
 
@@ -174,6 +176,78 @@ def _check_limit(limit, budgets, source):
             f"{source} would exceed the ledger's limit {limit}{spent}; nothing was released.")
 
 
+# ------------------------------------------------------------------------ file locks
+def _optional_module(name):
+    """The module, or None where it does not exist (``fcntl`` on Windows)."""
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+@contextlib.contextmanager
+def _flock(fcntl, f):
+    fcntl.flock(f, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _msvcrt_lock(msvcrt, f):
+    # Windows: lock the first byte. LK_LOCK retries for about 10 s, then raises
+    # EDEADLOCK: wait again (another process holds it); any other error is real.
+    f.seek(0)
+    while True:
+        try:
+            msvcrt.locking(f.fileno(), msvcrt.LK_LOCK, 1)
+            break
+        except OSError as err:
+            if err.errno not in (errno.EDEADLK, errno.EACCES):
+                raise
+    try:
+        yield
+    finally:
+        f.seek(0)
+        msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
+
+
+@contextlib.contextmanager
+def _lock_file(path):
+    """Portable last resort: a lock file created exclusively (O_EXCL)."""
+    lock = path + ".lock"
+    while True:
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            break
+        except FileExistsError:
+            with contextlib.suppress(OSError):  # a holder that died leaves the file
+                if time.time() - os.path.getmtime(lock) > _STALE_LOCK_SECONDS:
+                    os.remove(lock)
+            time.sleep(0.001)
+    try:
+        yield
+    finally:
+        os.close(fd)
+        os.remove(lock)
+
+
+def _exclusive(f):
+    """An exclusive lock on the open file ``f`` across processes and threads.
+
+    ``fcntl`` and ``msvcrt`` are imported here, not at module level: each exists on
+    one family of systems only, and ``import skdpsparse`` must work on both.
+    """
+    fcntl = _optional_module("fcntl")
+    if fcntl is not None:
+        return _flock(fcntl, f)
+    msvcrt = _optional_module("msvcrt")
+    if msvcrt is not None:
+        return _msvcrt_lock(msvcrt, f)
+    return _lock_file(f.name)
+
+
 # --------------------------------------------------------------------------- journal
 class _Journal:
     """Append-only JSON-lines file: a header with the limit, then one line per fit."""
@@ -182,7 +256,9 @@ class _Journal:
         self.path = path
 
     def read(self):
-        with open(self.path) as f:
+        """The header and the entries; under the lock, so no entry is half-written."""
+        with open(self.path) as f, _exclusive(f):
+            f.seek(0)
             lines = [json.loads(line) for line in f if line.strip()]
         return lines[0], lines[1:]
 
@@ -191,21 +267,17 @@ class _Journal:
         record = {"source": source, "budget": _to_json(budget), "pid": os.getpid()}
         if budget.event is not None:
             record["event"] = budget.event.to_dict()
-        with open(self.path, "a+") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)  # check-then-append is atomic across processes
-            try:
-                f.seek(0)
-                lines = [json.loads(line) for line in f if line.strip()]
-                header, entries = lines[0], lines[1:]
-                limit = header.get("limit")
-                if limit is not None:
-                    budgets = [_entry_budget(e) for e in entries] + [budget]
-                    _check_limit(_from_json(dict(limit)), budgets, source)
-                f.seek(0, os.SEEK_END)
-                f.write(json.dumps(record) + "\n")
-                f.flush()
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        with open(self.path, "a+") as f, _exclusive(f):
+            f.seek(0)
+            lines = [json.loads(line) for line in f if line.strip()]
+            header, entries = lines[0], lines[1:]
+            limit = header.get("limit")
+            if limit is not None:
+                budgets = [_entry_budget(e) for e in entries] + [budget]
+                _check_limit(_from_json(dict(limit)), budgets, source)
+            f.seek(0, os.SEEK_END)
+            f.write(json.dumps(record) + "\n")
+            f.flush()
 
 
 # ------------------------------------------------------- finding the active journals
