@@ -17,11 +17,27 @@ at the end of ``fit``, *before* it sets any fitted attribute: a refused fit rais
 :class:`~skdpsparse.exceptions.BudgetExceededError` and releases nothing. Clones,
 pipelines and cross-validation call ``fit`` on a fresh estimator, so each fit is
 charged once. The entries live in a journal file guarded by an exclusive file lock
-(``fcntl`` on POSIX, ``msvcrt`` on Windows, a lock file elsewhere), so worker
-processes (``n_jobs=2``: joblib's loky workers are children of the process holding
-the ledger) append to the same journal; a child finds it through a pointer file
-named after its parent's process id, written while the ledger is active. Threads
-share the in-process registry.
+(check-the-limit-then-append is one atomic step across processes). A fit finds the
+journals of the active ledgers in three places, and charges each journal once:
+
+1. its own process's registry (the ledgers opened here; threads share it, and a
+   child made by ``fork`` inherits a copy);
+2. the pointer file of every *ancestor* process (parent, grandparent, ...), which a
+   process writes while it holds an active ledger. Walking up the whole chain, not
+   only to the parent, is what reaches the ledger from a ``forkserver`` child (its
+   parent is the fork server, a child of the ledger's process) and from dask's
+   nanny-started workers; and because the pointer is read when the fit is charged,
+   long-lived workers started *before* the ledger (loky's reusable executor, the
+   fork server) see it too. The ancestors come from ``/proc`` (Linux); elsewhere
+   only the parent is known, which covers ``spawn`` (Windows' and macOS's default)
+   and loky;
+3. the environment variable ``SKDPSPARSE_LEDGER_JOURNALS``, set while a ledger is
+   active, which every process started after that inherits whatever its start
+   method (the fallback where the ancestors cannot be read).
+
+A pointer names its process's start time (Linux) so that a stale pointer of a
+process that died without closing its ledger is not followed by a later process
+reusing the same id.
 
 Composition. Each budget may carry the privacy event that produced it
 (:func:`~skdpsparse.accounting.with_event`); a bare budget stands for the weakest
@@ -48,11 +64,25 @@ from .exceptions import BudgetExceededError
 
 __all__ = ["PrivacyLedger", "charge_budget", "compose"]
 
+ENV_VAR = "SKDPSPARSE_LEDGER_JOURNALS"
+
 _ACTIVE = []  # ledgers active in this process, innermost last
 _LOCK = threading.Lock()
 _SUSPENDED = threading.local()  # depth of _charges_suspended() in this thread
+_ENV_BEFORE = {}  # "value": the environment variable before this process set it
+_MAX_ANCESTORS = 64  # a bound on the walk up the process tree
 _STALE_LOCK_SECONDS = 60.0  # the lock-file fallback breaks a lock held this long
 _LIMIT_RTOL = 1e-12  # a total this close above the limit is rounding, not excess
+
+
+def _reset_lock_in_child():
+    # A fork while another thread holds _LOCK would leave the child's copy locked.
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_lock_in_child)
 
 
 @contextlib.contextmanager
@@ -263,11 +293,19 @@ class _Journal:
         return lines[0], lines[1:]
 
     def charge(self, budget, source):
-        """Append an entry unless it takes the total over the limit (then raise)."""
+        """Append an entry unless it takes the total over the limit (then raise).
+
+        Returns False, charging nothing, if the journal no longer exists: its
+        ledger has closed, so the fit is not inside it.
+        """
         record = {"source": source, "budget": _to_json(budget), "pid": os.getpid()}
         if budget.event is not None:
             record["event"] = budget.event.to_dict()
-        with open(self.path, "a+") as f, _exclusive(f):
+        try:
+            f = open(self.path, "r+")  # never "a+": that would re-create a closed journal
+        except FileNotFoundError:
+            return False
+        with f, _exclusive(f):
             f.seek(0)
             lines = [json.loads(line) for line in f if line.strip()]
             header, entries = lines[0], lines[1:]
@@ -278,34 +316,107 @@ class _Journal:
             f.seek(0, os.SEEK_END)
             f.write(json.dumps(record) + "\n")
             f.flush()
+        return True
 
 
 # ------------------------------------------------------- finding the active journals
+def _proc_stat(pid):
+    """(parent id, start time in clock ticks) of a process from /proc, or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may contain any byte.
+    fields = data[data.rindex(b")") + 2:].split()
+    return int(fields[1]), int(fields[19])
+
+
+def _start_time(pid):
+    stat = _proc_stat(pid)
+    return None if stat is None else stat[1]
+
+
+def _ancestors():
+    """Ids of the parent, grandparent, ... of this process (only the parent where
+    /proc is missing)."""
+    pids, pid = [], os.getppid()
+    while pid > 0 and len(pids) < _MAX_ANCESTORS and pid not in pids:
+        pids.append(pid)
+        stat = _proc_stat(pid)
+        if stat is None or pid == 1:
+            break
+        pid = stat[0]
+    return pids
+
+
 def _pointer_path(pid):
     return os.path.join(tempfile.gettempdir(), f"skdpsparse-ledger-{pid}.json")
 
 
+def _pointer_journals(pid):
+    """Journals named by the pointer file of process ``pid``, if it is that process's."""
+    try:
+        with open(_pointer_path(pid)) as f:
+            pointer = json.load(f)
+    except (OSError, ValueError):
+        return []
+    if not isinstance(pointer, dict):
+        return []
+    start = pointer.get("start")
+    if start is not None and _start_time(pid) not in (None, start):
+        return []  # a stale pointer: that process died and its id was reused
+    return list(pointer.get("journals", []))
+
+
 def _publish():
-    # Called under _LOCK: tell child processes which journals are active.
+    """Tell other processes which journals are active here (called under _LOCK)."""
+    own = [led._journal.path for led in _ACTIVE]
     path = _pointer_path(os.getpid())
-    if _ACTIVE:
-        tmp = path + ".tmp"
+    if own:
+        tmp = f"{path}.{threading.get_ident()}.tmp"
         with open(tmp, "w") as f:
-            json.dump([led._journal.path for led in _ACTIVE], f)
+            json.dump({"pid": os.getpid(), "start": _start_time(os.getpid()),
+                       "journals": own}, f)
         os.replace(tmp, path)
-    elif os.path.exists(path):
-        os.remove(path)
+    else:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+    _publish_env(own)
+
+
+def _publish_env(own):
+    """Set the environment variable to the inherited journals plus ``own``; restore
+    the value this process started with when no ledger is active here."""
+    before = _ENV_BEFORE.setdefault("value", os.environ.get(ENV_VAR))
+    if own:
+        inherited = [p for p in _env_journals(before) if p not in own]
+        os.environ[ENV_VAR] = json.dumps(inherited + own)
+    elif before is None:
+        os.environ.pop(ENV_VAR, None)
+    else:
+        os.environ[ENV_VAR] = before
+
+
+def _env_journals(value=None):
+    """Journal paths listed in the environment variable (or in ``value``)."""
+    value = os.environ.get(ENV_VAR) if value is None else value
+    try:
+        paths = json.loads(value) if value else []
+    except ValueError:
+        return []
+    return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
 
 
 def _active_journals():
+    """The journals of every ledger this fit is inside, each once."""
     with _LOCK:
-        if _ACTIVE:
-            return [led._journal for led in _ACTIVE]
-    try:
-        with open(_pointer_path(os.getppid())) as f:
-            return [_Journal(p) for p in json.load(f) if os.path.exists(p)]
-    except (OSError, ValueError):
-        return []
+        paths = [led._journal.path for led in _ACTIVE]
+    paths += _env_journals()
+    for pid in _ancestors():
+        paths += _pointer_journals(pid)
+    unique = dict.fromkeys(p for p in paths if os.path.exists(p))
+    return [_Journal(p) for p in unique]
 
 
 def _check_event(budget):
@@ -349,9 +460,9 @@ class PrivacyLedger:
     """Records the privacy spent by every fit made while it is active.
 
     Use it as a context manager. Fits in this process, in its threads and in its
-    child processes (joblib's ``n_jobs``) are recorded; ``clone``, ``Pipeline``,
-    ``GridSearchCV`` (every candidate, every fold, and the refit) and
-    ``cross_validate`` are counted fit by fit.
+    descendant processes (joblib's ``n_jobs`` under every backend and start method)
+    are recorded; ``clone``, ``Pipeline``, ``GridSearchCV`` (every candidate, every
+    fold, and the refit) and ``cross_validate`` are counted fit by fit.
 
     Parameters
     ----------

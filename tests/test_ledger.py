@@ -3,6 +3,7 @@ GridSearchCV (processes and threads) / cross_validate, and refusal at a limit.""
 
 import dataclasses
 import doctest
+import json
 import math
 import os
 
@@ -31,7 +32,7 @@ from skdpsparse.accounting import (
     zcdp_to_epsilon,
 )
 from skdpsparse.datasets import make_heavy_tailed
-from skdpsparse.ledger import compose
+from skdpsparse.ledger import ENV_VAR, _Journal, _pointer_journals, _pointer_path, compose
 from skdpsparse.mean import DPHeavyTailedMean, DPSparseMeanEstimator
 
 
@@ -124,11 +125,49 @@ def test_limit_in_approx_dp_stops_a_grid_search(data):
     assert len(ledger.entries) >= 1
 
 
-def test_pointer_file_is_removed_on_exit(data):
-    with PrivacyLedger():
-        pass
-    from skdpsparse.ledger import _pointer_path
+def test_pointer_file_and_environment_while_active(data):
+    before = os.environ.get(ENV_VAR)
+    with PrivacyLedger() as outer:
+        with PrivacyLedger() as inner:
+            paths = [outer._journal.path, inner._journal.path]
+            assert _pointer_journals(os.getpid()) == paths
+            assert json.loads(os.environ[ENV_VAR])[-2:] == paths
+        assert _pointer_journals(os.getpid()) == paths[:1]
     assert not os.path.exists(_pointer_path(os.getpid()))
+    assert os.environ.get(ENV_VAR) == before
+
+
+def test_a_stale_pointer_is_not_followed(tmp_path):
+    """A pointer left by a dead process must not capture a later one with its id."""
+    journal = tmp_path / "journal.jsonl"
+    journal.write_text(json.dumps({"limit": None}) + "\n")
+    path = _pointer_path(os.getpid())
+    assert not os.path.exists(path)
+    try:
+        for start, followed in [(-1, False), (ledger_module._start_time(os.getpid()), True)]:
+            with open(path, "w") as f:
+                json.dump({"pid": os.getpid(), "start": start, "journals": [str(journal)]}, f)
+            assert (_pointer_journals(os.getpid()) == [str(journal)]) is followed
+    finally:
+        os.remove(path)
+
+
+def test_a_closed_journal_is_not_recreated(tmp_path):
+    path = tmp_path / "closed.jsonl"
+    assert _Journal(str(path)).charge(PureDP(1.0), "late fit") is False
+    assert not path.exists()
+
+
+def test_ancestors_reach_beyond_the_parent():
+    chain = ledger_module._ancestors()
+    assert chain[0] == os.getppid()
+    if not os.path.exists("/proc/self/status"):
+        return  # elsewhere only the parent is known
+    for child, parent in zip(chain, chain[1:]):  # Linux: each one's parent, from /proc
+        with open(f"/proc/{child}/status") as f:
+            ppid = next(int(line.split()[1]) for line in f if line.startswith("PPid:"))
+        assert parent == ppid
+    assert len(chain) >= 2
 
 
 def test_invalid_limit():
