@@ -1,0 +1,447 @@
+"""Exact samplers on random bits: Bernoulli, uniform integers, discrete Laplace and
+discrete Gaussian, with no floating point anywhere.
+
+Every draw here is a function of ChaCha20 keystream bits (:mod:`.chacha`) and integer
+arithmetic only, so the distribution of each output is exactly the stated one: no
+output has probability zero on one input and positive on a neighbouring one (the
+floating-point failure of Mironov 2012, "On significance of the least significant bits
+for differential privacy", CCS). The algorithms are those of Canonne, Kamath and
+Steinke (2020), "The Discrete Gaussian for Differential Privacy", NeurIPS, Section 5:
+
+* Algorithm 1 — Bernoulli(exp(−γ)) for rational γ ∈ [0, 1], from Bernoulli(γ/K) coins;
+* Algorithm 2 — the discrete Laplace on ℤ with scale t (here an integer N, s = 1);
+* Algorithm 3 — the discrete Gaussian on ℤ by rejection from the discrete Laplace.
+
+Two departures from the paper, both exact (the derivation is in
+``doc/derivations/exact_sampling.rst``):
+
+* The discrete Gaussian uses the proposal scale t = σ = N (the paper's
+  t = ⌊σ⌋ + 1; any t > 0 is valid, and with t = σ the acceptance exponent
+  (|Y| − σ²/t)²/(2σ²) becomes x²/2 with x = (|Y| − N)/N = q + r/N). Then
+  exp(−x²/2) = exp(−q²/2) · exp(−r/N)^q · exp(−(r/N)²/2), each factor a product of
+  independent exact coins, so no integer ever exceeds 2⁶³.
+* Bernoulli(num/den) compares a uniform real with num/den bit by bit, generating the
+  binary expansion of num/den by long division: two random bits on average, whatever
+  the size of den.
+
+Streams. A call fills an array in chunks of ``chunk`` entries; chunk ``c`` reads the
+keystream with nonce (c mod 2³², c div 2³², ``domain``), so the output does not
+depend on the thread count, and chunks run in parallel (``prange``).
+
+Outputs that would exceed 2⁶² in magnitude are saturated, which matters only through
+:func:`add_discrete_noise`: it releases clamp(k + Y, ±2⁶¹), a post-processing of the
+exact k + Y that can be computed without forming Y when |Y| ≥ 2⁶² (|k| ≤ 2⁶⁰). The
+probability of reaching it is below exp(−2²⁰).
+"""
+
+import numba
+import numpy as np
+
+from .chacha import LANES, chacha20_blocks
+
+__all__ = [
+    "DISCRETE_GAUSSIAN",
+    "DISCRETE_LAPLACE",
+    "MAX_GRID_VALUE",
+    "add_discrete_noise",
+    "discrete_noise",
+    "permutation",
+    "uniform_integers",
+]
+
+DISCRETE_LAPLACE = 0
+DISCRETE_GAUSSIAN = 1
+MAX_GRID_VALUE = 1 << 60  # |k| of a rounded statistic; the caller clips to it
+_RELEASE_BOUND = 1 << 61  # the post-processing clamp of k + Y
+_SATURATED = 1 << 62  # |Y| recorded for a draw at or beyond 2^62
+_MAX_SCALE = 1 << 50  # N: keeps U + V N and every long-division step below 2^63
+_WORDS = 16 * LANES
+
+# Bit-reader state (an int64 array, so compiled helpers can update it in place):
+_POS, _COUNTER, _POOL, _POOL_BITS, _NONCE0, _NONCE1, _NONCE2 = range(7)
+
+
+@numba.njit(cache=True)
+def _new_reader(key, chunk_index, domain):
+    """A bit reader: (key, state, keystream buffer, two ChaCha20 scratch arrays)."""
+    st = np.zeros(7, np.int64)
+    st[_POS] = _WORDS  # empty buffer: the first read fills it
+    st[_NONCE0] = chunk_index & 0xFFFFFFFF
+    st[_NONCE1] = (chunk_index >> 32) & 0xFFFFFFFF
+    st[_NONCE2] = domain & 0xFFFFFFFF
+    buf = np.empty(_WORDS, np.uint32)
+    x, s = np.empty((16, LANES), np.uint32), np.empty((16, LANES), np.uint32)
+    return key, st, buf, x, s
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _bits(rd, k):
+    """``k`` uniform random bits, 1 ≤ k ≤ 32, as a non-negative int."""
+    key, st, buf, x, s = rd
+    if st[_POOL_BITS] < k:
+        if st[_POS] == _WORDS:
+            if st[_COUNTER] + LANES > 0xFFFFFFFF:
+                raise RuntimeError("a ChaCha20 stream ran out of blocks.")
+            chacha20_blocks(key, st[_COUNTER], st[_NONCE0], st[_NONCE1], st[_NONCE2], x, s, buf)
+            st[_COUNTER] += LANES
+            st[_POS] = 0
+        st[_POOL] = (st[_POOL] << 32) | np.int64(buf[st[_POS]])
+        st[_POS] += 1
+        st[_POOL_BITS] += 32
+    st[_POOL_BITS] -= k
+    out = (st[_POOL] >> st[_POOL_BITS]) & ((np.int64(1) << k) - 1)
+    st[_POOL] &= (np.int64(1) << st[_POOL_BITS]) - 1
+    return out
+
+
+@numba.njit(cache=True, _nrt=False)
+def _bit_length(n):
+    k = 0
+    while n > 0:
+        n >>= 1
+        k += 1
+    return k
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _uniform_below(rd, n):
+    """Uniform on {0, …, n − 1}, 1 ≤ n < 2⁶², by rejection (exact)."""
+    if n <= 1:
+        return 0
+    return _uniform_below_bits(rd, n, _bit_length(n - 1))
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _uniform_below_bits(rd, n, k):
+    """:func:`_uniform_below` with k = bit length of n − 1 given (n ≥ 2)."""
+    while True:
+        if k <= 32:
+            v = _bits(rd, k)
+        else:
+            v = (_bits(rd, k - 32) << 32) | _bits(rd, 32)
+        if v < n:
+            return v
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _bernoulli_fraction(rd, num, den):
+    """Bernoulli(num/den) for 0 ≤ num, 0 < den < 2⁶²: a uniform real against num/den.
+
+    The binary digits of num/den come from long division; the first digit where the
+    random bits differ decides, so P[True] = num/den exactly.
+    """
+    if num >= den:
+        return True
+    rem = num
+    while rem != 0:
+        rem <<= 1
+        digit = 0
+        if rem >= den:
+            digit = 1
+            rem -= den
+        bit = _bits(rd, 1)
+        if bit != digit:
+            return bit < digit
+    return False  # num/den's expansion ended: the uniform is at least num/den
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _bernoulli_exp_fraction(rd, num, den):
+    """Bernoulli(exp(−num/den)) for 0 ≤ num ≤ den (CKS 2020, Algorithm 1)."""
+    k = 1
+    while True:
+        if not _bernoulli_fraction(rd, num, den):
+            break
+        if k > 1 and _uniform_below(rd, k) != 0:  # Bernoulli(1/k)
+            break
+        k += 1
+    return k % 2 == 1
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _bernoulli_exp_minus_one(rd):
+    """Bernoulli(exp(−1)): Algorithm 1 with γ = 1, where Bernoulli(γ/k) = Bernoulli(1/k)."""
+    k = 1
+    while k == 1 or _uniform_below(rd, k) == 0:
+        k += 1
+    return k % 2 == 1
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _bernoulli_exp_half_square(rd, q, r, n):
+    """Bernoulli(exp(−x²/2)) for x = q + r/n, 0 ≤ r < n (exact; see module docstring)."""
+    # exp(−q²/2) = Π_{i=1..q} exp(−1/2) exp(−1)^(i−1), since Σ (2i − 1) = q².
+    for i in range(1, q + 1):
+        if not _bernoulli_exp_fraction(rd, 1, 2):
+            return False
+        for _ in range(i - 1):
+            if not _bernoulli_exp_minus_one(rd):
+                return False
+    for _ in range(q):  # exp(−q r/n) = exp(−r/n)^q
+        if not _bernoulli_exp_fraction(rd, r, n):
+            return False
+    # exp(−f²/2), f = r/n: Algorithm 1 with Bernoulli(f²/(2k)) as four independent coins.
+    k = 1
+    while True:
+        if not _bernoulli_fraction(rd, r, n):
+            break
+        if not _bernoulli_fraction(rd, r, n):
+            break
+        if _bits(rd, 1) == 0:
+            break
+        if k > 1 and _uniform_below(rd, k) != 0:
+            break
+        k += 1
+    return k % 2 == 1
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _discrete_laplace_parts(rd, n, n_bits):
+    """A discrete Laplace draw of scale n (P(y) ∝ exp(−|y|/n)), as (negative, u, v)
+    with |y| = u + v n (CKS 2020, Algorithm 2 with s = 1, t = n); n_bits is the bit
+    length of n − 1 (n ≥ 2)."""
+    while True:
+        u = _uniform_below_bits(rd, n, n_bits)
+        if not _bernoulli_exp_fraction(rd, u, n):
+            continue
+        v = 0
+        while _bernoulli_exp_minus_one(rd):
+            v += 1
+        negative = _bits(rd, 1) == 1
+        if negative and u == 0 and v == 0:
+            continue  # zero would otherwise be counted twice
+        return negative, u, v
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _magnitude(u, v, n):
+    """u + v n, saturated at 2⁶² (see the module docstring)."""
+    if v >= (_SATURATED - u) // n:
+        return _SATURATED
+    return u + v * n
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _draw(rd, kind, n, n_bits):
+    """One draw: discrete Laplace of scale n, or discrete Gaussian with σ = n (n ≥ 2)."""
+    while True:
+        negative, u, v = _discrete_laplace_parts(rd, n, n_bits)
+        if kind == DISCRETE_GAUSSIAN:
+            # Accept with probability exp(−(|y| − n)²/(2n²)), x = | |y| − n | / n.
+            if v >= 1:
+                q, r = v - 1, u
+            elif u == 0:
+                q, r = 1, 0
+            else:
+                q, r = 0, n - u
+            if not _bernoulli_exp_half_square(rd, q, r, n):
+                continue
+        y = _magnitude(u, v, n)
+        return -y if negative else y
+
+
+@numba.njit(cache=True, _nrt=False)
+def _fill_range(rd, values, start, stop, add, kind, n, n_bits):
+    # The hot loop runs without reference counting (_nrt=False) and with every helper
+    # inlined: numba's refcount updates on the reader's arrays cost more than a draw.
+    for i in range(start, stop):
+        y = _draw(rd, kind, n, n_bits)
+        if add:
+            z = values[i] + y  # |values[i]| ≤ 2^60 and |y| ≤ 2^62: no overflow
+            values[i] = min(max(z, -_RELEASE_BOUND), _RELEASE_BOUND)
+        else:
+            values[i] = y
+
+
+def _fill_chunks(values, add, kind, n, key, domain, chunk):
+    n_chunks = (values.size + chunk - 1) // chunk
+    n_bits = _bit_length(n - 1)
+    for c in numba.prange(n_chunks):
+        rd = _new_reader(key, c, domain)
+        _fill_range(rd, values, c * chunk, min(values.size, (c + 1) * chunk), add, kind, n,
+                    n_bits)
+
+
+# Threads only pay off beyond one chunk: a parallel launch costs tens of microseconds.
+_fill_serial = numba.njit(cache=True)(_fill_chunks)
+_fill_parallel = numba.njit(cache=True, parallel=True)(_fill_chunks)
+
+
+def _fill(values, add, kind, n, key, domain, chunk):
+    fill = _fill_parallel if values.size > chunk else _fill_serial
+    fill(values, add, kind, n, key, domain, chunk)
+
+
+def _check_common(kind, scale, key, domain, chunk):
+    if kind not in (DISCRETE_LAPLACE, DISCRETE_GAUSSIAN):
+        raise ValueError(f"kind must be DISCRETE_LAPLACE or DISCRETE_GAUSSIAN, got {kind!r}.")
+    if not 2 <= scale <= _MAX_SCALE:
+        raise ValueError(f"the grid scale must be an integer in [2, 2^50], got {scale}.")
+    if key.dtype != np.int64 or key.shape != (8,):
+        raise ValueError("key must be the 8 key words of a ChaCha20 key (chacha.key_words).")
+    if not 0 <= domain < 2**32 or chunk < 1:
+        raise ValueError("domain must fit in 32 bits and chunk be positive.")
+
+
+def discrete_noise(size, kind, scale, key, domain, *, chunk=4096):
+    """``size`` i.i.d. integers from the discrete Laplace or discrete Gaussian.
+
+    Parameters
+    ----------
+    size : int
+    kind : {DISCRETE_LAPLACE, DISCRETE_GAUSSIAN}
+    scale : int
+        N: the discrete Laplace P(y) ∝ exp(−|y|/N), or the discrete Gaussian
+        P(y) ∝ exp(−y²/(2N²)), on ℤ.
+    key : int64 array of shape (8,)
+        ChaCha20 key words.
+    domain : int
+        A 32-bit stream label; different labels give independent streams.
+    chunk : int, default=4096
+        Entries per keystream (part of the output's definition: the same key, domain
+        and chunk give the same values on any number of threads).
+
+    Returns
+    -------
+    ndarray of int64, saturated at ±2⁶² (probability below exp(−2²⁰)).
+    """
+    _check_common(kind, int(scale), key, domain, chunk)
+    out = np.zeros(int(size), np.int64)
+    _fill(out, False, kind, int(scale), key, int(domain), int(chunk))
+    return out
+
+
+def add_discrete_noise(values, kind, scale, key, domain, *, chunk=4096):
+    """Replace the integers ``values`` (|k| ≤ 2⁶⁰) by clamp(k + Y, ±2⁶¹), in place.
+
+    ``Y`` is :func:`discrete_noise` with the same arguments; the clamp is a fixed
+    function of the exact sum, so it is post-processing (see the module docstring).
+    """
+    if values.dtype != np.int64 or values.ndim != 1:
+        raise TypeError("values must be a 1-d int64 array.")
+    if values.size and np.abs(values).max() > MAX_GRID_VALUE:
+        raise ValueError("grid values must be at most 2^60 in magnitude.")
+    _check_common(kind, int(scale), key, domain, chunk)
+    _fill(values, True, kind, int(scale), key, int(domain), int(chunk))
+    return values
+
+
+@numba.njit(cache=True)
+def _uniform_fill(out, bound, key, domain, chunk):
+    for c in range((out.size + chunk - 1) // chunk):
+        rd = _new_reader(key, c, domain)
+        for i in range(c * chunk, min(out.size, (c + 1) * chunk)):
+            out[i] = _uniform_below(rd, bound)
+
+
+def uniform_integers(bound, size, key, domain, *, chunk=1 << 16):
+    """``size`` i.i.d. uniform integers in {0, …, bound − 1} (exact, 1 ≤ bound < 2⁶²)."""
+    if not 1 <= bound < 2**62:
+        raise ValueError(f"bound must be in [1, 2^62), got {bound}.")
+    out = np.empty(int(size), np.int64)
+    _uniform_fill(out, int(bound), key, int(domain), int(chunk))
+    return out
+
+
+@numba.njit(cache=True)
+def _shuffle(out, key, domain):
+    rd = _new_reader(key, 0, domain)
+    for i in range(out.size - 1, 0, -1):  # Fisher–Yates: each of n! orders equally likely
+        j = _uniform_below(rd, i + 1)
+        out[i], out[j] = out[j], out[i]
+
+
+def permutation(n, key, domain):
+    """A uniformly random permutation of ``range(n)`` (Fisher–Yates on exact integers)."""
+    out = np.arange(int(n), dtype=np.int64)
+    _shuffle(out, key, int(domain))
+    return out
+
+
+@numba.njit(cache=True)
+def _bernoulli_fractions(num, den, key, domain):
+    rd = _new_reader(key, 0, domain)
+    out = np.empty(num.size, np.bool_)
+    for i in range(num.size):
+        out[i] = _bernoulli_fraction(rd, num[i], den[i])
+    return out
+
+
+@numba.njit(cache=True)
+def _bernoulli_exp_fractions(num, den, key, domain):
+    rd = _new_reader(key, 0, domain)
+    out = np.empty(num.size, np.bool_)
+    for i in range(num.size):
+        whole, rem = num[i] // den[i], num[i] % den[i]
+        ok = True
+        for _ in range(whole):  # exp(−γ) = exp(−1)^⌊γ⌋ exp(−(γ − ⌊γ⌋))
+            if not _bernoulli_exp_minus_one(rd):
+                ok = False
+                break
+        out[i] = ok and _bernoulli_exp_fraction(rd, rem, den[i])
+    return out
+
+
+def bernoulli_fractions(num, den, key, domain):
+    """Independent Bernoulli(num[i]/den[i]) coins (0 ≤ num, 0 < den < 2⁶², exact)."""
+    num, den = np.asarray(num, np.int64), np.asarray(den, np.int64)
+    if num.shape != den.shape or (num < 0).any() or (den <= 0).any() or (den >= 2**62).any():
+        raise ValueError("need 0 <= num and 0 < den < 2^62, of one shape.")
+    return _bernoulli_fractions(num.ravel(), den.ravel(), key, int(domain)).reshape(num.shape)
+
+
+def bernoulli_exp_fractions(num, den, key, domain):
+    """Independent Bernoulli(exp(−num[i]/den[i])) coins (0 ≤ num, 0 < den < 2⁶², exact)."""
+    num, den = np.asarray(num, np.int64), np.asarray(den, np.int64)
+    if num.shape != den.shape or (num < 0).any() or (den <= 0).any() or (den >= 2**62).any():
+        raise ValueError("need 0 <= num and 0 < den < 2^62, of one shape.")
+    return _bernoulli_exp_fractions(num.ravel(), den.ravel(), key, int(domain)).reshape(num.shape)
+
+
+@numba.njit(cache=True, _nrt=False)
+def _bernoulli_exp_dyadic(rd, num, frac_bits):
+    """Bernoulli(exp(−num/2^frac_bits)) for 0 ≤ num < 2⁶², exactly."""
+    den = np.int64(1) << frac_bits
+    for _ in range(num >> frac_bits):  # exp(−⌊γ⌋) as ⌊γ⌋ coins
+        if not _bernoulli_exp_minus_one(rd):
+            return False
+    return _bernoulli_exp_fraction(rd, num & (den - 1), den)
+
+
+@numba.njit(cache=True)
+def _categorical_exp(exponents, frac_bits, out, key, domain):
+    rd = _new_reader(key, 0, domain)
+    n = exponents.size
+    n_bits = _bit_length(n - 1)
+    for t in range(out.size):
+        while True:  # propose uniformly, accept with probability exp(−e_i/2^b) ≤ 1
+            i = _uniform_below_bits(rd, n, n_bits) if n > 1 else 0
+            if _bernoulli_exp_dyadic(rd, exponents[i], frac_bits):
+                out[t] = i
+                break
+
+
+def categorical_exp(exponents, frac_bits, size, key, domain):
+    """``size`` i.i.d. indices i with P[i] ∝ exp(−exponents[i] / 2^frac_bits), exactly.
+
+    Rejection from the uniform proposal; the smallest exponent must be 0 so that the
+    expected number of proposals, n / Σ exp(−e_i/2^b), is at most n.
+
+    Parameters
+    ----------
+    exponents : int64 array
+        Non-negative, below 2⁶², with minimum 0.
+    frac_bits : int
+        b in [0, 61].
+    size : int
+    key : int64 array of shape (8,)
+    domain : int
+    """
+    exponents = np.ascontiguousarray(exponents, dtype=np.int64)
+    if exponents.size == 0 or exponents.min() != 0 or exponents.max() >= 2**62:
+        raise ValueError("exponents must be non-empty, in [0, 2^62), with minimum 0.")
+    if not 0 <= frac_bits <= 61:
+        raise ValueError(f"frac_bits must be in [0, 61], got {frac_bits}.")
+    out = np.empty(int(size), np.int64)
+    _categorical_exp(exponents, int(frac_bits), out, key, int(domain))
+    return out
