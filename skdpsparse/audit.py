@@ -27,8 +27,9 @@ The catalogue (:data:`CASES`, :class:`AuditCase`, :func:`run_case`, …; defined
 mechanism and estimator of the package, a hard neighbouring pair and the attack
 statistic; ``tests/audit`` runs it at CI size and ``benchmarks/audit.py`` at full size.
 The broken variants are made by :func:`scaled_noise` (noise scale multiplied by a
-factor) and :func:`inflated_bounds` (contribution bounding with a bound larger than the
-one the noise is calibrated for), which temporarily replace functions of the package;
+factor), :func:`inflated_bounds` (contribution bounding with a bound larger than the
+one the noise is calibrated for) and :func:`float_noise` (the floating-point samplers
+the library used before its exact ones, which :func:`mironov_distinguisher` breaks), which temporarily replace functions of the package;
 :func:`memoized_calibration` caches the pure noise-calibration and planning functions
 (numbers in, numbers or a frozen plan out) so that thousands of runs are cheap, without
 changing a single output bit.
@@ -48,8 +49,9 @@ from scipy import optimize, stats
 
 _TOOLKIT = (
     "AuditResult", "audit", "audit_scores", "claimed_epsilons", "clopper_pearson",
-    "epsilon_lower_bound", "gaussian_epsilon", "inflated_bounds", "memoized_calibration",
-    "replaced", "sample_scores", "scaled_noise",
+    "epsilon_lower_bound", "float_laplace_support", "float_noise", "gaussian_epsilon",
+    "inflated_bounds", "memoized_calibration", "mironov_distinguisher", "replaced",
+    "sample_scores", "scaled_noise",
 )
 #: Names of the catalogue (``skdpsparse/_audit_cases.py``), served by ``__getattr__``.
 _CATALOGUE = (
@@ -330,7 +332,8 @@ def scaled_noise(factor=0.5):
     """Every noise draw of the package multiplied by ``factor`` (0.5: noise halved),
     while the mechanisms keep reporting the budget of the full noise.
 
-    Gaussian and Laplace draws (:func:`~.mechanisms.noise.add_noise_inplace`) get
+    Gaussian and Laplace draws (:func:`~.mechanisms.noise.add_noise_inplace` and
+    :func:`~.mechanisms.noise.grid_noise`) get
     ``factor`` times their scale; the exponential mechanism
     (:func:`~.mechanisms.sparse_exponential.exponential_mechanism`) samples at
     ``factor`` times its temperature 2Δ_u/ε (``factor`` 0.5: ε doubled).
@@ -339,15 +342,106 @@ def scaled_noise(factor=0.5):
 
     _load_estimators()
     original = noise.add_noise_inplace
+    original_grid = noise.grid_noise
     expo = sparse_exponential.exponential_mechanism
 
-    def add_noise_inplace(values, rng, kind, scale):
-        return original(values, rng, kind, factor * scale)
+    def add_noise_inplace(values, rng, kind, scale, **bounds):
+        return original(values, rng, kind, factor * scale, **bounds)
+
+    def grid_noise(shape, rng, kind, scale):
+        return original_grid(shape, rng, kind, factor * scale)
 
     def exponential_mechanism(scores, sensitivity, epsilon, rng, size=None):
         return expo(scores, factor * sensitivity, epsilon, rng, size)
 
-    return replaced({original: add_noise_inplace, expo: exponential_mechanism})
+    return replaced({original: add_noise_inplace, original_grid: grid_noise,
+                     expo: exponential_mechanism})
+
+
+def float_noise():
+    """The library's noise as it was drawn before the exact samplers: NumPy's
+    floating-point Laplace (and Gaussian) draws added to the float statistic.
+
+    Kept as a broken variant: :func:`mironov_distinguisher` tells neighbouring inputs
+    apart with certainty from one release of it.
+    """
+    from .mechanisms import noise
+    from .utils import as_random_source
+
+    _load_estimators()
+    original = noise.add_noise_inplace
+
+    def add_noise_inplace(values, rng, kind, scale, **bounds):
+        gen = np.random.default_rng(as_random_source(rng).secret_int(128))
+        flat = np.asarray(values).reshape(-1)
+        if kind == "laplace":
+            flat += gen.laplace(0.0, scale, size=flat.size)
+        else:
+            flat += scale * gen.standard_normal(flat.size)
+        values[...] = flat.reshape(np.shape(values))
+        return values
+
+    return replaced({original: add_noise_inplace})
+
+
+def _numpy_laplace(k, scale):
+    """NumPy's Laplace(0, scale) draw from the 53-bit uniform U = k·2⁻⁵³ (the
+    ``random_laplace`` routine of numpy/random/src/distributions: log of 2U below ½,
+    of 2 − 2U above), with the C library's ``log`` as NumPy calls it."""
+    u = k * 2.0**-53
+    if u >= 0.5:
+        return -(scale * math.log(2.0 - u - u))
+    return scale * math.log(u + u)
+
+
+def float_laplace_support(release, mean, scale):
+    """Whether ``release == fl(mean + Y)`` for some draw Y of NumPy's float Laplace.
+
+    Every draw is a function of a 53-bit integer k, monotone on each half; the floats
+    Y that round ``mean + Y`` to ``release`` lie within one ulp of ``release − mean``,
+    so the candidate k are those whose draw lands there, checked exactly.
+    """
+    release, mean = float(release), float(mean)
+    gap = math.ulp(release) + math.ulp(release - mean)
+    lo, hi = release - mean - gap, release - mean + gap
+    for negative in (True, False):
+        if negative:  # Y = b log(2U), U < 1/2
+            if lo >= 0:
+                continue
+            ends = [math.exp(min(v, 0.0) / scale) / 2 for v in (lo, hi)]
+        else:  # Y = −b log(2 − 2U), U ≥ 1/2
+            if hi < 0:
+                continue
+            ends = [1 - math.exp(-max(v, 0.0) / scale) / 2 for v in (lo, hi)]
+        first = max(1, math.floor(min(ends) * 2.0**53) - 2)
+        last = min(2**53 - 1, math.ceil(max(ends) * 2.0**53) + 2)
+        if last - first > 10_000:
+            raise ValueError("the release is too far from the mean for this attack.")
+        for k in range(first, last + 1):
+            if (k * 2.0**-53 < 0.5) == negative and mean + _numpy_laplace(k, scale) == release:
+                return True
+    return False
+
+
+def mironov_distinguisher(release, mean0, mean1, scale):
+    """Mironov (2012)'s attack on one release of a Laplace mechanism in floating point:
+    0 or 1 when only that candidate statistic can have produced ``release`` (decided
+    with certainty, coordinate by coordinate), ``None`` otherwise.
+
+    Parameters
+    ----------
+    release, mean0, mean1 : array-like of shape (d,)
+        The released vector and the two candidate noiseless statistics.
+    scale : float
+        The Laplace scale b.
+    """
+    for r, m0, m1 in zip(np.ravel(release), np.ravel(mean0), np.ravel(mean1)):
+        if m0 == m1:
+            continue
+        in0, in1 = float_laplace_support(r, m0, scale), float_laplace_support(r, m1, scale)
+        if in0 != in1:
+            return 0 if in0 else 1
+    return None
 
 
 @contextlib.contextmanager
@@ -445,11 +539,12 @@ def memoized_calibration():
     :func:`~.mechanisms.noisy_sgd.noisy_sgd_privacy`. (The broken variants patch the
     runners, never these functions, so they compose with the cache.)
     """
-    from .accounting import budget, calibrate
+    from .accounting import budget, calibrate, discrete
     from .mechanisms import cyclic_sgd, noisy_sgd, output_perturbation
 
     _load_estimators()
     pure = [calibrate.gaussian_sigma, calibrate.analytic_gaussian_sigma,
+            discrete.discrete_gaussian_sigma,
             budget.approx_dp_to_zcdp, budget.zcdp_to_epsilon, cyclic_sgd.plan_cyclic_sgd,
             output_perturbation.plan_output_perturbation, noisy_sgd.noisy_sgd_privacy]
     return replaced({f: functools.lru_cache(maxsize=256)(f) for f in pure})

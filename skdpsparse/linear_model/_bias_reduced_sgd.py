@@ -21,7 +21,7 @@ from ..mechanisms.bias_reduced import (
     noisy_min_runs,
     theorem_learning_rate,
 )
-from ..utils import InstanceOf, Interval, Options, noise_generator, validate_params
+from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..utils._data import check_fit_input, check_supervised_input
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
@@ -45,7 +45,7 @@ _COMMON_CONSTRAINTS = {
     "calibration": [Options("analytic", "classic")],
     "verbose": [Interval("integer", 0, None, closed="left"),
                 InstanceOf(bool, np.bool_, description="bool")],
-    # random_state is validated by noise_generator.
+    # random_state is validated by fit_random_source.
 }
 
 _SHARED_DOC = """epsilon : float, default=1.0
@@ -144,7 +144,7 @@ class _BaseBiasReducedSGD(BaseEstimator):
         L = deriv_bound * feat_l2                              # ‖ℓ'(x, c)‖₂ ≤ L
         s_grad = ((math.sqrt(s) * R + c) / feat_l2) ** 2       # ‖ℓ'(x, c)‖₁ ≤ L√s′
         D = None if self.radius is None else float(self.radius)
-        rng = noise_generator(self.random_state)
+        rng = fit_random_source(self.random_state, self, X, targets)
         rows = linear_gradient_rows(X, targets, code, param)
         p = X.shape[1]
         # Progress per run would reveal random stopping's number of runs.

@@ -19,7 +19,7 @@ from ..mechanisms.cyclic_sgd import (
 )
 from ..ledger import charge_budget
 from ._base import declared_binary_classes
-from ..utils import InstanceOf, Interval, Options, noise_generator, validate_params
+from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..utils._data import check_fit_input
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
@@ -180,7 +180,7 @@ default="logistic"
         "classes": [InstanceOf(list, tuple, np.ndarray, description="array-like"), None],
         "shuffle": [_BOOL],
         "verbose": [Interval("integer", 0, None, closed="left")],
-        # random_state is validated by noise_generator.
+        # random_state is validated by fit_random_source.
     }
 
     def __init__(self, loss="logistic", *, penalty="l2", alpha=1e-4, l1_ratio=0.15,
@@ -255,7 +255,7 @@ default="logistic"
             weak_convexity=self.weak_convexity, smoothness=self.smoothness,
             penalty=self.penalty, alpha=float(self.alpha), l1_ratio=float(self.l1_ratio),
             radius=self.radius, box=None if self.box is None else tuple(self.box))
-        coef, intercept = cyclic_sgd(X, targets, plan, noise_generator(self.random_state),
+        coef, intercept = cyclic_sgd(X, targets, plan, fit_random_source(self.random_state, self, X, targets),
                                      shuffle=bool(self.shuffle), verbose=self.verbose)
         charge_budget(self, plan.budget)  # may refuse: the model is not set before this
         self.coef_ = coef[None, :] if classifier else coef

@@ -10,7 +10,7 @@ from .._kernels.linear_losses import HUBER, SQUARED
 from ..accounting import ZCDP, approx_dp_to_zcdp
 from ..mechanisms.heavy_tailed_sco import ORACLES, heavy_tailed_sco, sco_schedule
 from ..ledger import charge_budget
-from ..utils import InstanceOf, Interval, Options, noise_generator, validate_params
+from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..utils._data import check_fit_input, check_supervised_input
 
 _AUTO_ITER_CAP = 1000
@@ -189,7 +189,7 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         X, y = check_supervised_input(self, X, y, reset=True, y_numeric=True)
         y = np.asarray(y, dtype=np.float64)
         n, d = X.shape
-        rng = noise_generator(self.random_state)
+        rng = fit_random_source(self.random_state, self, X, y)
         # Random row order (secret): exchangeable groups and batches (module notes of
         # mechanisms.heavy_tailed_sco); a data-independent mixture keeps the guarantee.
         perm = rng.permutation(n)

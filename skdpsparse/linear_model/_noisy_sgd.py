@@ -13,7 +13,7 @@ from ..mechanisms.noisy_sgd import (
     rdp_noise_multiplier,
 )
 from ..ledger import charge_budget
-from ..utils import InstanceOf, Interval, Options, noise_generator, validate_params
+from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..utils._data import check_fit_input
 from ._base import OneVsRestClassifierMixin, declared_classes, one_vs_rest_targets
 
@@ -28,7 +28,7 @@ _COMMON_CONSTRAINTS = {
     "noise_calibration": [Options("paper", "rdp")],
     "learning_rate": [Options("paper"), _POSITIVE],
     "verbose": [Interval("integer", 0, None, closed="left")],
-    # random_state is validated by noise_generator.
+    # random_state is validated by fit_random_source.
 }
 
 _SHARED_DOC = """epsilon : float, default=1.0
@@ -130,7 +130,7 @@ class _BaseNoisySGD(BaseEstimator):
             eta = paper_step_size(n, float(self.radius), lip, sigma, dim)
         else:
             eta = float(self.learning_rate)
-        rng = noise_generator(self.random_state)
+        rng = fit_random_source(self.random_state, self, X, targets)
         coef, intercept, n_iter = np.zeros((K, d)), np.zeros(K), np.zeros(K, dtype=np.int64)
         for k in range(K):
             name = type(self).__name__ + (f" run {k + 1}/{K}" if K > 1 else "")

@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..ledger import charge_budget
 from ..mechanisms.output_perturbation import output_perturbation, plan_output_perturbation
 from ..mechanisms.sparse_exponential import MAX_NET_SIZE, sparse_exponential_mechanism
-from ..utils import InstanceOf, Interval, Options, noise_generator, validate_params
+from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..utils._data import check_fit_input
 from ._base import OneVsRestClassifierMixin, declared_classes, one_vs_rest_targets
 
@@ -31,7 +31,7 @@ _COMMON_CONSTRAINTS = {
     "solver_max_iter": [Interval("integer", 1, None, closed="left")],
     "tau": [_POSITIVE, Options("auto")],
     "max_net_size": [Interval("integer", 1, None, closed="left")],
-    # random_state is validated by noise_generator.
+    # random_state is validated by fit_random_source.
 }
 
 _SHARED_DOC = """epsilon : float, default=1.0
@@ -123,7 +123,7 @@ class _BaseOutputPerturbation(BaseEstimator):
         K = targets.shape[0]
         delta = 0.0 if self.delta is None else float(self.delta)
         c = self._intercept_scaling(d) if self.fit_intercept else 0.0
-        rng = noise_generator(self.random_state)
+        rng = fit_random_source(self.random_state, self, X, targets)
         bounds = dict(norm_bound=float(self.norm_bound), sparsity=self.sparsity,
                       intercept_scaling=c, label_bound=label_bound)
         if self.method == "exponential":

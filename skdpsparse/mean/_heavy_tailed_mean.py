@@ -12,7 +12,7 @@ from ..mechanisms.heavy_tailed import (
     truncation_for,
 )
 from ..ledger import charge_budget
-from ..utils import InstanceOf, Interval, Options, noise_generator, validate_params
+from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..utils._data import check_fit_input
 from ._base import PrivateMeanMixin
 
@@ -135,7 +135,7 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         "n_groups": [Options("auto"), Interval("integer", 1, None, closed="left")],
         "smoothing_variance": [Interval("real", 0, None, closed="left")],
         "shuffle": [InstanceOf(bool, np.bool_, description="bool")],
-        # center is checked against n_features in fit; random_state by noise_generator.
+        # center is checked against n_features in fit; random_state by fit_random_source.
     }
 
     def __init__(self, epsilon=1.0, delta=1e-6, moment=2, moment_bound=1.0, method="cwme",
@@ -196,7 +196,7 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
             if self.moment < 2:
                 raise ValueError("method='noise_smoothing' needs a bound on a moment of "
                                  f"order k >= 2, got moment={self.moment!r}.")
-        rng = noise_generator(self.random_state)
+        rng = fit_random_source(self.random_state, self, X)
         tau = self._resolve_truncation(n, d, delta)
         if self.method == "cwme":
             center = check_center(self.center, d)

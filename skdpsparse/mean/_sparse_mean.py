@@ -4,7 +4,7 @@ from sklearn.base import BaseEstimator
 
 from ..mechanisms.sparse_mean import METHODS, choose_method, private_sparse_mean
 from ..ledger import charge_budget
-from ..utils import Interval, Options, noise_generator, validate_params
+from ..utils import Interval, Options, fit_random_source, validate_params
 from ..utils._data import check_fit_input
 from ._base import PrivateMeanMixin
 
@@ -94,7 +94,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         "recovery": [Options("denoising", "exact")],
         "solver_max_iter": [Interval("integer", 1, None, closed="left")],
         "solver_tol": [Interval("real", 0, None, closed="neither")],
-        # random_state is validated by noise_generator.
+        # random_state is validated by fit_random_source.
     }
 
     def __init__(self, epsilon=1.0, delta=1e-6, sparsity=None, norm_bound=1.0,
@@ -142,7 +142,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         mean, budget, info = private_sparse_mean(
             X, method, epsilon=float(self.epsilon), delta=delta,
             norm_bound=float(self.norm_bound), sparsity=s,
-            rng=noise_generator(self.random_state), calibration=self.calibration,
+            rng=fit_random_source(self.random_state, self, X), calibration=self.calibration,
             recovery=self.recovery,
             max_iter=self.solver_max_iter, tol=self.solver_tol,
         )

@@ -26,6 +26,7 @@ sensitivities hold for every input, whatever the caller's derivation of L and s.
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
@@ -36,6 +37,7 @@ from .._kernels.sparse_rows import csr_bounded_column_sum_rows
 from ..accounting import ApproxDP
 from ..accounting.filters import ApproxDPFilter
 from .projection import bounded_mean, projection_mechanism, row_bounds
+from ..utils._random import as_random_source
 from .sparse_mean import private_sparse_mean
 
 __all__ = [
@@ -84,12 +86,19 @@ def tgeom_pmf(M):
 
 
 def sample_tgeom(M, rng, size=None):
-    """Draws of N ~ TGeom(M) by inversion of the CDF (public randomness only)."""
-    cdf = np.cumsum(tgeom_pmf(M))
-    cdf[-1] = 1.0
-    u = rng.random(size)
-    return np.minimum(np.searchsorted(cdf, u, side="right"), M) if size is not None \
-        else int(min(np.searchsorted(cdf, u, side="right"), M))
+    """Draws of N ~ TGeom(M), exactly: a Geometric(1/2) count of leading one-bits,
+    P[G = k] = 2^{−(k+1)}, redrawn while G > M, so P[N = k] ∝ 2^{−k} on 0..M."""
+    rng = as_random_source(rng)
+    count = 1 if size is None else int(np.prod(size))
+    out = np.empty(count, dtype=np.int64)
+    for i in range(count):
+        while True:
+            bits = rng.integers(2, size=int(M) + 1)
+            zeros = np.flatnonzero(bits == 0)
+            if zeros.size:  # the first zero ends the run of ones; G ≤ M
+                out[i] = zeros[0]
+                break
+    return int(out[0]) if size is None else out.reshape(size)
 
 
 # ---------------------------------------------------------------------- accounting
@@ -207,10 +216,7 @@ def linear_objective(X, y, loss_code, loss_param, theta):
 
 # -------------------------------------------------------------------- Algorithm 5
 def _child_generators(rng, k):
-    try:
-        return rng.spawn(k)
-    except (AttributeError, TypeError, ValueError):  # a bit generator without a seed sequence
-        return [np.random.default_rng(s) for s in rng.integers(0, 2**63, size=k)]
+    return as_random_source(rng).spawn(k)
 
 
 def _head(rows, h):
@@ -247,7 +253,7 @@ class BiasReducedOracle:
         The oracle's budget; each of its four mechanisms runs at (ε/4, δ/4).
     norm_bound, sparsity : float
         L and s of the gradient rows (scaled into {‖g‖₂ ≤ L, ‖g‖₁ ≤ L√s} in each mean).
-    rng : numpy.random.Generator
+    rng : RandomSource or numpy.random.Generator
         Draws the batches; four child generators (one per mechanism role, spawned
         from it) draw the noise, so results do not depend on thread scheduling.
     mechanism : {"projection", "l1_recovery"}
@@ -274,8 +280,8 @@ class BiasReducedOracle:
         self.norm_bound, self.sparsity = float(norm_bound), float(sparsity)
         self.mechanism, self.calibration = mechanism, calibration
         self.options = dict(mechanism_options or {})
-        self.rng = rng
-        self._rngs = _child_generators(rng, 4)
+        self.rng = as_random_source(rng)
+        self._rngs = _child_generators(self.rng, 4)
         if n_threads is None:
             n_threads = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                             else (os.cpu_count() or 1))
@@ -372,7 +378,7 @@ def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, spars
         The run's budget (ε, δ), δ > 0.
     learning_rate : float
         η.
-    rng : numpy.random.Generator
+    rng : RandomSource or numpy.random.Generator
     radius : float or None
         D, or ``None`` for ℝᵈ.
     convex : bool
@@ -390,6 +396,7 @@ def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, spars
     info : dict
         ``n_iter`` (T), ``privacy`` (:func:`algorithm6_privacy`, never above (ε, δ)).
     """
+    rng = as_random_source(rng)
     oracle = BiasReducedOracle(gradient_rows, n, dim, epsilon=epsilon / 8, delta=delta / 4,
                                norm_bound=norm_bound, sparsity=sparsity, rng=rng,
                                mechanism=mechanism, calibration=calibration,
@@ -416,7 +423,7 @@ def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, spars
             bias_reduced_step(x, g_b, g_o, g_e, g_i, 1.0 / oracle.pmf[level], eta, D, total)
             previous = step_privacy(level, n, epsilon, delta)
             t += 1
-            if not convex and rng.random() * (t + 1) < 1.0:  # keep x^t w.p. 1/(t+1)
+            if not convex and rng.bernoulli(Fraction(1, t + 1)):  # keep x^t w.p. 1/(t+1)
                 chosen[:] = x
             if verbose > 1 or (verbose and t % 1000 == 0):
                 print(f"[bias-reduced SGD] step {t}: N={level}, filter "
@@ -448,7 +455,7 @@ def boost_noisy_min(run, score, *, epsilon, delta, n_runs, sensitivity, rng):
         K.
     sensitivity : float
         Of the score: B/n (convex) or 2L/n (nonconvex).
-    rng : numpy.random.Generator
+    rng : RandomSource or numpy.random.Generator
 
     Returns
     -------

@@ -60,7 +60,8 @@ from ..accounting import (
     last_iterate_rdp_bounds,
 )
 from ..utils._data import as_canonical_csr
-from .noise import add_noise_inplace
+from ..utils._random import as_random_source
+from .noise import grid_noise
 
 __all__ = [
     "CLASSIFICATION_LOSSES",
@@ -388,8 +389,7 @@ def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
         for k in range(0, steps, block):
             # N_t ~ N(0, σ²I) on the displacement, σ = λzC/b (seed 003 Algorithm 1;
             # kong_ribero.md §2 "Noise convention"), pre-drawn for a block of steps.
-            noise = np.zeros((min(block, steps - k), p))
-            add_noise_inplace(noise, rng, "gaussian", plan.noise_std)
+            noise = grid_noise((min(block, steps - k), p), rng, "gaussian", plan.noise_std)
             if sp.issparse(X):
                 start = csr_cyclic_sgd_steps(X.indptr, X.indices, X.data, d, y, theta, order,
                                              start, code, *common, noise, *tail)

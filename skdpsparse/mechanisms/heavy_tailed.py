@@ -116,6 +116,7 @@ from ..accounting import (
     laplace_scale,
     zcdp_gaussian_sigma,
 )
+from ..utils._random import as_random_source
 from .noise import add_noise_inplace
 
 __all__ = [
@@ -175,11 +176,10 @@ def _count(value, name, minimum=1):
 
 
 def _check_rng(rng):
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(
-            "rng must be a numpy.random.Generator "
-            f"(see skdpsparse.utils.check_generator), got {type(rng).__name__}.")
-    return rng
+    if rng is None:  # a missing rng would silently mean fresh entropy: refuse it
+        raise TypeError("rng must be a RandomSource or a numpy.random.Generator "
+                        "(see skdpsparse.utils.fit_random_source), got NoneType.")
+    return as_random_source(rng)
 
 
 def _check_delta(delta):
@@ -427,9 +427,10 @@ def noise_smoothing_mean(X, *, tau, smoothing_variance=1.0, scale=None):
 
 
 # ------------------------------------------------------------------------ mechanisms
-def _release(statistic, rng, kind, scale):
+def _release(statistic, rng, kind, scale, sens):
     z = np.array(statistic, dtype=np.float64, copy=True)
-    add_noise_inplace(z, rng, kind, scale)
+    add_noise_inplace(z, rng, kind, scale,
+                      sensitivity=sens.l1 if kind == "laplace" else sens.l2)
     return z
 
 
@@ -450,7 +451,7 @@ def private_cwme_zcdp(X, *, tau, n_groups, rho, rng, center=None, scale=None,
         m (see :func:`n_groups_for`); min(m, n) groups are used.
     rho : float
         Positive and finite.
-    rng : numpy.random.Generator
+    rng : RandomSource or numpy.random.Generator
     center : array-like of shape (d,) or float, optional
         Data-independent centre of the clipping intervals (0 by default).
     scale, groups : array-like of shape (n,), optional
@@ -475,7 +476,7 @@ def private_cwme_zcdp(X, *, tau, n_groups, rho, rng, center=None, scale=None,
     m = effective_n_groups(n, n_groups)
     info = {"method": "cdpcwme", "noise": "gaussian", "scale": sigma, "sensitivity": sens,
             "n_groups": m, "min_group_size": n // m, "tau": float(tau), "rho": rho}
-    return _release(statistic, rng, "gaussian", sigma), ZCDP(rho), info
+    return _release(statistic, rng, "gaussian", sigma, sens), ZCDP(rho), info
 
 
 def private_cwme(X, *, tau, n_groups, epsilon, delta, rng, center=None, scale=None,
@@ -504,7 +505,7 @@ def private_cwme(X, *, tau, n_groups, epsilon, delta, rng, center=None, scale=No
         Positive and finite.
     delta : float
         In [0, 1).
-    rng : numpy.random.Generator
+    rng : RandomSource or numpy.random.Generator
     center : array-like of shape (d,) or float, optional
         Data-independent centre of the clipping intervals (0 by default).
     scale, groups : array-like of shape (n,), optional
@@ -538,7 +539,7 @@ def private_cwme(X, *, tau, n_groups, epsilon, delta, rng, center=None, scale=No
     info = {"method": "dpcwme", "noise": "laplace", "scale": b, "sensitivity": sens,
             "n_groups": m, "min_group_size": n // m, "tau": float(tau),
             "epsilon": epsilon, "delta": 0.0}
-    return _release(statistic, rng, "laplace", b), PureDP(epsilon), info
+    return _release(statistic, rng, "laplace", b, sens), PureDP(epsilon), info
 
 
 def private_noise_smoothing_mean_zcdp(X, *, tau, rho, rng, smoothing_variance=1.0,
@@ -556,7 +557,7 @@ def private_noise_smoothing_mean_zcdp(X, *, tau, rho, rng, smoothing_variance=1.
         Scale of the soft truncation, data-independent (:func:`truncation_for`).
     rho : float
         Positive and finite.
-    rng : numpy.random.Generator
+    rng : RandomSource or numpy.random.Generator
     smoothing_variance : float, default=1.0
         c, the variance of the multiplicative noise N (the seed's "constant c").
     scale : array-like of shape (n,), optional
@@ -581,7 +582,7 @@ def private_noise_smoothing_mean_zcdp(X, *, tau, rho, rng, smoothing_variance=1.
     sigma = zcdp_gaussian_sigma(sens.l2, rho)
     info = {"method": "cdpnsme", "noise": "gaussian", "scale": sigma, "sensitivity": sens,
             "tau": float(tau), "smoothing_variance": float(smoothing_variance), "rho": rho}
-    return _release(statistic, rng, "gaussian", sigma), ZCDP(rho), info
+    return _release(statistic, rng, "gaussian", sigma, sens), ZCDP(rho), info
 
 
 def private_noise_smoothing_mean(X, *, tau, epsilon, delta, rng, smoothing_variance=1.0,

@@ -19,7 +19,7 @@ Two departures from the seed, both in the direction of a stronger guarantee:
   When A is a restricted isometry the scaling never binds on s-sparse rows, so accuracy
   is unchanged. ``calibration="classic"`` keeps the seed's exact noise,
   σ² = 18L² ln(2.5/δ)/(nε)² (the classic formula for sensitivity 3L/n at δ/2);
-  ``"analytic"`` uses the analytic Gaussian mechanism at the full δ.
+  ``"analytic"`` uses the discrete Gaussian's tight zCDP calibration at the full δ.
 
 The ℓ1 solver is inexact; that is post-processing of b and costs no privacy (the seed
 notes this too). Below d < m ln² m the algorithm is the plain Gaussian mechanism, as the
@@ -30,9 +30,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _kernels
-from ..accounting import ApproxDP, gaussian_sigma
+from ..accounting import ApproxDP, DiscreteGaussianEvent, with_event
+from ..accounting.discrete import discrete_gaussian_sigma
 from ..utils._data import as_canonical_csr
 from .basis_pursuit import basis_pursuit
+from ..utils._random import as_random_source
 from .noise import add_noise_inplace
 from .projection import bounded_mean, projection_mechanism, row_bounds
 from .sensing import SubsampledHadamardSensing
@@ -59,7 +61,7 @@ def measurement_noise_sigma(n, *, epsilon, delta, norm_bound, calibration="analy
     sensitivity = 2.0 * MEASUREMENT_CLIP * norm_bound / n
     # "classic" is the seed's σ² = 18L² ln(2.5/δ)/(nε)², i.e. sensitivity 3L/n at δ/2
     # (the seed charges the other δ/2 to the RIP event, which clipping makes moot).
-    return gaussian_sigma(sensitivity, epsilon,
+    return discrete_gaussian_sigma(sensitivity, epsilon,
                           delta / 2.0 if calibration == "classic" else delta, calibration)
 
 
@@ -76,7 +78,7 @@ def gaussian_l1_recovery(X, *, epsilon, delta, norm_bound, sparsity, rng,
         ``delta`` must be positive.
     norm_bound, sparsity : float
         L and s.
-    rng : numpy.random.Generator
+    rng : RandomSource, numpy.random.Generator or None
         Draws the sensing operator (data-independent) and the noise.
     n_measurements_ : int or None
         m; ``None`` uses the seed's choice (:func:`n_measurements`).
@@ -120,7 +122,10 @@ def gaussian_l1_recovery(X, *, epsilon, delta, norm_bound, sparsity, rng,
         X = np.asarray(X)
         scales = _kernels.dense_bounding_scales(X, l2_bound, l1_bound)
 
-    operator = SubsampledHadamardSensing(d, m, rng)
+    rng = as_random_source(rng)
+    # The operator may be published: its randomness comes from a key derived one-way
+    # from the fit's key, so publishing it reveals nothing about the noise below.
+    operator = SubsampledHadamardSensing(d, m, rng.public_generator("sensing operator"))
     total, _ = operator.clipped_measurement_sum(
         X, scales, MEASUREMENT_CLIP * norm_bound
     )
@@ -128,7 +133,8 @@ def gaussian_l1_recovery(X, *, epsilon, delta, norm_bound, sparsity, rng,
     sigma = measurement_noise_sigma(
         n, epsilon=epsilon, delta=delta, norm_bound=norm_bound, calibration=calibration
     )
-    add_noise_inplace(b, rng, "gaussian", sigma)
+    add_noise_inplace(b, rng, "gaussian", sigma,
+                      sensitivity=2.0 * MEASUREMENT_CLIP * norm_bound / n)
     if recovery == "denoising":
         radius = sigma * np.sqrt(m)
     elif recovery == "exact":
@@ -142,4 +148,5 @@ def gaussian_l1_recovery(X, *, epsilon, delta, norm_bound, sparsity, rng,
     info = {"branch": "compressed_sensing", "n_measurements": m,
             "solver": {k: v for k, v in report.items() if k != "dual_point"},
             "sigma": sigma}
-    return z, ApproxDP(epsilon, delta), info
+    event = DiscreteGaussianEvent(sigma / (2.0 * MEASUREMENT_CLIP * norm_bound / n))
+    return z, with_event(ApproxDP(epsilon, delta), event), info

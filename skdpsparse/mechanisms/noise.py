@@ -1,85 +1,193 @@
-"""Laplace and Gaussian noise vectors drawn from a ``numpy.random.Generator``.
+"""Noise on a grid: the one place where the library adds noise to a statistic.
 
-These are the only places noise is sampled; every mechanism calls them so that the
-randomness policy (one Generator per fit, see :func:`skdpsparse.utils.check_generator`)
-holds everywhere. The scale is decided by the caller from a stated sensitivity.
+Floating-point Laplace or Gaussian noise added to a float statistic leaves the
+statistic in the low bits of the release (Mironov 2012, "On significance of the least
+significant bits for differential privacy", CCS): one release identified the
+neighbouring dataset with certainty in most trials. So the library never adds a float
+draw to a float statistic. :func:`add_noise_inplace` instead
+
+1. rounds the statistic to a grid γℤ, γ a power of two (exact: v/γ is a change of
+   exponent), clipped to |v/γ| ≤ 2⁶⁰ (1-Lipschitz, so no sensitivity is added);
+2. adds integer noise Y from the exact discrete Laplace, P(y) ∝ exp(−|y|/N), or the
+   exact discrete Gaussian, P(y) ∝ exp(−y²/(2N²)) (Canonne, Kamath and Steinke 2020,
+   Algorithms 2–3; :mod:`skdpsparse._kernels.exact_sampling`), whose bits come from
+   the fit's :class:`~skdpsparse.utils.RandomSource`;
+3. releases (k + Y)·γ in floating point, a post-processing of the integer k + Y.
+
+Sensitivity on the grid. Rounding moves each coordinate by at most γ/2, so two
+neighbouring statistics at ℓ2 distance Δ₂ (ℓ1 distance Δ₁) that differ in at most m
+coordinates round to integer vectors at ℓ2 distance at most Δ₂/γ + √m (ℓ1 distance
+at most Δ₁/γ + m). The grid scale is therefore
+
+    N = ⌈ b/γ + b·⌈√m⌉/Δ₂ ⌉ (Gaussian),   N = ⌈ b/γ + b·m/Δ₁ ⌉ (Laplace),
+
+with b the scale the caller calibrated for sensitivity Δ, so that (Δ/γ + √m)/N ≤ Δ/b:
+the discrete mechanism has exactly the privacy the caller computed for the continuous
+parameters — ρ = Δ₂²/(2b²)-zCDP for the discrete Gaussian (Canonne, Kamath and
+Steinke 2020, Theorem 14), ε = Δ₁/b for the discrete Laplace. γ is the largest power
+of two with b/γ ≥ 2²⁹ and γ·spread/Δ ≤ 2⁻²⁰, so the noise is larger than b by a
+relative 2⁻²⁰ at most (unless that would need N > 2⁵⁰). The derivation is in ``doc/derivations/exact_sampling.rst``.
+
+Gaussian scales must therefore come from
+:func:`skdpsparse.accounting.discrete.discrete_gaussian_sigma` (or a zCDP ρ), never
+from a continuous-Gaussian curve.
 """
 
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
 import numpy as np
+
+from .._kernels.exact_sampling import MAX_GRID_VALUE
+from ..utils._random import as_random_source
+
+__all__ = ["GridNoise", "add_noise_inplace", "grid_noise", "plan_grid_noise"]
+
+_GRID_BITS = 29  # b/γ ≥ 2^29
+_INFLATION_BITS = 20  # the grid adds at most 2^-20 of the noise (when N ≤ 2^50 allows)
+_KINDS = ("laplace", "gaussian")
+
+
+@dataclass(frozen=True)
+class GridNoise:
+    """The plan of one grid-noise release (public numbers only).
+
+    Attributes
+    ----------
+    kind : {"laplace", "gaussian"}
+    exponent : int
+        γ = 2**exponent, the grid spacing.
+    grid_scale : int
+        N, the scale of the integer noise.
+    """
+
+    kind: str
+    exponent: int
+    grid_scale: int
+
+    @property
+    def spacing(self):
+        return math.ldexp(1.0, self.exponent)
+
+    @property
+    def effective_scale(self):
+        """N·γ: the scale of the noise actually added."""
+        return math.ldexp(float(self.grid_scale), self.exponent)
 
 
 def _check_scale(scale, name):
     scale = float(scale)
-    if not np.isfinite(scale) or scale < 0:
+    if not math.isfinite(scale) or scale < 0:
         raise ValueError(f"{name} must be non-negative and finite, got {scale}.")
     return scale
 
 
-def laplace_noise(rng, scale, size):
-    """Draw i.i.d. Laplace(0, ``scale``) noise (density exp(-|x|/b)/(2b), b = ``scale``).
+def plan_grid_noise(kind, scale, sensitivity, n_changed):
+    """The grid and integer scale that give noise ``kind`` of scale ``scale`` the
+    privacy of its continuous calibration for ``sensitivity`` (module docstring).
 
     Parameters
     ----------
-    rng : numpy.random.Generator
+    kind : {"laplace", "gaussian"}
     scale : float
-        The Laplace scale b; for ε-DP on a query of ℓ1 sensitivity Δ₁, b = Δ₁/ε
-        (Dwork and Roth 2014, Thm 3.6; seed 002 Fact 2.3(a)).
-    size : int or tuple of int
+        b > 0: the Laplace scale or the Gaussian σ the caller calibrated.
+    sensitivity : float
+        Δ₁ (Laplace) or Δ₂ (Gaussian) of the statistic, positive.
+    n_changed : int
+        The most coordinates in which two neighbouring statistics can differ.
 
     Returns
     -------
-    ndarray of float64
+    GridNoise
     """
-    return rng.laplace(0.0, _check_scale(scale, "scale"), size=size)
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be 'laplace' or 'gaussian', got {kind!r}.")
+    scale = _check_scale(scale, "sigma" if kind == "gaussian" else "scale")
+    sensitivity = float(sensitivity)
+    if not (math.isfinite(sensitivity) and sensitivity > 0) or scale == 0:
+        raise ValueError("sensitivity and scale must be positive and finite, got "
+                         f"{sensitivity!r} and {scale!r}.")
+    n_changed = int(n_changed)
+    if n_changed < 1:
+        raise ValueError(f"n_changed must be at least 1, got {n_changed}.")
+    spread = n_changed if kind == "laplace" else math.isqrt(n_changed - 1) + 1  # ⌈√m⌉
+    # γ at most b/2^29 (a one-word uniform) and at most 2^-20·Δ/spread (the noise grows
+    # by at most 2^-20 relative), but N = b/γ + ... stays below the kernel's 2^50.
+    log_scale = math.frexp(scale)[1] - 1  # 2^log_scale ≤ b
+    exponent = min(log_scale - _GRID_BITS,
+                   math.frexp(sensitivity / spread)[1] - 1 - _INFLATION_BITS)
+    exponent = max(exponent, log_scale - 48)
+    exact = (Fraction(scale) / Fraction(2) ** exponent
+             + Fraction(scale) * spread / Fraction(sensitivity))
+    grid_scale = math.ceil(exact)
+    if grid_scale > 1 << 50:
+        raise ValueError("the grid noise would need a scale above 2^50: the statistic "
+                         f"has {n_changed} coordinates and scale/sensitivity "
+                         f"{scale / sensitivity:.3g}.")
+    return GridNoise(kind, exponent, grid_scale)
 
 
-def gaussian_noise(rng, sigma, size):
-    """Draw i.i.d. N(0, σ²) noise, σ = ``sigma``.
+def _to_grid(values, exponent):
+    """round(clip(v/γ, ±2⁶⁰)) as int64, exactly."""
+    if not np.all(np.isfinite(values)):
+        raise ValueError("the statistic to release contains NaN or infinity.")
+    with np.errstate(over="ignore"):  # ±inf after scaling is clipped just below
+        scaled = np.ldexp(values, -exponent)
+    np.clip(scaled, -MAX_GRID_VALUE, MAX_GRID_VALUE, out=scaled)
+    return np.rint(scaled).astype(np.int64)
+
+
+def add_noise_inplace(values, rng, kind, scale, *, sensitivity, n_changed=None):
+    """Release ``values`` plus Laplace or Gaussian noise of scale ``scale``, exactly.
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-    sigma : float
-        Standard deviation, calibrated by the caller (e.g. with
-        :func:`skdpsparse.accounting.analytic_gaussian_sigma`).
-    size : int or tuple of int
+    values : ndarray of float64
+        The statistic; replaced in place by the release.
+    rng : RandomSource, numpy.random.Generator or None
+        See :func:`skdpsparse.utils.as_random_source`.
+    kind : {"laplace", "gaussian"}
+    scale : float
+        The Laplace scale b = Δ₁/ε or the Gaussian σ (from
+        :func:`~skdpsparse.accounting.discrete.discrete_gaussian_sigma`); 0 releases
+        ``values`` unchanged.
+    sensitivity : float
+        Δ₁ (Laplace) or Δ₂ (Gaussian) of ``values``.
+    n_changed : int, optional
+        The most coordinates in which neighbouring statistics can differ; default all.
 
     Returns
     -------
-    ndarray of float64
-    """
-    sigma = _check_scale(sigma, "sigma")
-    return sigma * rng.standard_normal(size=size)
-
-
-def add_noise_inplace(values, rng, kind, scale):
-    """Add Laplace (``kind="laplace"``) or Gaussian noise to ``values`` in place.
-
-    Avoids a d-length temporary for large d: noise is drawn in chunks. Gaussian noise
-    is drawn into one reused chunk buffer (``standard_normal(out=...)``), scaled and
-    added; the values equal those of :func:`gaussian_noise` for the same generator state.
+    values : the same array.
     """
     values = np.asarray(values)
     if values.dtype != np.float64:
         raise TypeError("values must be a float64 array.")
-    if kind not in ("laplace", "gaussian"):
+    if kind not in _KINDS:
         raise ValueError(f"kind must be 'laplace' or 'gaussian', got {kind!r}.")
-    flat = values.reshape(-1)  # a copy if values is not contiguous: written back below
-    if kind == "gaussian":
-        sigma = _check_scale(scale, "sigma")
-        chunk = 1 << 14  # a buffer that stays in cache
-        buf = np.empty(min(chunk, flat.size))
-        for start in range(0, flat.size, chunk):
-            stop = min(start + chunk, flat.size)
-            part = buf[: stop - start]
-            rng.standard_normal(out=part)
-            part *= sigma
-            flat[start:stop] += part
-    else:
-        chunk = 1 << 20
-        for start in range(0, flat.size, chunk):
-            stop = min(start + chunk, flat.size)
-            flat[start:stop] += laplace_noise(rng, scale, stop - start)
-    if not np.may_share_memory(flat, values):
-        values[...] = flat.reshape(values.shape)
+    if _check_scale(scale, "sigma" if kind == "gaussian" else "scale") == 0 or values.size == 0:
+        return values
+    plan = plan_grid_noise(kind, scale, sensitivity,
+                           values.size if n_changed is None else min(n_changed, values.size))
+    grid = _to_grid(values.reshape(-1), plan.exponent)
+    as_random_source(rng).add_discrete_noise(grid, kind, plan.grid_scale)
+    values[...] = np.ldexp(grid.astype(np.float64), plan.exponent).reshape(values.shape)
     return values
+
+
+def grid_noise(shape, rng, kind, scale):
+    """Noise alone, γ·Y with Y the exact discrete noise of scale N = ⌈b/γ⌉ ≥ b/γ.
+
+    For the SGD loops, which add it to a gradient computed later inside a compiled
+    kernel. The draws are exact and come from the fit's secret key, but the sum with an
+    unrounded gradient is a float sum (see the user guide, "Randomness": the SGD
+    estimators' noise is not yet added on a grid).
+    """
+    size = int(np.prod(shape))
+    if _check_scale(scale, "sigma" if kind == "gaussian" else "scale") == 0:
+        return np.zeros(shape)
+    exponent = math.frexp(scale)[1] - 1 - _GRID_BITS
+    grid_scale = math.ceil(Fraction(scale) / Fraction(2) ** exponent)
+    draws = as_random_source(rng).discrete_noise(size, kind, grid_scale)
+    return np.ldexp(draws.astype(np.float64), exponent).reshape(shape)

@@ -74,7 +74,8 @@ from ..accounting import (
     subsampled_without_replacement_gaussian_rdp,
 )
 from ..utils._data import as_canonical_csr
-from .noise import add_noise_inplace
+from ..utils._random import as_random_source
+from .noise import grid_noise
 
 __all__ = [
     "CLASSIFICATION_LOSSES",
@@ -304,7 +305,7 @@ def noisy_projected_sgd(X, y, *, loss, noise_std, step_size, radius, norm_bound,
     label_bound : float or None, default=None
         Clip targets to [−B, B] first (the squared loss needs it for its L).
     rng : numpy.random.Generator
-        Draws the indices and, through :func:`~skdpsparse.mechanisms.noise.add_noise_inplace`,
+        Draws the indices and, through :func:`~skdpsparse.mechanisms.noise.grid_noise`,
         the noise, block by block.
     verbose : int, default=0
         ≥ 1 prints progress about every tenth of the fresh steps.
@@ -342,8 +343,7 @@ def noisy_projected_sgd(X, y, *, loss, noise_std, step_size, radius, norm_bound,
     next_report, start = target / 10.0, time.perf_counter()
     while n_seen < target:
         rows = rng.integers(0, n, size=block)  # with replacement (notes §1.2)
-        noise.fill(0.0)
-        add_noise_inplace(noise, rng, "gaussian", noise_std)  # ξ_t ~ N(0, σ²I), §1.3
+        noise[...] = grid_noise((block, dim), rng, "gaussian", noise_std)  # ξ_t, §1.3
         args = (y, theta, fresh_sum, seen, n_seen, target, rows, noise, float(step_size),
                 float(radius), float(norm_bound), code, float(loss_param),
                 bool(fit_intercept))

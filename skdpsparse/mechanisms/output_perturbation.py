@@ -88,7 +88,9 @@ from scipy.optimize import brentq
 
 from .. import _kernels
 from .._kernels.erm_solver import solve_regularized_erm
-from ..accounting import ApproxDP, PureDP, gaussian_sigma, laplace_scale
+from ..accounting import (ApproxDP, DiscreteGaussianEvent, DiscreteLaplaceEvent, PureDP,
+                          laplace_scale, with_event)
+from ..accounting.discrete import discrete_gaussian_sigma
 from ..utils._data import as_canonical_csr
 from .noise import add_noise_inplace
 from .projection import row_bounds
@@ -394,7 +396,8 @@ def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0,
     norm_bound, sparsity, intercept_scaling, label_bound, radius
         R, s (None: d), c (0: no intercept), B and D of the module doc.
     calibration : {"analytic", "classic"}
-        Gaussian calibration (:func:`~skdpsparse.accounting.gaussian_sigma`).
+        Gaussian calibration
+        (:func:`~skdpsparse.accounting.discrete.discrete_gaussian_sigma`).
     tol : float
         Relative slack: the noise is calibrated to (1 + tol)·Δ.
 
@@ -427,13 +430,16 @@ def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0,
     d2, d1 = minimizer_sensitivity(constants, alpha, n, p)
     if delta > 0:
         # Seed 002 Algorithm 3 / Fact 2.3(b): Gaussian noise for the joint ℓ2 sensitivity.
-        kind, budget = "gaussian", ApproxDP(epsilon, delta)
-        scale = gaussian_sigma(math.sqrt(n_problems) * (1.0 + tol) * d2, epsilon, delta,
-                               calibration)
+        sensitivity = math.sqrt(n_problems) * (1.0 + tol) * d2
+        scale = discrete_gaussian_sigma(sensitivity, epsilon, delta, calibration)
+        kind = "gaussian"
+        budget = with_event(ApproxDP(epsilon, delta), DiscreteGaussianEvent(scale / sensitivity))
     else:
         # Seed 002 Algorithm 3 / Fact 2.3(a): Laplace scale Δ₁/ε for the joint ℓ1 sensitivity.
-        kind, budget = "laplace", PureDP(epsilon)
-        scale = laplace_scale(n_problems * (1.0 + tol) * d1, epsilon)
+        sensitivity = n_problems * (1.0 + tol) * d1
+        scale = laplace_scale(sensitivity, epsilon)
+        kind = "laplace"
+        budget = with_event(PureDP(epsilon), DiscreteLaplaceEvent(scale / sensitivity))
     return OutputPerturbationPlan(
         loss=loss, code=_kernels.LOSS_CODES[loss], loss_param=float(loss_param), n=int(n),
         n_features=int(n_features), n_problems=int(n_problems),
@@ -505,6 +511,13 @@ def regularized_minimizers(X_bounded, targets, plan, *, max_iter=1000):
     return theta, info
 
 
+def noise_sensitivity(plan):
+    """The joint sensitivity the noise is calibrated to: √K(1 + tol)Δ₂ or K(1 + tol)Δ₁."""
+    if plan.noise_kind == "gaussian":
+        return math.sqrt(plan.n_problems) * (1.0 + plan.tol) * plan.sensitivity_l2
+    return plan.n_problems * (1.0 + plan.tol) * plan.sensitivity_l1
+
+
 def release(theta, plan, rng):
     """Noise and ℓ∞ projection (the last two lines of Algorithm 3).
 
@@ -517,7 +530,8 @@ def release(theta, plan, rng):
         θ̃ = θ + noise.
     """
     noisy = np.array(theta, dtype=np.float64, copy=True)
-    add_noise_inplace(noisy, rng, plan.noise_kind, plan.noise_scale)
+    add_noise_inplace(noisy, rng, plan.noise_kind, plan.noise_scale,
+                      sensitivity=noise_sensitivity(plan))
     if plan.radius is None:
         return noisy.copy(), noisy
     out = np.vstack([_kernels.linf_nearest_in_l2_ball(row, float(plan.radius))

@@ -38,6 +38,7 @@ import math
 import numpy as np
 
 from ..accounting import ZCDP, ApproxDP, PureDP, laplace_scale
+from ..utils._random import as_random_source
 from .noise import add_noise_inplace
 
 __all__ = [
@@ -88,7 +89,7 @@ def report_noisy_min(scores, *, sensitivity, epsilon, rng, monotone=False):
         Δ > 0 (e.g. B/n for an empirical risk with losses in [0, B]).
     epsilon : float
         ε > 0.
-    rng : numpy.random.Generator
+    rng : RandomSource or numpy.random.Generator
     monotone : bool, default=False
         True only if, for every pair of neighbours, all scores move in the same
         direction; then Lap(Δ/ε) suffices ([DR14]_ Claim 3.9).
@@ -119,8 +120,13 @@ def report_noisy_min(scores, *, sensitivity, epsilon, rng, monotone=False):
     if not np.all(np.isfinite(values)):
         raise ValueError("scores must be finite.")
     delta_ = _positive(sensitivity, "sensitivity")
-    scale = laplace_scale(delta_ if monotone else 2.0 * delta_, _positive(epsilon, "epsilon"))
-    add_noise_inplace(values, rng, "laplace", scale)
+    # On the grid (mechanisms/noise.py) each score moves by at most Δ/γ + 1 units and
+    # the discrete Laplace log-density is 1/N-Lipschitz, so the threshold argument
+    # above holds for the integer release with shift 2(Δ/γ + 1) ≤ εN (or Δ/γ + 1).
+    factor = 1.0 if monotone else 2.0
+    scale = laplace_scale(factor * delta_, _positive(epsilon, "epsilon"))
+    add_noise_inplace(values, rng, "laplace", scale, sensitivity=factor * delta_,
+                      n_changed=int(factor))
     return int(np.argmin(values))
 
 
@@ -139,7 +145,7 @@ def noisy_score(score, *, sensitivity, epsilon, rng):
     sensitivity : float
         Δ > 0 of ``score`` under replacement, for a fixed candidate.
     epsilon : float
-    rng : numpy.random.Generator
+    rng : RandomSource or numpy.random.Generator
 
     Returns
     -------
@@ -148,9 +154,10 @@ def noisy_score(score, *, sensitivity, epsilon, rng):
     value = np.array([float(score)], dtype=np.float64)
     if not np.isfinite(value[0]):
         raise ValueError(f"score must be finite, got {score!r}.")
+    sensitivity = _positive(sensitivity, "sensitivity")
     add_noise_inplace(value, rng, "laplace",
-                      laplace_scale(_positive(sensitivity, "sensitivity"),
-                                    _positive(epsilon, "epsilon")))
+                      laplace_scale(sensitivity, _positive(epsilon, "epsilon")),
+                      sensitivity=sensitivity)
     return float(value[0])
 
 
@@ -169,7 +176,7 @@ def private_mean_loss(losses, *, loss_bound, epsilon, rng):
     loss_bound : float
         B > 0.
     epsilon : float
-    rng : numpy.random.Generator
+    rng : RandomSource or numpy.random.Generator
 
     Returns
     -------
@@ -277,7 +284,7 @@ def random_stopping_selection(draw_candidate, *, gamma, max_runs, rng):
     max_runs : int or None
         T, e.g. :func:`random_stopping_max_runs`. ``None``: no truncation, which has a
         guarantee for pure-DP runs only (:func:`random_stopping_budget`).
-    rng : numpy.random.Generator
+    rng : RandomSource or numpy.random.Generator
         For the stopping coin (independent of the data).
 
     Returns
@@ -291,6 +298,7 @@ def random_stopping_selection(draw_candidate, *, gamma, max_runs, rng):
         is a best-of-k): for tests and diagnostics only, never to be released.
     """
     gamma = _gamma(gamma)
+    rng = as_random_source(rng)
     if max_runs is not None:
         if isinstance(max_runs, (bool, np.bool_)) or int(max_runs) != max_runs or max_runs < 1:
             raise ValueError(f"max_runs must be a positive int or None, got {max_runs!r}.")
@@ -304,7 +312,7 @@ def random_stopping_selection(draw_candidate, *, gamma, max_runs, rng):
         k += 1
         if best is None or score < best_score:
             best, best_score = candidate, score
-        if rng.random() < gamma or (max_runs is not None and k >= max_runs):
+        if rng.bernoulli(gamma) or (max_runs is not None and k >= max_runs):
             return best, best_score, k
 
 

@@ -18,7 +18,8 @@ import scipy.sparse as sp
 
 from .. import _kernels
 from .._kernels.projections import project_l1_then_l2_nb
-from ..accounting import ApproxDP, PureDP, gaussian_sigma
+from ..accounting import ApproxDP, DiscreteGaussianEvent, DiscreteLaplaceEvent, PureDP, with_event
+from ..accounting.discrete import discrete_gaussian_sigma
 from ..utils._data import as_canonical_csr
 from .noise import add_noise_inplace
 
@@ -73,17 +74,21 @@ def mean_noise(n, *, epsilon, delta, norm_bound, sparsity, calibration="analytic
     -------
     kind : {"laplace", "gaussian"}
     scale : float
-        Laplace scale b = Δ₁/ε (Fact 2.3(a)) when ``delta == 0``; otherwise the Gaussian
-        σ for Δ₂ by the analytic Gaussian mechanism (Balle and Wang 2018, Thm 8; valid
-        for every ε) or, with ``calibration="classic"``, σ = Δ₂√(2 ln(1.25/δ))/ε
-        (Fact 2.3(b); valid for ε < 1).
+        Laplace scale b = Δ₁/ε (Fact 2.3(a)) when ``delta == 0``; otherwise the
+        discrete Gaussian's σ for Δ₂
+        (:func:`~skdpsparse.accounting.discrete.discrete_gaussian_sigma`: the tight
+        zCDP conversion, or with ``calibration="classic"`` the paper's
+        Δ₂√(2 ln(1.25/δ))/ε where that suffices).
     budget : PureDP or ApproxDP
     """
     l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
     if delta == 0:
-        return "laplace", 2.0 * l1_bound / (n * epsilon), PureDP(epsilon)
-    sigma = gaussian_sigma(2.0 * l2_bound / n, epsilon, delta, calibration)
-    return "gaussian", sigma, ApproxDP(epsilon, delta)
+        # The event lets a ledger compose what ran (b/Δ₁ = 1/ε), not only the ε.
+        return ("laplace", 2.0 * l1_bound / (n * epsilon),
+                with_event(PureDP(epsilon), DiscreteLaplaceEvent(1.0 / epsilon)))
+    sigma = discrete_gaussian_sigma(2.0 * l2_bound / n, epsilon, delta, calibration)
+    event = DiscreteGaussianEvent(sigma / (2.0 * l2_bound / n))
+    return "gaussian", sigma, with_event(ApproxDP(epsilon, delta), event)
 
 
 def projection_mechanism(mean, n, *, epsilon, delta, norm_bound, sparsity, rng,
@@ -101,7 +106,8 @@ def projection_mechanism(mean, n, *, epsilon, delta, norm_bound, sparsity, rng,
         with Gaussian noise (Thm 3.3).
     norm_bound, sparsity : float
         L and s of the row domain.
-    rng : numpy.random.Generator
+    rng : RandomSource, numpy.random.Generator or None
+        The fit's source of noise (:func:`skdpsparse.utils.as_random_source`).
     calibration : {"analytic", "classic"}
     project : bool
         False gives the dense Laplace / Gaussian baselines (same noise, no projection).
@@ -115,10 +121,11 @@ def projection_mechanism(mean, n, *, epsilon, delta, norm_bound, sparsity, rng,
         n, epsilon=epsilon, delta=delta, norm_bound=norm_bound,
         sparsity=sparsity, calibration=calibration,
     )
+    l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
     z = np.array(mean, dtype=np.float64, copy=True)
-    add_noise_inplace(z, rng, kind, scale)
+    add_noise_inplace(z, rng, kind, scale,
+                      sensitivity=2.0 * (l1_bound if kind == "laplace" else l2_bound) / n)
     if project:
-        l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
         # Onto K (the ℓ1 ball of radius L√s), then onto the ℓ2 ball of radius L, which
         # also contains the bounded mean: a projection onto a convex set containing the
         # mean never increases the error, and this one caps it at 2L (the "1 ∧" of

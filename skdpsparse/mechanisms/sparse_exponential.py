@@ -54,6 +54,7 @@ seed says; it is here as the pure-DP method for nonsmooth losses and as a refere
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
@@ -61,6 +62,7 @@ import scipy.sparse as sp
 from .. import _kernels
 from .._kernels.erm_solver import csc_net_loss_sums
 from ..accounting import PureDP
+from ..utils._random import as_random_source
 from .output_perturbation import BETA, CLASSIFICATION_LOSSES, bound_inputs
 
 __all__ = [
@@ -235,22 +237,44 @@ def net_scores(X_aug, y, blocks, code, param):
     return np.concatenate(parts)
 
 
-def exponential_mechanism(scores, sensitivity, epsilon, rng, size=None):
-    """Draw i with P[i] ∝ exp(−ε·scores[i]/(2Δ)) (smaller score is better).
+#: Binary digits kept of each scaled score; the rounding costs 2^{1-b} of ε (below).
+_SCORE_BITS = 40
+_EXPONENT_CAP = (1 << 61) - 1
 
-    The categorical draw is an inverse-CDF lookup of ``rng.random`` (shifted by the
-    minimum score so nothing overflows).
+
+def exponential_mechanism(scores, sensitivity, epsilon, rng, size=None):
+    """Draw i with P[i] ∝ exp(−ε·scores[i]/(2Δ)) (smaller score is better), exactly.
+
+    The scores are scaled and rounded up on a grid, u_i = ⌈c·sᵢ·2^b⌉ with
+    c = (ε − 2^{1−b})/(2Δ) and b = 40, in exact rational arithmetic (a float is a
+    dyadic rational), then capped at min_j u_j + 2⁶¹ − 1 (a minimum of Δ-sensitive
+    quantities, so still Δ-sensitive). Each uᵢ moves by at most cΔ·2^b + 1 between
+    neighbours, so the mechanism with weights exp(−uᵢ/2^b) is the exponential
+    mechanism for a score of sensitivity cΔ + 2^{−b}: (2cΔ + 2^{1−b}) = ε-DP
+    (McSherry and Talwar 2007; Dwork and Roth 2014, Theorem 3.10). The index is drawn
+    by rejection from the uniform proposal with exact coins
+    (:meth:`~skdpsparse.utils.RandomSource.categorical_exp`), so no index has
+    probability zero on one input and positive on its neighbour, as an inverse CDF on
+    a 53-bit uniform would give.
 
     Returns
     -------
     int or ndarray of int
     """
-    scores = np.asarray(scores, dtype=np.float64)
-    logits = -epsilon * (scores - scores.min()) / (2.0 * sensitivity)
-    cdf = np.cumsum(np.exp(logits))
-    u = rng.random(size) * cdf[-1]
-    idx = np.minimum(np.searchsorted(cdf, u, side="right"), scores.size - 1)
-    return int(idx) if size is None else idx
+    scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if scores.size == 0 or not np.all(np.isfinite(scores)):
+        raise ValueError("scores must be non-empty and finite.")
+    margin = Fraction(1, 2 ** (_SCORE_BITS - 1))
+    if not Fraction(float(epsilon)) > margin:
+        raise ValueError(f"epsilon must exceed 2^-39, got {epsilon!r}.")
+    c = (Fraction(float(epsilon)) - margin) / (2 * Fraction(float(sensitivity)))
+    scale = c * 2**_SCORE_BITS
+    scaled = [math.ceil(scale * Fraction(s)) for s in scores.tolist()]
+    low = min(scaled)
+    exponents = np.array([min(u - low, _EXPONENT_CAP) for u in scaled], dtype=np.int64)
+    idx = as_random_source(rng).categorical_exp(exponents, _SCORE_BITS,
+                                                1 if size is None else int(np.prod(size)))
+    return int(idx[0]) if size is None else idx.reshape(size)
 
 
 def _loss_at(loss, loss_param, t):

@@ -24,12 +24,11 @@ from ..mechanisms.private_selection import (
     random_stopping_selection,
     split_budget_for_random_stopping,
 )
-from ..utils import InstanceOf, Interval, Options, noise_generator, validate_params
+from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 
 __all__ = ["PrivateParameterSelection"]
 
 _SCORINGS = ("accuracy", "neg_mean_squared_error", "neg_mean_absolute_error")
-_SEED_BOUND = 2**32 - 1  # what scikit-learn's check_random_state accepts
 
 
 def _names(params, leaf):
@@ -209,7 +208,7 @@ callable, default="accuracy"
         "budget_split": [Options("tight", "paper")],
         "score_fraction": [Interval("real", 0, 1, closed="neither")],
         "param_grid": [InstanceOf(Mapping, list, tuple, description="dict or list of dicts")],
-        # estimator is checked by _privacy_names; random_state by noise_generator.
+        # estimator is checked by _privacy_names; random_state by fit_random_source.
     }
 
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-6, scoring="accuracy",
@@ -279,7 +278,7 @@ callable, default="accuracy"
         run_eps, run_delta = split["run_epsilon"], split["run_delta"]
         bound = 1.0 if self.scoring == "accuracy" else float(self.score_bound)
         n = np.asarray(y).shape[0]  # public; the inner estimator checks it against X
-        rng = noise_generator(self.random_state)
+        rng = fit_random_source(self.random_state, self, X, y)
 
         def draw(k):
             # One run of the (ε₁, δ₁)-DP mechanism: a data-independent draw of the
@@ -289,7 +288,8 @@ callable, default="accuracy"
             est.set_params(**{eps_name: run_eps})
             if delta_name is not None:
                 est.set_params(**{delta_name: run_delta})
-            est.set_params(**{s: int(rng.integers(_SEED_BOUND)) for s in seed_names})
+            # 256-bit seeds: each run's key is as hard to search as the outer key.
+            est.set_params(**{s: rng.secret_int() for s in seed_names})
             with _charges_suspended():  # charged once below, as part of the total
                 est.fit(X, y)
             spent = getattr(_owner(est, eps_name), "privacy_spent_", None)

@@ -1,20 +1,61 @@
-"""Randomness policy: every mechanism draws from a ``numpy.random.Generator``."""
+"""Randomness policy: where every random bit of a private fit comes from.
 
+Threat model (the user guide's "Randomness" section says the same in prose):
+
+* **Every fit gets its own secret key.** An estimator's ``fit`` turns its
+  ``random_state`` into a :class:`RandomSource`, a 256-bit ChaCha20 key, with
+  :func:`fit_random_source`. With ``random_state=None`` (the default) the key is 32
+  bytes of operating-system entropy (:func:`secrets.token_bytes`), fresh per fit.
+* **A seed is a key-derivation input, not the noise.** With an int, a
+  ``numpy.random.Generator`` or a ``RandomState``, the key is a keyed BLAKE2b hash
+  of (the seed material, the estimator's class and parameters, the data it was
+  given). So the same seed, parameters and data reproduce the release bit for bit
+  (scikit-learn's idempotence checks, tests and reports rely on it), while two fits
+  that differ in their data or in any parameter draw independent-looking noise:
+  clones under ``GridSearchCV``/``cross_validate`` (which deep-copy ``random_state``)
+  no longer share a noise vector that cancels in a difference of two releases.
+* **What a seed cannot protect.** Whoever knows the seed material can recompute the
+  key from the data and parameters and hence the noise: the guarantee then holds
+  only against people who do not know the seed. An int seed has as much secrecy as
+  the int (``random_state=0`` has none); a Generator has at most the entropy it was
+  seeded with. Use ``None`` for a release; use a seed for tests and reproducible
+  reports.
+* **All privacy-relevant draws are exact and use only the key.** Noise comes from the
+  exact discrete samplers of :mod:`skdpsparse._kernels.exact_sampling` on ChaCha20
+  keystream; permutations, batch indices and coins come from the same exact integer
+  samplers. Public randomness (the sensing operator of ℓ1-recovery, which may be
+  published) comes from a separately derived key, so publishing it reveals nothing
+  about the noise.
+"""
+
+import hashlib
 import numbers
+import re
+import secrets
+from fractions import Fraction
 
 import numpy as np
+import scipy.sparse as sp
+
+from .._kernels import exact_sampling
+from .._kernels.chacha import key_words
+
+__all__ = ["RandomSource", "as_random_source", "check_generator", "fit_random_source"]
+
+_PERSON_FIT = b"skdps-fit-v1"
+_PERSON_DRAW = b"skdps-draw-v1"
+_PERSON_CHILD = b"skdps-child-v1"
 
 
 def check_generator(random_state):
     """Turn a scikit-learn style ``random_state`` into a ``numpy.random.Generator``.
 
+    For **public** randomness only (data generators, examples): a fit's private draws
+    come from :func:`fit_random_source`.
+
     Parameters
     ----------
     random_state : None, int, numpy.random.Generator or numpy.random.RandomState
-        ``None`` draws fresh entropy from the operating system, so two fits never
-        share noise. An int gives reproducible noise: anyone who knows the seed knows
-        the noise, so fixed seeds are for tests and reports only. A ``Generator`` is
-        used as is; a legacy ``RandomState`` seeds a new ``Generator`` from its stream.
 
     Returns
     -------
@@ -29,39 +70,316 @@ def check_generator(random_state):
             raise ValueError(f"random_state must be non-negative, got {random_state}.")
         return np.random.default_rng(int(random_state))
     if isinstance(random_state, np.random.RandomState):
-        return np.random.default_rng(random_state.randint(0, 2**31 - 1, size=4))
+        # 128 bits of the legacy stream: SeedSequence keeps all of it.
+        return np.random.default_rng(int.from_bytes(random_state.bytes(16), "little"))
     raise ValueError(
         "random_state must be None, an int, a numpy.random.Generator or a "
         f"numpy.random.RandomState; got {random_state!r}."
     )
 
 
-#: Spawn key that separates the estimators' noise streams from ``default_rng(seed)``.
-_NOISE_STREAM_KEY = (0x736B6470,)  # b"skdp"
+def _blake(data, *, key, person):
+    return hashlib.blake2b(data, digest_size=32, key=key, person=person).digest()
 
 
-def noise_generator(random_state):
-    """The estimators' noise source: :func:`check_generator`, with int seeds decorrelated.
+class RandomSource:
+    """A secret 256-bit key and a counter: the source of one fit's private draws.
 
-    An int seed ``k`` gives ``default_rng(SeedSequence(k, spawn_key=...))``, a stream
-    independent of ``numpy.random.default_rng(k)``. Without this, an estimator fitted
-    with ``random_state=k`` on data drawn from ``default_rng(k)`` (our generators, or a
-    user's ``rng.normal(size=d)``) adds noise *equal* to the first draws that made the
-    data: with ``make_sparse_classification(..., random_state=0)`` and
-    ``random_state=0`` the Gaussian noise is the true coefficient vector, and a
-    noise-dominated fit scores near the Bayes accuracy. ``None`` and ``Generator``
-    behave as in :func:`check_generator` (a Generator is the caller's to keep apart).
+    Each draw method derives a fresh subkey, BLAKE2b(key, "draw", counter), and runs
+    an exact sampler on that subkey's ChaCha20 keystream, so successive draws are
+    independent and a source replays identically from the same key.
+
+    Parameters
+    ----------
+    key : bytes of length 32
+        Secret. :meth:`from_entropy` draws one from the operating system.
+
+    Examples
+    --------
+    >>> from skdpsparse.utils import RandomSource
+    >>> src = RandomSource(bytes(32))
+    >>> src.integers(10, size=3).tolist() == RandomSource(bytes(32)).integers(10, size=3).tolist()
+    True
+    """
+
+    def __init__(self, key):
+        key = bytes(key)
+        if len(key) != 32:
+            raise ValueError(f"a RandomSource key has 32 bytes, got {len(key)}.")
+        self._key = key
+        self._draws = 0
+
+    def __repr__(self):
+        return "RandomSource(<secret key>)"
+
+    @classmethod
+    def from_entropy(cls):
+        """A source keyed by 32 bytes of operating-system entropy."""
+        return cls(secrets.token_bytes(32))
+
+    def _next_key(self, label):
+        self._draws += 1
+        message = label.encode() + b"\x00" + self._draws.to_bytes(8, "little")
+        return key_words(_blake(message, key=self._key, person=_PERSON_DRAW))
+
+    def spawn(self, n_children, label="child"):
+        """``n_children`` independent sources (keys derived from this one and ``label``)."""
+        return [RandomSource(_blake(self._next_key(label).tobytes(), key=self._key,
+                                    person=_PERSON_CHILD)) for _ in range(int(n_children))]
+
+    def secret_int(self, bits=256):
+        """A secret non-negative int of ``bits`` bits (a seed for an inner fit)."""
+        nbytes = (int(bits) + 7) // 8
+        words = self._next_key("seed").astype("<u4").tobytes()
+        while len(words) < nbytes:
+            words += self._next_key("seed").astype("<u4").tobytes()
+        return int.from_bytes(words[:nbytes], "little") >> (8 * nbytes - int(bits))
+
+    def public_generator(self, label):
+        """A ``numpy.random.Generator`` for randomness that may be **published**.
+
+        Its seed is a one-way function of the key, so seeing its draws (e.g. a sensing
+        operator) reveals nothing about any other draw of this source.
+        """
+        seed = int.from_bytes(_blake(label.encode(), key=self._key, person=b"skdps-public"),
+                              "little")
+        return np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(seed)))
+
+    # -- exact draws -------------------------------------------------------------
+    def add_discrete_noise(self, grid_values, kind, scale):
+        """Add discrete Laplace (``kind="laplace"``) or discrete Gaussian noise of
+        integer scale ``scale`` to the int64 ``grid_values`` in place (see
+        :func:`skdpsparse._kernels.exact_sampling.add_discrete_noise`)."""
+        code = _NOISE_CODES[kind]
+        return exact_sampling.add_discrete_noise(grid_values, code, scale,
+                                                 self._next_key(kind), 0)
+
+    def discrete_noise(self, size, kind, scale):
+        """``size`` draws of discrete Laplace or discrete Gaussian noise on ℤ."""
+        return exact_sampling.discrete_noise(size, _NOISE_CODES[kind], scale,
+                                             self._next_key(kind), 0)
+
+    def integers(self, low, high=None, size=None):
+        """Uniform integers in [low, high) (or [0, low)), exactly; a scalar if size is None."""
+        if high is None:
+            low, high = 0, low
+        low, high = int(low), int(high)
+        count = 1 if size is None else int(np.prod(size))
+        out = exact_sampling.uniform_integers(high - low, count, self._next_key("integers"), 0)
+        out += low
+        return int(out[0]) if size is None else out.reshape(size)
+
+    def permutation(self, n):
+        """A uniformly random permutation of ``range(n)``, or of the array ``n``."""
+        if isinstance(n, numbers.Integral):
+            return exact_sampling.permutation(int(n), self._next_key("permutation"), 0)
+        items = np.asarray(n)
+        return items[exact_sampling.permutation(len(items), self._next_key("permutation"), 0)]
+
+    def choice(self, n, size, replace=True):
+        """``size`` indices of ``range(n)``, uniform, with or without replacement.
+
+        Without replacement the result is a uniformly random ordered subset: i.i.d.
+        uniform indices with repeats skipped (each new index is uniform over those not
+        yet chosen), or a prefix of a random permutation when ``size`` > n/2.
+        """
+        n, size = int(n), int(size)
+        if replace:
+            return self.integers(n, size=size)
+        if size > n:
+            raise ValueError(f"cannot choose {size} of {n} without replacement.")
+        if 2 * size > n:
+            return self.permutation(n)[:size]
+        chosen, seen = [], set()
+        while len(chosen) < size:
+            for i in self.integers(n, size=2 * (size - len(chosen))).tolist():
+                if i not in seen:
+                    seen.add(i)
+                    chosen.append(i)
+                    if len(chosen) == size:
+                        break
+        return np.array(chosen, dtype=np.int64)
+
+    def categorical_exp(self, exponents, frac_bits, size=1):
+        """Indices i with P[i] ∝ exp(−exponents[i]/2^frac_bits), exactly (integer
+        exponents, minimum 0; :func:`~skdpsparse._kernels.exact_sampling.categorical_exp`)."""
+        return exact_sampling.categorical_exp(exponents, frac_bits, size,
+                                              self._next_key("categorical"), 0)
+
+    def bernoulli(self, p):
+        """One coin with P[True] = p exactly (p a float in [0, 1], read as the dyadic
+        rational it is, or a :class:`fractions.Fraction`)."""
+        p = Fraction(p)
+        if not 0 <= p <= 1:
+            raise ValueError(f"p must be in [0, 1], got {p}.")
+        return self._coin(p.numerator, p.denominator)
+
+    def _coin(self, num, den):
+        # A uniform real against num/den, 61 binary digits at a time: the digits of
+        # num/den come from long division on Python ints, exact for any denominator
+        # (2^1074 for the smallest float). The first differing digit decides.
+        rem = num
+        while rem:
+            rem <<= 61
+            digit, rem = divmod(rem, den)
+            word = self.integers(1 << 61)
+            if word != digit:
+                return word < digit
+        return False  # num/den ended: the uniform is at least num/den
+
+    def bernoulli_exp(self, gamma):
+        """One coin with P[True] = exp(−γ) exactly, γ ≥ 0 a float or Fraction
+        (Canonne, Kamath, Steinke 2020, Algorithm 1, with exp(−⌊γ⌋) as ⌊γ⌋ coins)."""
+        gamma = Fraction(gamma)
+        if gamma < 0:
+            raise ValueError(f"gamma must be non-negative, got {gamma}.")
+        whole, frac = divmod(gamma, 1)
+        for _ in range(int(whole)):
+            if not self._bernoulli_exp_unit(Fraction(1)):
+                return False
+        return self._bernoulli_exp_unit(frac)
+
+    def _bernoulli_exp_unit(self, gamma):
+        k = 1
+        while self.bernoulli(gamma / k):
+            k += 1
+        return k % 2 == 1
+
+
+_NOISE_CODES = {"laplace": exact_sampling.DISCRETE_LAPLACE,
+                "gaussian": exact_sampling.DISCRETE_GAUSSIAN}
+
+
+def as_random_source(rng):
+    """The :class:`RandomSource` a mechanism draws from, given what its caller passed.
+
+    A :class:`RandomSource` is used as is; a ``numpy.random.Generator`` (as tests and
+    direct callers pass) keys a new source with 32 bytes of its stream; ``None`` draws
+    a key from the operating system.
+    """
+    if isinstance(rng, RandomSource):
+        return rng
+    if rng is None:
+        return RandomSource.from_entropy()
+    if isinstance(rng, np.random.Generator):
+        return RandomSource(rng.bytes(32))
+    raise TypeError("rng must be a RandomSource, a numpy.random.Generator or None "
+                    f"(see skdpsparse.utils.fit_random_source), got {type(rng).__name__}.")
+
+
+# ------------------------------------------------------------------ key derivation
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _canonical(value):
+    """A deterministic byte string for a parameter value (no memory addresses)."""
+    if value is None or isinstance(value, (bool, numbers.Number, str, bytes)):
+        return repr(value).encode()
+    if isinstance(value, (list, tuple)):
+        return b"[" + b",".join(_canonical(v) for v in value) + b"]"
+    if isinstance(value, dict):
+        return b"{" + b",".join(_canonical(k) + b":" + _canonical(value[k])
+                                for k in sorted(value, key=repr)) + b"}"
+    if isinstance(value, np.ndarray):
+        return b"array" + _digest_array(value)
+    if hasattr(value, "get_params"):
+        return (type(value).__qualname__.encode()
+                + _canonical(value.get_params(deep=False)))
+    if isinstance(value, (np.random.Generator, np.random.RandomState, RandomSource)):
+        return type(value).__name__.encode()
+    if callable(value):
+        return (getattr(value, "__module__", "") + "." +
+                getattr(value, "__qualname__", type(value).__qualname__)).encode()
+    return _ADDRESS.sub("", repr(value)).encode()
+
+
+_DIGEST_BLOCK = 4096  # rows per block of the canonical form (bounded extra memory)
+
+
+def _digest_array(a):
+    """A digest of an array's values that does not depend on its container.
+
+    Numeric data is hashed as float64 in a canonical sparse form, block of rows by
+    block of rows: for each row its count of nonzeros, then the column indices and
+    values of the nonzeros. So a dense array, any SciPy sparse format and float32 or
+    int storage of the same values give the same digest, and the same seed reproduces
+    the release whatever container the data came in. A column vector is hashed as a
+    vector. Non-numeric arrays are hashed through their ``repr``.
+    """
+    h = hashlib.blake2b(digest_size=32)
+    if not sp.issparse(a):
+        a = np.asarray(a)
+        if a.ndim == 2 and a.shape[1] == 1:
+            a = a[:, 0]
+        if a.dtype.kind not in "biuf":
+            h.update(repr(("object", a.shape, a.tolist())).encode())
+            return h.digest()
+        if a.ndim != 2:
+            h.update(repr(("vector", a.shape)).encode())
+            h.update(np.ascontiguousarray(a, dtype="<f8").view(np.uint8).reshape(-1))
+            return h.digest()
+    else:
+        a = sp.csr_array(a)
+    h.update(repr(("matrix", a.shape)).encode())
+    for start in range(0, a.shape[0], _DIGEST_BLOCK):
+        block = a[start:start + _DIGEST_BLOCK]
+        if sp.issparse(block):
+            block = sp.csr_array(block, dtype=np.float64)
+            block.sum_duplicates()
+            block.eliminate_zeros()
+            block.sort_indices()
+            counts, cols, vals = np.diff(block.indptr), block.indices, block.data
+        else:
+            block = np.asarray(block, dtype=np.float64)
+            rows, cols = np.nonzero(block)
+            vals = block[rows, cols]
+            counts = np.bincount(rows, minlength=block.shape[0])
+        for part, dtype in ((counts, "<i8"), (cols, "<i8"), (vals, "<f8")):
+            h.update(np.ascontiguousarray(part, dtype=dtype).view(np.uint8).reshape(-1))
+    return h.digest()
+
+
+def _seed_material(random_state):
+    """The secret input of the key derivation, and whether it is a fixed seed."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state.bytes(32)
+    if isinstance(random_state, np.random.RandomState):
+        return random_state.bytes(32)
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise ValueError(f"random_state must be non-negative, got {random_state}.")
+        seed = int(random_state)
+        return b"int" + seed.to_bytes(max(1, (seed.bit_length() + 7) // 8), "little")
+    raise ValueError(
+        "random_state must be None, an int, a numpy.random.Generator or a "
+        f"numpy.random.RandomState; got {random_state!r}."
+    )
+
+
+def fit_random_source(random_state, estimator, *data):
+    """The :class:`RandomSource` of one fit (see the module docstring for the policy).
 
     Parameters
     ----------
     random_state : None, int, numpy.random.Generator or numpy.random.RandomState
+        ``None``: a fresh key from the operating system. Otherwise the key is
+        BLAKE2b(key = H(seed material), message = estimator class, parameters except
+        ``random_state``, and a digest of every array in ``data``). A Generator or
+        RandomState gives 32 bytes of its stream as seed material (and advances).
+    estimator : object with ``get_params``
+        The estimator being fitted (its parameters enter the key).
+    *data : array-like or sparse matrix
+        The data of the fit, as validated (X, y, ...).
 
     Returns
     -------
-    numpy.random.Generator
+    RandomSource
     """
-    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
-        check_generator(random_state)  # the same validation and message
-        return np.random.default_rng(
-            np.random.SeedSequence(int(random_state), spawn_key=_NOISE_STREAM_KEY))
-    return check_generator(random_state)
+    if random_state is None:
+        return RandomSource.from_entropy()
+    material = hashlib.blake2b(_seed_material(random_state), digest_size=32).digest()
+    params = {k: v for k, v in estimator.get_params(deep=False).items()
+              if k != "random_state"}
+    message = [type(estimator).__qualname__.encode(), _canonical(params)]
+    message += [_digest_array(a) if a is not None else b"None" for a in data]
+    return RandomSource(_blake(b"\x00".join(message), key=material, person=_PERSON_FIT))

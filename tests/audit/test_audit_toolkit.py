@@ -77,7 +77,7 @@ def test_laplace_scores_give_a_sound_and_informative_bound(eps):
 def test_patches_are_restored_and_calibration_cache_changes_nothing():
     originals = (noise.add_noise_inplace, projection.add_noise_inplace,
                  heavy_tailed.add_noise_inplace, sparse_mean.bounded_mean,
-                 heavy_tailed.trimmed_median_of_means, projection.gaussian_sigma)
+                 heavy_tailed.trimmed_median_of_means, projection.discrete_gaussian_sigma)
     X = np.eye(4)
 
     def release():
@@ -87,7 +87,7 @@ def test_patches_are_restored_and_calibration_cache_changes_nothing():
 
     plain = release()
     with A.memoized_calibration():
-        assert projection.gaussian_sigma is not originals[-1]
+        assert projection.discrete_gaussian_sigma is not originals[-1]
         np.testing.assert_array_equal(release(), plain)
     with A.scaled_noise(0.5):
         assert projection.add_noise_inplace is not originals[1]
@@ -99,7 +99,7 @@ def test_patches_are_restored_and_calibration_cache_changes_nothing():
         np.testing.assert_allclose(sparse_mean.bounded_mean(20 * X, 1.0, 1), 2.5)
     current = (noise.add_noise_inplace, projection.add_noise_inplace,
                heavy_tailed.add_noise_inplace, sparse_mean.bounded_mean,
-               heavy_tailed.trimmed_median_of_means, projection.gaussian_sigma)
+               heavy_tailed.trimmed_median_of_means, projection.discrete_gaussian_sigma)
     assert all(a is b for a, b in zip(current, originals))
 
 

@@ -15,7 +15,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from skdpsparse.accounting import calibrate_last_iterate_noise, last_iterate_epsilon
 from skdpsparse.exceptions import PrivacyLeakWarning
 from skdpsparse.linear_model._cyclic_sgd import DPCyclicSGD
-from skdpsparse.utils import noise_generator
+from skdpsparse.mechanisms.noise import grid_noise
+from skdpsparse.utils import RandomSource
 
 pytestmark = pytest.mark.filterwarnings("ignore::skdpsparse.exceptions.PrivacyLeakWarning")
 
@@ -58,9 +59,9 @@ def test_released_noise_has_std_lambda_z_c_over_b():
 
 def _reference_fit(X, y01, *, lr, b, epochs, z, clip, seed):
     """Algorithm 1 in plain NumPy (logistic, intercept, no penalty), drawing the pass
-    order and then each pass's noise from the same generator as the estimator (an int
-    seed's noise stream, skdpsparse.utils.noise_generator)."""
-    rng = noise_generator(seed)
+    order and then each pass's noise from a source keyed as the estimator's is in the
+    test (``seed``: the 32-byte key)."""
+    rng = RandomSource(seed)
     n, d = X.shape
     y = np.where(y01 == 1, 1.0, -1.0)
     order = rng.permutation(n)
@@ -68,7 +69,7 @@ def _reference_fit(X, y01, *, lr, b, epochs, z, clip, seed):
     theta, pos = np.zeros(d + 1), 0
     ends = [math.ceil((e + 1) * n / b) for e in range(epochs)]  # T = ⌈En/b⌉
     for steps in np.diff([0] + ends):
-        noise = sigma * rng.standard_normal((steps, d + 1))
+        noise = grid_noise((steps, d + 1), rng, "gaussian", sigma)
         for t in range(steps):
             rows = order[(pos + np.arange(b)) % n]
             pos = (pos + b) % n
@@ -79,7 +80,10 @@ def _reference_fit(X, y01, *, lr, b, epochs, z, clip, seed):
     return theta
 
 
-def test_fit_matches_a_numpy_run_of_algorithm_1():
+def test_fit_matches_a_numpy_run_of_algorithm_1(monkeypatch):
+    key = bytes(range(32))
+    monkeypatch.setattr("skdpsparse.linear_model._cyclic_sgd.fit_random_source",
+                        lambda *args: RandomSource(key))
     X, y = _blobs(37)
     X[:5] *= 4.0  # rows above norm_bound: scaled by fit (and here by hand)
     R = 1.5
@@ -87,7 +91,7 @@ def test_fit_matches_a_numpy_run_of_algorithm_1():
     est = DPCyclicSGD(penalty=None, norm_bound=R, batch_size=8, epochs=3, learning_rate=0.4,
                       clip_norm=0.9, noise_multiplier=1.3, classes=[0, 1],
                       random_state=5).fit(X, y)
-    theta = _reference_fit(Xs, y, lr=0.4, b=8, epochs=3, z=1.3, clip=0.9, seed=5)
+    theta = _reference_fit(Xs, y, lr=0.4, b=8, epochs=3, z=1.3, clip=0.9, seed=key)
     np.testing.assert_allclose(est.coef_.ravel(), theta[:-1], rtol=0, atol=1e-10)
     assert est.intercept_[0] == pytest.approx(theta[-1], abs=1e-10)
     assert est.n_steps_ == math.ceil(3 * 37 / 8) and est.n_iter_ == 3
@@ -198,7 +202,7 @@ def test_clipping_can_bind_only_when_not_provably_inactive():
     assert DPCyclicSGD(norm_bound=2.0).fit(X, y).clip_norm_ == pytest.approx(g, rel=1e-15)
 
 
-def test_rows_above_norm_bound_are_scaled_not_rejected():
+def test_rows_above_norm_bound_are_scaled_not_rejected(shared_noise):
     X, y = _blobs(400)
     big = X.copy()
     big[::7] *= 100.0
@@ -251,7 +255,7 @@ def test_regression_r2_positive_on_easy_data():
         assert reg.score(X, y) > 0.5, loss
 
 
-def test_sparse_input_gives_the_dense_result():
+def test_sparse_input_gives_the_dense_result(shared_noise):
     X, y = _blobs(300, d=20)
     X[np.abs(X) < 0.5] = 0.0
     kw = dict(classes=[0, 1], random_state=2, penalty="elasticnet", alpha=0.01)

@@ -12,7 +12,8 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import Normalizer
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skdpsparse.accounting import ApproxDP, PureDP, gaussian_sigma
+from skdpsparse.accounting import ApproxDP, PureDP
+from skdpsparse.accounting.discrete import discrete_gaussian_sigma
 from skdpsparse.datasets import load_sparse_digits, make_sparse_classification
 from skdpsparse.exceptions import PrivacyLeakWarning
 from skdpsparse.ledger import PrivacyLedger
@@ -73,7 +74,7 @@ def test_accuracy_grows_with_epsilon_and_approaches_non_private():
     assert accs[1000.0] > accs[0.5]
 
 
-def test_sparse_and_dense_inputs_give_the_same_model():
+def test_sparse_and_dense_inputs_give_the_same_model(shared_noise):
     X, y = _binary(500, 50, 5)
     for est in [DPOutputPerturbationClassifier(classes=[0, 1], random_state=3),
                 DPOutputPerturbationRegressor(loss="huber", delta=0, random_state=3)]:
@@ -84,7 +85,7 @@ def test_sparse_and_dense_inputs_give_the_same_model():
         np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-7)
 
 
-def test_contribution_bounding_scales_rows_and_clips_labels():
+def test_contribution_bounding_scales_rows_and_clips_labels(shared_noise):
     rng = np.random.default_rng(4)
     n, d, s, R, B = 300, 20, 4, 2.0, 3.0
     X = rng.normal(size=(n, d)) * rng.random((n, d)) * (rng.random((n, d)) < 0.3)
@@ -172,7 +173,7 @@ def test_multiclass_one_vs_rest_joint_release():
             lo, hi = (mid, hi) if mid <= g2 / lam / (1 + math.exp(-mid * g2)) else (lo, mid)
     L = g2 / (1 + math.exp(-hi * g2))
     sens = math.sqrt(K) * (1 + clf.tol) * 2 * L / (lam * n)
-    assert clf.noise_scale_ == pytest.approx(gaussian_sigma(sens, 4.0, 1e-6), rel=1e-12)
+    assert clf.noise_scale_ == pytest.approx(discrete_gaussian_sigma(sens, 4.0, 1e-6), rel=1e-12)
     assert clf.score(X, y) > 0.3  # ten classes (chance 0.1), ε = 4, n = 1797, d = 29 760
 
 

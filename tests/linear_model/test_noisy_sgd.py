@@ -127,7 +127,7 @@ def test_csr_is_not_densified_and_matches_dense(monkeypatch):
                                    dense.decision_function(X), atol=1e-12)
 
 
-def test_regressor_squared_loss_lipschitz_and_label_clipping():
+def test_regressor_squared_loss_lipschitz_and_label_clipping(shared_noise):
     rng = np.random.default_rng(7)
     X = rng.standard_normal((2000, 3)) / 2
     y = X @ np.array([0.4, -0.3, 0.0]) + 0.05
@@ -145,7 +145,7 @@ def test_regressor_squared_loss_lipschitz_and_label_clipping():
     assert huber.lipschitz_ == pytest.approx(0.25 * g)
 
 
-def test_rows_outside_the_bound_are_scaled():
+def test_rows_outside_the_bound_are_scaled(shared_noise):
     X, y = _circle(500, 8)
     a = DPNoisySGDClassifier(classes=[0, 1], random_state=1).fit(X, y)
     b = DPNoisySGDClassifier(classes=[0, 1], random_state=1).fit(X * 25.0, y)

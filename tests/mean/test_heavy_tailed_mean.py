@@ -143,21 +143,26 @@ def test_noise_smoothing_beats_cwme_at_corollary_truncation():
 
 # ------------------------------------------------------- contribution bounding, groups
 @pytest.mark.parametrize("method", ["cwme", "noise_smoothing"])
-def test_huge_rows_are_bounded_not_rejected(method):
-    """One row replaced by ±1e300: the fit succeeds, and with the same seed (same
-    groups and noise) the release moves by at most Δ∞ per coordinate."""
+def test_huge_rows_are_bounded_not_rejected(method, shared_noise):
+    """A row replaced by ±1e300: the fit succeeds, and with the same noise (and groups)
+    the release moves by at most Δ∞ per coordinate (a median of group means may not
+    move at all, so several rows are tried and one must move it)."""
     n, d, tau = 500, 6, 2.0
     X, _ = make_heavy_tailed(n, d, random_state=0)
-    Y = X.copy()
-    Y[17] = 1e300 * np.where(np.arange(d) % 2 == 0, 1.0, -1.0)
     a = DPHeavyTailedMean(method=method, truncation=tau, random_state=5).fit(X)
-    b = DPHeavyTailedMean(method=method, truncation=tau, random_state=5).fit(Y)
-    assert np.all(np.isfinite(b.mean_))
     if method == "cwme":
         linf = cwme_sensitivity(n, d, tau, a.n_groups_).linf
     else:
         linf = noise_smoothing_sensitivity(n, d, tau, 1.0).linf
-    assert 0 < np.abs(a.mean_ - b.mean_).max() <= linf * (1 + 1e-9)
+    moved = []
+    for row in range(0, 100, 7):
+        Y = X.copy()
+        Y[row] = 1e300 * np.where(np.arange(d) % 2 == 0, 1.0, -1.0)
+        b = DPHeavyTailedMean(method=method, truncation=tau, random_state=5).fit(Y)
+        assert np.all(np.isfinite(b.mean_))
+        moved.append(np.abs(a.mean_ - b.mean_).max())
+    assert max(moved) <= linf * (1 + 1e-9)
+    assert max(moved) > 0
 
 
 def test_shuffle_removes_the_bias_of_sorted_rows():

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from skdpsparse.accounting import analytic_gaussian_sigma, gaussian_sigma_classic
+from skdpsparse.accounting import gaussian_sigma_classic
+from skdpsparse.accounting.discrete import discrete_gaussian_sigma
 from skdpsparse.datasets import make_sparse_vectors
 from skdpsparse.mechanisms.l1_recovery import (
     gaussian_l1_recovery, measurement_noise_sigma, n_measurements, uses_compressed_sensing,
@@ -31,7 +32,7 @@ def test_noise_scale_classic_is_the_seeds_and_analytic_is_smaller():
     assert classic**2 == pytest.approx(18 * L**2 * np.log(2.5 / delta) / (n * eps) ** 2,
                                        rel=1e-12)
     analytic = measurement_noise_sigma(n, epsilon=eps, delta=delta, norm_bound=L)
-    assert analytic == analytic_gaussian_sigma(3 * L / n, eps, delta) < classic
+    assert analytic == discrete_gaussian_sigma(3 * L / n, eps, delta) < classic
     assert gaussian_sigma_classic(3 * L / n, eps, delta / 2) == pytest.approx(classic)
 
 
@@ -71,7 +72,7 @@ def test_below_threshold_is_the_plain_gaussian_mechanism():
         rng=np.random.default_rng(3))
     assert info["branch"] == "gaussian"
     noise = z - bounded_mean(X, 1.0, 4)
-    sigma = analytic_gaussian_sigma(2.0 / 500, 1.0, 1e-6)
+    sigma = discrete_gaussian_sigma(2.0 / 500, 1.0, 1e-6)
     assert np.std(noise) == pytest.approx(sigma, rel=0.1)
 
 

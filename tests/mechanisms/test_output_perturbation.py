@@ -11,7 +11,8 @@ from sklearn.linear_model import LogisticRegression, Ridge
 
 from skdpsparse._kernels import LOSS_CODES, per_example_derivatives
 from skdpsparse._kernels.erm_solver import _hessian_product, loss_curvatures, make_objective
-from skdpsparse.accounting import ApproxDP, PureDP, gaussian_sigma
+from skdpsparse.accounting import ApproxDP, PureDP
+from skdpsparse.accounting.discrete import discrete_gaussian_sigma
 from skdpsparse.datasets import make_sparse_classification, make_sparse_regression
 from skdpsparse.mechanisms.output_perturbation import (
     bound_inputs,
@@ -303,7 +304,7 @@ def test_released_noise_has_the_stated_law(delta):
     d2 = 2 * lip * g2 / (lam * n)
     if delta:
         assert plan.budget == ApproxDP(1.0, delta)
-        law = stats.norm(scale=gaussian_sigma((1 + plan.tol) * d2, 1.0, delta))
+        law = stats.norm(scale=discrete_gaussian_sigma((1 + plan.tol) * d2, 1.0, delta))
         other = stats.laplace(scale=law.std() / math.sqrt(2))
     else:
         assert plan.budget == PureDP(1.0)
