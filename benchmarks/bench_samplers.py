@@ -1,0 +1,97 @@
+"""Cost of the exact samplers (issue: noise an attacker cannot exploit). Not a test.
+
+1. Draws: 10⁷ exact discrete Gaussian and discrete Laplace draws (the library's noise)
+   against NumPy's ``Generator.standard_normal`` and ``Generator.laplace`` of the same
+   count, in the same run (target for the Gaussian: ≤ 3×), and the old float path
+   (``Generator`` draws into a buffer, as ``add_noise_inplace`` did).
+2. Sparse mean: ``DPSparseMeanEstimator(method="projection")`` on CSR n = 10⁶,
+   d = 2²⁰, 16 nonzeros per row, with ``random_state=None`` (OS-keyed ChaCha20 and
+   exact samplers), against SciPy's non-private ``X.mean(axis=0)`` and against
+   ``X.sum(axis=0) / n`` plus one NumPy Gaussian draw of length d (target: ≤ 1.0× the
+   first).
+
+Each timing is the median of ``--reps`` runs; ratios are paired (same round), and the
+min/median/max of the per-round ratios are printed. On a loaded machine only the
+ratios mean anything.
+
+Run:  python benchmarks/bench_samplers.py            (both parts)
+      python benchmarks/bench_samplers.py --part 1 --reps 5
+"""
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+from skdpsparse._kernels import exact_sampling as es
+from skdpsparse._kernels.chacha import key_words
+from skdpsparse.datasets import make_sparse_vectors
+from skdpsparse.mean import DPSparseMeanEstimator
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _report(name, ours, base, base_name):
+    ratios = np.array(ours) / np.array(base)
+    print(f"{name:<42} {np.median(ours):8.3f} s  {base_name:<28} {np.median(base):8.3f} s  "
+          f"ratio min/median/max {ratios.min():.2f} / {np.median(ratios):.2f} / "
+          f"{ratios.max():.2f}")
+
+
+def draws(count=10**7, reps=5):
+    key = key_words(os.urandom(32))
+    scale = 2**29 + 12345  # the grid scale of a typical release (b/γ ≥ 2^29)
+    gen = np.random.default_rng()
+    es.discrete_noise(10, es.DISCRETE_GAUSSIAN, scale, key, 0)  # compile outside timing
+    es.discrete_noise(10, es.DISCRETE_LAPLACE, scale, key, 0)
+    rows = {"gauss": ([], [], []), "lap": ([], [], [])}
+    for r in range(reps):
+        rows["gauss"][0].append(_timed(lambda: es.discrete_noise(
+            count, es.DISCRETE_GAUSSIAN, scale, key, r)))
+        rows["gauss"][1].append(_timed(lambda: gen.standard_normal(count)))
+        rows["lap"][0].append(_timed(lambda: es.discrete_noise(
+            count, es.DISCRETE_LAPLACE, scale, key, r)))
+        rows["lap"][1].append(_timed(lambda: gen.laplace(0.0, 1.0, count)))
+    print(f"\n[1] {count:.0e} draws, {reps} rounds, {os.cpu_count()} CPUs")
+    _report("exact discrete Gaussian (ChaCha20)", rows["gauss"][0], rows["gauss"][1],
+            "numpy standard_normal")
+    _report("exact discrete Laplace (ChaCha20)", rows["lap"][0], rows["lap"][1],
+            "numpy laplace")
+
+
+def sparse_mean(n=10**6, d=2**20, s=16, reps=5):
+    X, _ = make_sparse_vectors(n, d, s, random_state=0)
+    est = DPSparseMeanEstimator(epsilon=1.0, delta=1e-6, sparsity=s, method="projection")
+    est.fit(X)  # compile outside timing
+    gen = np.random.default_rng()
+    ours, scipy_mean, honest = [], [], []
+    for _ in range(reps):
+        ours.append(_timed(lambda: est.fit(X)))
+        scipy_mean.append(_timed(lambda: X.mean(axis=0)))
+        honest.append(_timed(lambda: np.asarray(X.sum(axis=0)).ravel() / n
+                             + gen.standard_normal(d)))
+    print(f"\n[2] sparse mean fit, CSR n={n:.0e}, d=2^{d.bit_length() - 1}, {s} nonzeros/row,"
+          f" random_state=None, {reps} rounds")
+    _report("DPSparseMeanEstimator(projection).fit", ours, scipy_mean, "X.mean(axis=0)")
+    _report("DPSparseMeanEstimator(projection).fit", ours, honest,
+            "X.sum(axis=0)/n + normal(d)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", type=int, choices=[1, 2])
+    parser.add_argument("--reps", type=int, default=5)
+    args = parser.parse_args()
+    if args.part in (None, 1):
+        draws(reps=args.reps)
+    if args.part in (None, 2):
+        sparse_mean(reps=args.reps)
+
+
+if __name__ == "__main__":
+    main()
