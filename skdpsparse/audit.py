@@ -348,8 +348,8 @@ def scaled_noise(factor=0.5):
     def add_noise_inplace(values, rng, kind, scale, **bounds):
         return original(values, rng, kind, factor * scale, **bounds)
 
-    def grid_noise(shape, rng, kind, scale):
-        return original_grid(shape, rng, kind, factor * scale)
+    def grid_noise(shape, rng, kind, scale, **bounds):
+        return original_grid(shape, rng, kind, factor * scale, **bounds)
 
     def exponential_mechanism(scores, sensitivity, epsilon, rng, size=None):
         return expo(scores, factor * sensitivity, epsilon, rng, size)
@@ -370,6 +370,13 @@ def float_noise():
 
     _load_estimators()
     original = noise.add_noise_inplace
+    original_grid = noise.grid_noise
+
+    def grid_noise(shape, rng, kind, scale, **bounds):  # float draws, no grid (γ = 0)
+        gen = np.random.default_rng(as_random_source(rng).secret_int(128))
+        if kind == "laplace":
+            return gen.laplace(0.0, scale, size=shape), 0.0
+        return scale * gen.standard_normal(shape), 0.0
 
     def add_noise_inplace(values, rng, kind, scale, **bounds):
         gen = np.random.default_rng(as_random_source(rng).secret_int(128))
@@ -381,7 +388,7 @@ def float_noise():
         values[...] = flat.reshape(np.shape(values))
         return values
 
-    return replaced({original: add_noise_inplace})
+    return replaced({original: add_noise_inplace, original_grid: grid_noise})
 
 
 def _numpy_laplace(k, scale):

@@ -22,6 +22,17 @@ from numba import njit
 _DBL_MIN = 2.2250738585072014e-308
 
 
+#: |x/γ| is clipped here before rounding to the noise grid (1-Lipschitz, so it adds no
+#: sensitivity); the same bound as ``exact_sampling.MAX_GRID_VALUE``.
+GRID_MAX = float(1 << 60)
+
+
+@njit(cache=True, inline="always")
+def on_grid_nb(x):
+    """round(clip(x, ±2⁶⁰)): a value in units of the noise grid (mechanisms/noise.py)."""
+    return np.rint(min(max(x, -GRID_MAX), GRID_MAX))
+
+
 @njit(cache=True, inline="always")
 def sumsq_range_nb(x, start, stop):
     """Sum of ``x[k] ** 2`` for ``start <= k < stop``, in float64 (may overflow)."""

@@ -28,6 +28,7 @@ a > 0 and b is in the ball, where Newton's method finds it. No noise is drawn he
 import numpy as np
 from numba import njit
 
+from ._common import on_grid_nb
 from .linear_losses import csr_clipped_gradient_sum, dense_clipped_gradient_sum
 from .projections import project_box_nb, project_l2_ball_nb
 from .prox import prox_elastic_net_nb, soft_threshold_nb
@@ -91,12 +92,22 @@ def _elastic_net_ball_prox(theta, d, t, alpha, l1_ratio, radius):
 
 @njit(cache=True, inline="always")
 def _noisy_prox_step(theta, coef_sum, intercept_sum, step, noise_row, fit_intercept,
-                     learning_rate, alpha, l1_ratio, constraint, radius, lower, upper):
+                     learning_rate, alpha, l1_ratio, constraint, radius, lower, upper,
+                     spacing):
     d = coef_sum.shape[0]
-    for j in range(d):
-        theta[j] += noise_row[j] - step * coef_sum[j]
-    if fit_intercept:
-        theta[d] += noise_row[d] - step * intercept_sum
+    if spacing > 0.0:
+        # Exact release on the grid γℤ: the displacement is rounded to the grid
+        # (x/γ is exact, γ a power of two) and the integer noise added to it.
+        inv = 1.0 / spacing
+        for j in range(d):
+            theta[j] += spacing * (noise_row[j] - on_grid_nb(step * coef_sum[j] * inv))
+        if fit_intercept:
+            theta[d] += spacing * (noise_row[d] - on_grid_nb(step * intercept_sum * inv))
+    else:
+        for j in range(d):
+            theta[j] += noise_row[j] - step * coef_sum[j]
+        if fit_intercept:
+            theta[d] += noise_row[d] - step * intercept_sum
     if constraint == BALL and fit_intercept and alpha * (1.0 - l1_ratio) > 0.0:
         _elastic_net_ball_prox(theta, d, learning_rate, alpha, l1_ratio, radius)
         return
@@ -130,7 +141,7 @@ def _check_step_args(theta, d, order, n, batch_size, start, noise, fit_intercept
 @njit(cache=True)
 def dense_cyclic_sgd_steps(X, y, theta, order, start, code, param, clip_norm, batch_size,
                            learning_rate, noise, alpha, l1_ratio, constraint, radius, lower,
-                           upper, fit_intercept):
+                           upper, fit_intercept, noise_spacing=0.0):
     """Run ``len(noise)`` noisy proximal steps of cyclic DP-SGD on dense rows, in place.
 
     Parameters
@@ -155,7 +166,8 @@ def dense_cyclic_sgd_steps(X, y, theta, order, start, code, param, clip_norm, ba
     learning_rate : float
         λ; the step is λ times the mean clipped gradient.
     noise : ndarray of shape (n_steps, d + fit_intercept), float64
-        Row t is N_t, added to the displacement of step t.
+        Row t is N_t, added to the displacement of step t (in grid units when
+        ``noise_spacing`` > 0).
     alpha, l1_ratio : float
         Elastic-net penalty on w (``alpha = 0``: none; ``l1_ratio`` 1: ℓ1, 0: ℓ2²).
     constraint : int
@@ -164,6 +176,11 @@ def dense_cyclic_sgd_steps(X, y, theta, order, start, code, param, clip_norm, ba
     radius : float
     lower, upper : ndarray of shape (1,), float64
     fit_intercept : bool
+    noise_spacing : float, default=0.0
+        γ > 0, a power of two: the displacement is released on the grid γℤ,
+        γ·(N_t − round(λ ḡ_t/γ)), with N_t integers (the exact discrete noise of
+        :func:`skdpsparse.mechanisms.noise.grid_noise`). 0 adds the float ``noise``
+        to the float displacement (kernel tests only).
 
     Returns
     -------
@@ -182,14 +199,15 @@ def dense_cyclic_sgd_steps(X, y, theta, order, start, code, param, clip_norm, ba
         coef_sum, intercept_sum = dense_clipped_gradient_sum(
             X, y, theta[:d], theta[d], code, param, clip_norm, rows, fit_intercept)
         _noisy_prox_step(theta, coef_sum, intercept_sum, step, noise[t], fit_intercept,
-                         learning_rate, alpha, l1_ratio, constraint, radius, lower, upper)
+                         learning_rate, alpha, l1_ratio, constraint, radius, lower, upper,
+                         noise_spacing)
     return start
 
 
 @njit(cache=True)
 def csr_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, start, code, param,
                          clip_norm, batch_size, learning_rate, noise, alpha, l1_ratio,
-                         constraint, radius, lower, upper, fit_intercept):
+                         constraint, radius, lower, upper, fit_intercept, noise_spacing=0.0):
     """CSR version of :func:`dense_cyclic_sgd_steps` (``X`` given by its canonical CSR
     parts and ``n_cols``); each batch gradient is scattered along the rows' nonzeros,
     the update of θ is dense (the noise is).
@@ -210,5 +228,6 @@ def csr_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, start, 
             indptr, indices, data, y, theta[:n_cols], theta[n_cols], code, param, clip_norm,
             n_cols, rows, fit_intercept)
         _noisy_prox_step(theta, coef_sum, intercept_sum, step, noise[t], fit_intercept,
-                         learning_rate, alpha, l1_ratio, constraint, radius, lower, upper)
+                         learning_rate, alpha, l1_ratio, constraint, radius, lower, upper,
+                         noise_spacing)
     return start

@@ -23,7 +23,7 @@ calls again with the same state arrays.
 import numpy as np
 from numba import njit
 
-from ._common import l2_norm_range_nb
+from ._common import l2_norm_range_nb, on_grid_nb
 from .linear_losses import check_loss, loss_value_and_derivative
 from .projections import project_l2_ball_nb
 
@@ -55,7 +55,8 @@ def _check_state(theta, fresh_sum, seen, n_rows, dim, noise, rows, n_seen, targe
 
 @njit(cache=True)
 def dense_noisy_sgd_block(X, y, theta, fresh_sum, seen, n_seen, target, rows, noise,
-                          step_size, radius, norm_bound, code, param, fit_intercept):
+                          step_size, radius, norm_bound, code, param, fit_intercept,
+                          noise_spacing=0.0):
     """Run the steps of one pre-drawn block on a dense 2-D array, in place.
 
     Parameters
@@ -87,6 +88,11 @@ def dense_noisy_sgd_block(X, y, theta, fresh_sum, seen, n_seen, target, rows, no
     code, param : int, float
         Loss code and parameter of :mod:`skdpsparse._kernels.linear_losses`.
     fit_intercept : bool
+    noise_spacing : float, default=0.0
+        γ > 0, a power of two: each fresh gradient is released on the grid γℤ,
+        γ·(round(g/γ) + ξ_t) with ξ_t integers (the exact discrete noise of
+        :func:`skdpsparse.mechanisms.noise.grid_noise`); a stale step moves by γξ_t.
+        0 adds the float ``noise`` to the float gradient (kernel tests only).
 
     Returns
     -------
@@ -118,16 +124,25 @@ def dense_noisy_sgd_block(X, y, theta, fresh_sum, seen, n_seen, target, rows, no
                 z += theta[d]
             der = loss_value_and_derivative(code, z, y[i], param)[1]
             c = der * s
-            for j in range(d):
-                theta[j] -= eta * (c * np.float64(X[i, j]) + noise[t, j])
-            if fit_intercept:
-                theta[d] -= eta * (der + noise[t, d])
+            if noise_spacing > 0.0:  # the gradient released on the grid γℤ
+                inv = 1.0 / noise_spacing
+                for j in range(d):
+                    theta[j] -= eta * noise_spacing * (
+                        on_grid_nb(c * np.float64(X[i, j]) * inv) + noise[t, j])
+                if fit_intercept:
+                    theta[d] -= eta * noise_spacing * (on_grid_nb(der * inv) + noise[t, d])
+            else:
+                for j in range(d):
+                    theta[j] -= eta * (c * np.float64(X[i, j]) + noise[t, j])
+                if fit_intercept:
+                    theta[d] -= eta * (der + noise[t, d])
             seen[i] = True
             n_seen += 1
         else:
             # Noise-only step: what makes amplification by subsampling work (seed 001 §3).
+            scale = eta * noise_spacing if noise_spacing > 0.0 else eta
             for j in range(dim):
-                theta[j] -= eta * noise[t, j]
+                theta[j] -= scale * noise[t, j]
         project_l2_ball_nb(theta, radius, theta)
         if n_seen >= target:
             return t + 1, n_seen
@@ -137,7 +152,7 @@ def dense_noisy_sgd_block(X, y, theta, fresh_sum, seen, n_seen, target, rows, no
 @njit(cache=True)
 def csr_noisy_sgd_block(indptr, indices, data, n_cols, y, theta, fresh_sum, seen, n_seen,
                         target, rows, noise, step_size, radius, norm_bound, code, param,
-                        fit_intercept):
+                        fit_intercept, noise_spacing=0.0):
     """CSR version of :func:`dense_noisy_sgd_block` (``n_cols`` = d).
 
     The gradient of a fresh row is scattered along its nonzeros; the noise, and so
@@ -172,14 +187,23 @@ def csr_noisy_sgd_block(indptr, indices, data, n_cols, y, theta, fresh_sum, seen
                 z += theta[d]
             der = loss_value_and_derivative(code, z, y[i], param)[1]
         # The noise part of the step is the same for fresh and stale steps.
+        scale = eta * noise_spacing if noise_spacing > 0.0 else eta
         for j in range(dim):
-            theta[j] -= eta * noise[t, j]
+            theta[j] -= scale * noise[t, j]
         if fresh:
-            c = eta * der * s
-            for k in range(np.uint64(start), np.uint64(stop)):
-                theta[np.uint64(indices[k])] -= c * np.float64(data[k])
-            if fit_intercept:
-                theta[d] -= eta * der
+            if noise_spacing > 0.0:  # the gradient released on the grid γℤ
+                inv = 1.0 / noise_spacing
+                for k in range(np.uint64(start), np.uint64(stop)):
+                    theta[np.uint64(indices[k])] -= scale * on_grid_nb(
+                        der * s * np.float64(data[k]) * inv)
+                if fit_intercept:
+                    theta[d] -= scale * on_grid_nb(der * inv)
+            else:
+                c = eta * der * s
+                for k in range(np.uint64(start), np.uint64(stop)):
+                    theta[np.uint64(indices[k])] -= c * np.float64(data[k])
+                if fit_intercept:
+                    theta[d] -= eta * der
             seen[i] = True
             n_seen += 1
         project_l2_ball_nb(theta, radius, theta)

@@ -384,18 +384,21 @@ def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
     tail = (plan.alpha, plan.l1_ratio, constraint, radius, lower, upper, plan.fit_intercept)
     code = _kernels.LOSS_CODES[plan.loss]
     block = max(1, _NOISE_BLOCK // p)
+    rounding_sensitivity = plan.learning_rate * plan.clip_norm / plan.batch_size
     start, t0 = 0, time.perf_counter()
     for epoch, steps in enumerate(_pass_steps(n, plan.batch_size, plan.epochs)):
         for k in range(0, steps, block):
             # N_t ~ N(0, σ²I) on the displacement, σ = λzC/b (seed 003 Algorithm 1;
             # kong_ribero.md §2 "Noise convention"), pre-drawn for a block of steps.
-            noise = grid_noise((min(block, steps - k), p), rng, "gaussian", plan.noise_std)
+            # λC/b: the smallest sensitivity the displacement can be charged with.
+            noise, spacing = grid_noise((min(block, steps - k), p), rng, "gaussian",
+                                        plan.noise_std, sensitivity=rounding_sensitivity)
             if sp.issparse(X):
                 start = csr_cyclic_sgd_steps(X.indptr, X.indices, X.data, d, y, theta, order,
-                                             start, code, *common, noise, *tail)
+                                             start, code, *common, noise, *tail, spacing)
             else:
                 start = dense_cyclic_sgd_steps(X, y, theta, order, start, code, *common,
-                                               noise, *tail)
+                                               noise, *tail, spacing)
         if verbose:
             print(f"-- Pass {epoch + 1}/{plan.epochs}: {steps} noisy steps, "
                   f"{time.perf_counter() - t0:.2f} s")

@@ -176,18 +176,36 @@ def add_noise_inplace(values, rng, kind, scale, *, sensitivity, n_changed=None):
     return values
 
 
-def grid_noise(shape, rng, kind, scale):
-    """Noise alone, γ·Y with Y the exact discrete noise of scale N = ⌈b/γ⌉ ≥ b/γ.
+def grid_noise(shape, rng, kind, scale, *, sensitivity):
+    """Integer noise for statistics that a compiled loop rounds to the grid itself.
 
-    For the SGD loops, which add it to a gradient computed later inside a compiled
-    kernel. The draws are exact and come from the fit's secret key, but the sum with an
-    unrounded gradient is a float sum (see the user guide, "Randomness": the SGD
-    estimators' noise is not yet added on a grid).
+    For the SGD kernels: each row of the result is the integer noise Y_t of one step,
+    and the kernel releases γ·(round(v_t/γ) + Y_t) for that step's statistic v_t
+    (``noise_spacing`` of :mod:`skdpsparse._kernels.cyclic_sgd` and
+    :mod:`skdpsparse._kernels.noisy_sgd`), so every step is the exact grid mechanism
+    of the module docstring with m = the row length.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        (n_steps, p).
+    rng : RandomSource, numpy.random.Generator or None
+    kind : {"laplace", "gaussian"}
+    scale : float
+        The noise scale b of one step's statistic.
+    sensitivity : float
+        A lower bound on the step statistic's sensitivity (a smaller value charges
+        more for the rounding, so it is the safe side).
+
+    Returns
+    -------
+    draws : ndarray of float64
+        Integers (exactly representable), in grid units.
+    spacing : float
+        γ; 0.0 when ``scale`` is 0 (then ``draws`` are zeros).
     """
-    size = int(np.prod(shape))
     if _check_scale(scale, "sigma" if kind == "gaussian" else "scale") == 0:
-        return np.zeros(shape)
-    exponent = math.frexp(scale)[1] - 1 - _GRID_BITS
-    grid_scale = math.ceil(Fraction(scale) / Fraction(2) ** exponent)
-    draws = as_random_source(rng).discrete_noise(size, kind, grid_scale)
-    return np.ldexp(draws.astype(np.float64), exponent).reshape(shape)
+        return np.zeros(shape), 0.0
+    plan = plan_grid_noise(kind, scale, sensitivity, shape[-1])
+    draws = as_random_source(rng).discrete_noise(int(np.prod(shape)), kind, plan.grid_scale)
+    return draws.astype(np.float64).reshape(shape), plan.spacing

@@ -333,6 +333,8 @@ def noisy_projected_sgd(X, y, *, loss, noise_std, step_size, radius, norm_bound,
         X = np.ascontiguousarray(X)
     n, d = X.shape
     dim = d + 1 if fit_intercept else d
+    lip = lipschitz_constant(loss, norm_bound, fit_intercept, radius=radius,
+                             label_bound=label_bound, loss_param=loss_param)
     target = _n_fresh(n)
     theta = np.zeros(dim)  # θ_1 = Π_W(0) = argmin_W ½‖·‖² (notes §1.2)
     fresh_sum = np.zeros(dim)
@@ -343,10 +345,12 @@ def noisy_projected_sgd(X, y, *, loss, noise_std, step_size, radius, norm_bound,
     next_report, start = target / 10.0, time.perf_counter()
     while n_seen < target:
         rows = rng.integers(0, n, size=block)  # with replacement (notes §1.2)
-        noise[...] = grid_noise((block, dim), rng, "gaussian", noise_std)  # ξ_t, §1.3
+        # ξ_t, §1.3, in grid units; L: the smallest sensitivity a gradient is charged.
+        noise[...], spacing = grid_noise((block, dim), rng, "gaussian", noise_std,
+                                         sensitivity=lip)
         args = (y, theta, fresh_sum, seen, n_seen, target, rows, noise, float(step_size),
                 float(radius), float(norm_bound), code, float(loss_param),
-                bool(fit_intercept))
+                bool(fit_intercept), spacing)
         if sparse:
             used, n_seen = csr_noisy_sgd_block(X.indptr, X.indices, X.data, d, *args)
         else:

@@ -17,8 +17,10 @@ from skdpsparse._kernels.noisy_sgd import csr_noisy_sgd_block, dense_noisy_sgd_b
 PARAM = {SMOOTHED_HINGE: 0.7, HUBER: 0.4}
 
 
-def reference_run(X, y, rows, noise, eta, radius, norm_bound, code, param, fit_intercept):
-    """Algorithm 1 step by step on dense float64 data (notes §1.2)."""
+def reference_run(X, y, rows, noise, eta, radius, norm_bound, code, param, fit_intercept,
+                  spacing=0.0):
+    """Algorithm 1 step by step on dense float64 data (notes §1.2); with ``spacing``
+    γ > 0 the gradient is rounded to the grid γℤ and ``noise`` is in grid units."""
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
     dim = d + int(fit_intercept)
@@ -31,8 +33,11 @@ def reference_run(X, y, rows, noise, eta, radius, norm_bound, code, param, fit_i
             fresh_sum += theta
             x = X[i] * min(1.0, norm_bound / max(np.linalg.norm(X[i]), 1e-300))
             xbar = np.append(x, 1.0) if fit_intercept else x
-            step += loss_derivative(code, theta @ xbar, y[i], param) * xbar
+            grad = loss_derivative(code, theta @ xbar, y[i], param) * xbar
+            step += np.rint(grad / spacing) if spacing else grad
             seen.add(i)
+        if spacing:
+            step = spacing * step
         theta = theta - eta * step
         norm = np.linalg.norm(theta)
         if norm > radius:
@@ -43,7 +48,7 @@ def reference_run(X, y, rows, noise, eta, radius, norm_bound, code, param, fit_i
 
 
 def _run_blocks(X, y, rows, noise, eta, radius, norm_bound, code, param, fit_intercept,
-                cuts):
+                cuts, spacing=0.0):
     """The kernel over ``rows`` split at ``cuts`` (the state carries across blocks)."""
     n, d = X.shape
     dim = d + int(fit_intercept)
@@ -52,7 +57,7 @@ def _run_blocks(X, y, rows, noise, eta, radius, norm_bound, code, param, fit_int
     n_seen, total = 0, 0
     for lo, hi in zip(cuts[:-1], cuts[1:]):
         args = (y, theta, fresh_sum, seen, n_seen, (n + 1) // 2, rows[lo:hi], noise[lo:hi],
-                eta, radius, norm_bound, code, param, fit_intercept)
+                eta, radius, norm_bound, code, param, fit_intercept, spacing)
         if sp.issparse(X):
             used, n_seen = csr_noisy_sgd_block(X.indptr, X.indices, X.data, d, *args)
         else:
@@ -156,3 +161,24 @@ def test_kernel_checks_its_arguments():
         call(theta=np.zeros(2))
     with pytest.raises(ValueError):
         call(n_seen=2, target=2)
+
+
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_grid_release_matches_numpy_reference(fmt):
+    # noise_spacing γ > 0: each fresh gradient is rounded to γℤ and the integer noise
+    # added (mechanisms/noise.py); the reference does the same in NumPy.
+    rng = np.random.default_rng(11)
+    n, d = 41, 6
+    Xd = rng.standard_normal((n, d))
+    Xd[rng.random((n, d)) < 0.4] = 0.0
+    y = rng.choice([-1.0, 1.0], n)
+    rows = rng.integers(0, n, 300)
+    spacing = 2.0**-12
+    noise = np.rint(rng.standard_normal((300, d + 1)) * 300.0)  # integers, grid units
+    X = sp.csr_matrix(Xd) if fmt == "csr" else Xd
+    got = _run_blocks(X, y, rows, noise, 0.3, 2.0, 1.0, LOGISTIC, 0.0, True,
+                      [0, 100, 300], spacing)
+    want = reference_run(Xd, y, rows, noise, 0.3, 2.0, 1.0, LOGISTIC, 0.0, True, spacing)
+    np.testing.assert_allclose(got[0], want[0], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got[1], want[1], rtol=0, atol=1e-12)
+    assert got[2:4] == want[2:4]

@@ -69,14 +69,16 @@ def _reference_fit(X, y01, *, lr, b, epochs, z, clip, seed):
     theta, pos = np.zeros(d + 1), 0
     ends = [math.ceil((e + 1) * n / b) for e in range(epochs)]  # T = ⌈En/b⌉
     for steps in np.diff([0] + ends):
-        noise = grid_noise((steps, d + 1), rng, "gaussian", sigma)
+        noise, gamma = grid_noise((steps, d + 1), rng, "gaussian", sigma,
+                                  sensitivity=lr * clip / b)
         for t in range(steps):
             rows = order[(pos + np.arange(b)) % n]
             pos = (pos + b) % n
             A = np.hstack([X[rows], np.ones((b, 1))])
             g = (-y[rows] / (1 + np.exp(y[rows] * (A @ theta))))[:, None] * A
             g *= np.minimum(1.0, clip / np.linalg.norm(g, axis=1))[:, None]
-            theta = theta - lr / b * g.sum(axis=0) + noise[t]
+            # The displacement released on the grid γℤ (mechanisms/noise.py).
+            theta = theta + gamma * (noise[t] - np.rint(lr / b * g.sum(axis=0) / gamma))
     return theta
 
 

@@ -43,8 +43,10 @@ def test_noise_has_the_stated_law(kind, law):
     z = np.zeros(20000)
     add_noise_inplace(z, RandomSource.from_entropy(), kind, 3.0, sensitivity=1.0)
     assert stats.kstest(z, law.cdf).pvalue > 1e-3
-    g = grid_noise((4000, 5), RandomSource.from_entropy(), kind, 3.0)
-    assert stats.kstest(g.ravel(), law.cdf).pvalue > 1e-3
+    g, spacing = grid_noise((4000, 5), RandomSource.from_entropy(), kind, 3.0,
+                            sensitivity=1.0)
+    np.testing.assert_array_equal(g, np.rint(g))  # integers, in grid units
+    assert stats.kstest(spacing * g.ravel(), law.cdf).pvalue > 1e-3
 
 
 @pytest.mark.parametrize("kind, law", [("gaussian", stats.norm(scale=3.0)),
