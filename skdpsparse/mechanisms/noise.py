@@ -33,6 +33,7 @@ Gaussian scales must therefore come from
 from a continuous-Gaussian curve.
 """
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -83,6 +84,7 @@ def _check_scale(scale, name):
     return scale
 
 
+@functools.lru_cache(maxsize=4096)  # exact rationals: worth caching for per-step callers
 def plan_grid_noise(kind, scale, sensitivity, n_changed):
     """The grid and integer scale that give noise ``kind`` of scale ``scale`` the
     privacy of its continuous calibration for ``sensitivity`` (module docstring).

@@ -13,6 +13,8 @@ The same functions are the gradient oracle of the bias-reduced SGD (seed 002,
 Algorithm 5): a private mean of per-example gradients is a private mean of vectors.
 """
 
+import functools
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -63,6 +65,7 @@ def bounded_mean(X, norm_bound, sparsity):
     return np.asarray(sums, dtype=np.float64) / n
 
 
+@functools.lru_cache(maxsize=4096)  # numbers in, numbers out; bias-reduced SGD calls it per step
 def mean_noise(n, *, epsilon, delta, norm_bound, sparsity, calibration="analytic"):
     """Noise distribution and budget for a mean of n bounded rows.
 
