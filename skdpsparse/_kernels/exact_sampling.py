@@ -382,20 +382,23 @@ def _bernoulli_exp_fractions(num, den, key, domain):
     return out
 
 
-def bernoulli_fractions(num, den, key, domain):
-    """Independent Bernoulli(num[i]/den[i]) coins (0 ≤ num, 0 < den < 2⁶², exact)."""
+def _fractions(num, den):
     num, den = np.asarray(num, np.int64), np.asarray(den, np.int64)
     if num.shape != den.shape or (num < 0).any() or (den <= 0).any() or (den >= 2**62).any():
         raise ValueError("need 0 <= num and 0 < den < 2^62, of one shape.")
-    return _bernoulli_fractions(num.ravel(), den.ravel(), key, int(domain)).reshape(num.shape)
+    return num.ravel(), den.ravel(), num.shape
+
+
+def bernoulli_fractions(num, den, key, domain):
+    """Independent Bernoulli(num[i]/den[i]) coins (0 ≤ num, 0 < den < 2⁶², exact)."""
+    num, den, shape = _fractions(num, den)
+    return _bernoulli_fractions(num, den, key, int(domain)).reshape(shape)
 
 
 def bernoulli_exp_fractions(num, den, key, domain):
     """Independent Bernoulli(exp(−num[i]/den[i])) coins (0 ≤ num, 0 < den < 2⁶², exact)."""
-    num, den = np.asarray(num, np.int64), np.asarray(den, np.int64)
-    if num.shape != den.shape or (num < 0).any() or (den <= 0).any() or (den >= 2**62).any():
-        raise ValueError("need 0 <= num and 0 < den < 2^62, of one shape.")
-    return _bernoulli_exp_fractions(num.ravel(), den.ravel(), key, int(domain)).reshape(num.shape)
+    num, den, shape = _fractions(num, den)
+    return _bernoulli_exp_fractions(num, den, key, int(domain)).reshape(shape)
 
 
 @numba.njit(cache=True, _nrt=False)
