@@ -57,44 +57,46 @@ _SATURATED = 1 << 62  # |Y| recorded for a draw at or beyond 2^62
 _MAX_SCALE = 1 << 50  # N: keeps U + V N and every long-division step below 2^63
 _WORDS = 16 * LANES
 
-# Bit-reader state (an int64 array, so compiled helpers can update it in place):
-_POS, _COUNTER, _POOL, _POOL_BITS, _NONCE0, _NONCE1, _NONCE2 = range(7)
+# A bit reader is two parts. ``io = (key, buf, x, s, nonce0, nonce1, nonce2)``: the key,
+# the keystream buffer and ChaCha20's scratch arrays, which only a refill touches. And
+# ``r = (pool, pool_bits, pos, counter)``: four ints that every helper takes and
+# returns, so that in the compiled loops they live in registers (kept in an array, the
+# store-load chain through memory cost more than the arithmetic of a draw).
 
 
 @numba.njit(cache=True)
 def _new_reader(key, chunk_index, domain):
-    """A bit reader: (key, state, keystream buffer, two ChaCha20 scratch arrays)."""
-    st = np.zeros(7, np.int64)
-    st[_POS] = _WORDS  # empty buffer: the first read fills it
-    st[_NONCE0] = chunk_index & 0xFFFFFFFF
-    st[_NONCE1] = (chunk_index >> 32) & 0xFFFFFFFF
-    st[_NONCE2] = domain & 0xFFFFFFFF
+    """A bit reader on stream (chunk_index, domain): ``(io, r)`` (see above)."""
     buf = np.empty(_WORDS, np.uint32)
     x, s = np.empty((16, LANES), np.uint32), np.empty((16, LANES), np.uint32)
-    return key, st, buf, x, s
+    io = (key, buf, x, s, chunk_index & 0xFFFFFFFF, (chunk_index >> 32) & 0xFFFFFFFF,
+          domain & 0xFFFFFFFF)
+    r = (np.int64(0), np.int64(0), np.int64(_WORDS), np.int64(0))  # empty: first read fills
+    return io, r
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
-def _bits(rd, k):
-    """``k`` uniform random bits, 1 ≤ k ≤ 32, as a non-negative int."""
-    key, st, buf, x, s = rd
-    if st[_POOL_BITS] < k:
-        if st[_POS] == _WORDS:
-            if st[_COUNTER] + LANES > 0xFFFFFFFF:
+def _bits(io, r, k):
+    """``k`` uniform random bits, 1 ≤ k ≤ 32, as a non-negative int; and the new state."""
+    pool, pool_bits, pos, counter = r
+    if pool_bits < k:
+        if pos == _WORDS:
+            if counter + LANES > 0xFFFFFFFF:
                 raise RuntimeError("a ChaCha20 stream ran out of blocks.")
-            chacha20_blocks(key, st[_COUNTER], st[_NONCE0], st[_NONCE1], st[_NONCE2], x, s, buf)
-            st[_COUNTER] += LANES
-            st[_POS] = 0
-        st[_POOL] = (st[_POOL] << 32) | np.int64(buf[st[_POS]])
-        st[_POS] += 1
-        st[_POOL_BITS] += 32
-    st[_POOL_BITS] -= k
-    out = (st[_POOL] >> st[_POOL_BITS]) & ((np.int64(1) << k) - 1)
-    st[_POOL] &= (np.int64(1) << st[_POOL_BITS]) - 1
-    return out
+            key, buf, x, s, nonce0, nonce1, nonce2 = io
+            chacha20_blocks(key, counter, nonce0, nonce1, nonce2, x, s, buf)
+            counter += LANES
+            pos = 0
+        pool = (pool << 32) | np.int64(io[1][pos])
+        pos += 1
+        pool_bits += 32
+    pool_bits -= k
+    out = (pool >> pool_bits) & ((np.int64(1) << k) - 1)
+    pool &= (np.int64(1) << pool_bits) - 1
+    return out, (pool, pool_bits, pos, counter)
 
 
-@numba.njit(cache=True, _nrt=False)
+@numba.njit(cache=True, _nrt=False, inline="always")
 def _bit_length(n):
     k = 0
     while n > 0:
@@ -104,34 +106,36 @@ def _bit_length(n):
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
-def _uniform_below(rd, n):
+def _uniform_below(io, r, n):
     """Uniform on {0, …, n − 1}, 1 ≤ n < 2⁶², by rejection (exact)."""
     if n <= 1:
-        return 0
-    return _uniform_below_bits(rd, n, _bit_length(n - 1))
+        return 0, r
+    return _uniform_below_bits(io, r, n, _bit_length(n - 1))
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
-def _uniform_below_bits(rd, n, k):
+def _uniform_below_bits(io, r, n, k):
     """:func:`_uniform_below` with k = bit length of n − 1 given (n ≥ 2)."""
     while True:
         if k <= 32:
-            v = _bits(rd, k)
+            v, r = _bits(io, r, k)
         else:
-            v = (_bits(rd, k - 32) << 32) | _bits(rd, 32)
+            hi, r = _bits(io, r, k - 32)
+            lo, r = _bits(io, r, 32)
+            v = (hi << 32) | lo
         if v < n:
-            return v
+            return v, r
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
-def _bernoulli_fraction(rd, num, den):
+def _bernoulli_fraction(io, r, num, den):
     """Bernoulli(num/den) for 0 ≤ num, 0 < den < 2⁶²: a uniform real against num/den.
 
     The binary digits of num/den come from long division; the first digit where the
     random bits differ decides, so P[True] = num/den exactly.
     """
     if num >= den:
-        return True
+        return True, r
     rem = num
     while rem != 0:
         rem <<= 1
@@ -139,78 +143,104 @@ def _bernoulli_fraction(rd, num, den):
         if rem >= den:
             digit = 1
             rem -= den
-        bit = _bits(rd, 1)
+        bit, r = _bits(io, r, 1)
         if bit != digit:
-            return bit < digit
-    return False  # num/den's expansion ended: the uniform is at least num/den
+            return bit < digit, r
+    return False, r  # num/den's expansion ended: the uniform is at least num/den
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
-def _bernoulli_exp_fraction(rd, num, den):
+def _bernoulli_reciprocal(io, r, k):
+    """Bernoulli(1/k), k ≥ 1."""
+    if k == 1:
+        return True, r
+    v, r = _uniform_below(io, r, k)
+    return v == 0, r
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _bernoulli_exp_fraction(io, r, num, den):
     """Bernoulli(exp(−num/den)) for 0 ≤ num ≤ den (CKS 2020, Algorithm 1)."""
     k = 1
     while True:
-        if not _bernoulli_fraction(rd, num, den):
+        a, r = _bernoulli_fraction(io, r, num, den)
+        if not a:
             break
-        if k > 1 and _uniform_below(rd, k) != 0:  # Bernoulli(1/k)
+        a, r = _bernoulli_reciprocal(io, r, k)
+        if not a:
             break
         k += 1
-    return k % 2 == 1
+    return k % 2 == 1, r
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
-def _bernoulli_exp_minus_one(rd):
+def _bernoulli_exp_minus_one(io, r):
     """Bernoulli(exp(−1)): Algorithm 1 with γ = 1, where Bernoulli(γ/k) = Bernoulli(1/k)."""
     k = 1
-    while k == 1 or _uniform_below(rd, k) == 0:
+    while True:
+        a, r = _bernoulli_reciprocal(io, r, k)
+        if not a:
+            break
         k += 1
-    return k % 2 == 1
+    return k % 2 == 1, r
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
-def _bernoulli_exp_half_square(rd, q, r, n):
-    """Bernoulli(exp(−x²/2)) for x = q + r/n, 0 ≤ r < n (exact; see module docstring)."""
+def _bernoulli_exp_half_square(io, r, q, rem, n):
+    """Bernoulli(exp(−x²/2)) for x = q + rem/n, 0 ≤ rem < n (exact; module docstring)."""
     # exp(−q²/2) = Π_{i=1..q} exp(−1/2) exp(−1)^(i−1), since Σ (2i − 1) = q².
     for i in range(1, q + 1):
-        if not _bernoulli_exp_fraction(rd, 1, 2):
-            return False
+        a, r = _bernoulli_exp_fraction(io, r, 1, 2)
+        if not a:
+            return False, r
         for _ in range(i - 1):
-            if not _bernoulli_exp_minus_one(rd):
-                return False
-    for _ in range(q):  # exp(−q r/n) = exp(−r/n)^q
-        if not _bernoulli_exp_fraction(rd, r, n):
-            return False
-    # exp(−f²/2), f = r/n: Algorithm 1 with Bernoulli(f²/(2k)) as four independent coins.
+            a, r = _bernoulli_exp_minus_one(io, r)
+            if not a:
+                return False, r
+    for _ in range(q):  # exp(−q rem/n) = exp(−rem/n)^q
+        a, r = _bernoulli_exp_fraction(io, r, rem, n)
+        if not a:
+            return False, r
+    # exp(−f²/2), f = rem/n: Algorithm 1 with Bernoulli(f²/(2k)) as four independent coins.
     k = 1
     while True:
-        if not _bernoulli_fraction(rd, r, n):
+        a, r = _bernoulli_fraction(io, r, rem, n)
+        if not a:
             break
-        if not _bernoulli_fraction(rd, r, n):
+        a, r = _bernoulli_fraction(io, r, rem, n)
+        if not a:
             break
-        if _bits(rd, 1) == 0:
+        bit, r = _bits(io, r, 1)
+        if bit == 0:
             break
-        if k > 1 and _uniform_below(rd, k) != 0:
+        a, r = _bernoulli_reciprocal(io, r, k)
+        if not a:
             break
         k += 1
-    return k % 2 == 1
+    return k % 2 == 1, r
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
-def _discrete_laplace_parts(rd, n, n_bits):
+def _discrete_laplace_parts(io, r, n, n_bits):
     """A discrete Laplace draw of scale n (P(y) ∝ exp(−|y|/n)), as (negative, u, v)
     with |y| = u + v n (CKS 2020, Algorithm 2 with s = 1, t = n); n_bits is the bit
     length of n − 1 (n ≥ 2)."""
     while True:
-        u = _uniform_below_bits(rd, n, n_bits)
-        if not _bernoulli_exp_fraction(rd, u, n):
+        u, r = _uniform_below_bits(io, r, n, n_bits)
+        a, r = _bernoulli_exp_fraction(io, r, u, n)
+        if not a:
             continue
         v = 0
-        while _bernoulli_exp_minus_one(rd):
+        while True:
+            a, r = _bernoulli_exp_minus_one(io, r)
+            if not a:
+                break
             v += 1
-        negative = _bits(rd, 1) == 1
+        bit, r = _bits(io, r, 1)
+        negative = bit == 1
         if negative and u == 0 and v == 0:
             continue  # zero would otherwise be counted twice
-        return negative, u, v
+        return negative, u, v, r
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
@@ -222,30 +252,31 @@ def _magnitude(u, v, n):
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
-def _draw(rd, kind, n, n_bits):
+def _draw(io, r, kind, n, n_bits):
     """One draw: discrete Laplace of scale n, or discrete Gaussian with σ = n (n ≥ 2)."""
     while True:
-        negative, u, v = _discrete_laplace_parts(rd, n, n_bits)
+        negative, u, v, r = _discrete_laplace_parts(io, r, n, n_bits)
         if kind == DISCRETE_GAUSSIAN:
             # Accept with probability exp(−(|y| − n)²/(2n²)), x = | |y| − n | / n.
             if v >= 1:
-                q, r = v - 1, u
+                q, rem = v - 1, u
             elif u == 0:
-                q, r = 1, 0
+                q, rem = 1, 0
             else:
-                q, r = 0, n - u
-            if not _bernoulli_exp_half_square(rd, q, r, n):
+                q, rem = 0, n - u
+            a, r = _bernoulli_exp_half_square(io, r, q, rem, n)
+            if not a:
                 continue
         y = _magnitude(u, v, n)
-        return -y if negative else y
+        return (-y if negative else y), r
 
 
 @numba.njit(cache=True, _nrt=False)
-def _fill_range(rd, values, start, stop, add, kind, n, n_bits):
+def _fill_range(io, r, values, start, stop, add, kind, n, n_bits):
     # The hot loop runs without reference counting (_nrt=False) and with every helper
     # inlined: numba's refcount updates on the reader's arrays cost more than a draw.
     for i in range(start, stop):
-        y = _draw(rd, kind, n, n_bits)
+        y, r = _draw(io, r, kind, n, n_bits)
         if add:
             z = values[i] + y  # |values[i]| ≤ 2^60 and |y| ≤ 2^62: no overflow
             values[i] = min(max(z, -_RELEASE_BOUND), _RELEASE_BOUND)
@@ -257,8 +288,8 @@ def _fill_chunks(values, add, kind, n, key, domain, chunk):
     n_chunks = (values.size + chunk - 1) // chunk
     n_bits = _bit_length(n - 1)
     for c in numba.prange(n_chunks):
-        rd = _new_reader(key, c, domain)
-        _fill_range(rd, values, c * chunk, min(values.size, (c + 1) * chunk), add, kind, n,
+        io, r = _new_reader(key, c, domain)
+        _fill_range(io, r, values, c * chunk, min(values.size, (c + 1) * chunk), add, kind, n,
                     n_bits)
 
 
@@ -326,12 +357,17 @@ def add_discrete_noise(values, kind, scale, key, domain, *, chunk=4096):
     return values
 
 
+@numba.njit(cache=True, _nrt=False)
+def _uniform_range(io, r, out, start, stop, bound):
+    for i in range(start, stop):
+        out[i], r = _uniform_below(io, r, bound)
+
+
 @numba.njit(cache=True)
 def _uniform_fill(out, bound, key, domain, chunk):
     for c in range((out.size + chunk - 1) // chunk):
-        rd = _new_reader(key, c, domain)
-        for i in range(c * chunk, min(out.size, (c + 1) * chunk)):
-            out[i] = _uniform_below(rd, bound)
+        io, r = _new_reader(key, c, domain)
+        _uniform_range(io, r, out, c * chunk, min(out.size, (c + 1) * chunk), bound)
 
 
 def uniform_integers(bound, size, key, domain, *, chunk=1 << 16):
@@ -343,12 +379,17 @@ def uniform_integers(bound, size, key, domain, *, chunk=1 << 16):
     return out
 
 
+@numba.njit(cache=True, _nrt=False)
+def _shuffle_with(io, r, out):
+    for i in range(out.size - 1, 0, -1):  # Fisher–Yates: each of n! orders equally likely
+        j, r = _uniform_below(io, r, i + 1)
+        out[i], out[j] = out[j], out[i]
+
+
 @numba.njit(cache=True)
 def _shuffle(out, key, domain):
-    rd = _new_reader(key, 0, domain)
-    for i in range(out.size - 1, 0, -1):  # Fisher–Yates: each of n! orders equally likely
-        j = _uniform_below(rd, i + 1)
-        out[i], out[j] = out[j], out[i]
+    io, r = _new_reader(key, 0, domain)
+    _shuffle_with(io, r, out)
 
 
 def permutation(n, key, domain):
@@ -358,27 +399,36 @@ def permutation(n, key, domain):
     return out
 
 
+@numba.njit(cache=True, _nrt=False)
+def _coins(io, r, num, den, exp, out):
+    for i in range(num.size):
+        if not exp:
+            out[i], r = _bernoulli_fraction(io, r, num[i], den[i])
+            continue
+        whole, rem = num[i] // den[i], num[i] % den[i]
+        ok = True
+        for _ in range(whole):  # exp(−γ) = exp(−1)^⌊γ⌋ exp(−(γ − ⌊γ⌋))
+            ok, r = _bernoulli_exp_minus_one(io, r)
+            if not ok:
+                break
+        if ok:
+            ok, r = _bernoulli_exp_fraction(io, r, rem, den[i])
+        out[i] = ok
+
+
 @numba.njit(cache=True)
 def _bernoulli_fractions(num, den, key, domain):
-    rd = _new_reader(key, 0, domain)
+    io, r = _new_reader(key, 0, domain)
     out = np.empty(num.size, np.bool_)
-    for i in range(num.size):
-        out[i] = _bernoulli_fraction(rd, num[i], den[i])
+    _coins(io, r, num, den, False, out)
     return out
 
 
 @numba.njit(cache=True)
 def _bernoulli_exp_fractions(num, den, key, domain):
-    rd = _new_reader(key, 0, domain)
+    io, r = _new_reader(key, 0, domain)
     out = np.empty(num.size, np.bool_)
-    for i in range(num.size):
-        whole, rem = num[i] // den[i], num[i] % den[i]
-        ok = True
-        for _ in range(whole):  # exp(−γ) = exp(−1)^⌊γ⌋ exp(−(γ − ⌊γ⌋))
-            if not _bernoulli_exp_minus_one(rd):
-                ok = False
-                break
-        out[i] = ok and _bernoulli_exp_fraction(rd, rem, den[i])
+    _coins(io, r, num, den, True, out)
     return out
 
 
@@ -401,27 +451,36 @@ def bernoulli_exp_fractions(num, den, key, domain):
     return _bernoulli_exp_fractions(num, den, key, int(domain)).reshape(shape)
 
 
-@numba.njit(cache=True, _nrt=False)
-def _bernoulli_exp_dyadic(rd, num, frac_bits):
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _bernoulli_exp_dyadic(io, r, num, frac_bits):
     """Bernoulli(exp(−num/2^frac_bits)) for 0 ≤ num < 2⁶², exactly."""
     den = np.int64(1) << frac_bits
     for _ in range(num >> frac_bits):  # exp(−⌊γ⌋) as ⌊γ⌋ coins
-        if not _bernoulli_exp_minus_one(rd):
-            return False
-    return _bernoulli_exp_fraction(rd, num & (den - 1), den)
+        a, r = _bernoulli_exp_minus_one(io, r)
+        if not a:
+            return False, r
+    return _bernoulli_exp_fraction(io, r, num & (den - 1), den)
 
 
-@numba.njit(cache=True)
-def _categorical_exp(exponents, frac_bits, out, key, domain):
-    rd = _new_reader(key, 0, domain)
+@numba.njit(cache=True, _nrt=False)
+def _categorical_with(io, r, exponents, frac_bits, out):
     n = exponents.size
     n_bits = _bit_length(n - 1)
     for t in range(out.size):
         while True:  # propose uniformly, accept with probability exp(−e_i/2^b) ≤ 1
-            i = _uniform_below_bits(rd, n, n_bits) if n > 1 else 0
-            if _bernoulli_exp_dyadic(rd, exponents[i], frac_bits):
+            i = 0
+            if n > 1:
+                i, r = _uniform_below_bits(io, r, n, n_bits)
+            a, r = _bernoulli_exp_dyadic(io, r, exponents[i], frac_bits)
+            if a:
                 out[t] = i
                 break
+
+
+@numba.njit(cache=True)
+def _categorical_exp(exponents, frac_bits, out, key, domain):
+    io, r = _new_reader(key, 0, domain)
+    _categorical_with(io, r, exponents, frac_bits, out)
 
 
 def categorical_exp(exponents, frac_bits, size, key, domain):
