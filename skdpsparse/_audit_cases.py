@@ -429,6 +429,50 @@ def case_output_perturbation(epsilon=8.0, delta=1e-5, n=20, d=3, alpha=100.0, R=
                      tuple(claims), _detect(delta))
 
 
+def case_output_perturbation_smoothed_hinge(epsilon=8.0, delta=1e-5, n=2000, a=0.3,
+                                            alpha=5e-3, smoothing=2.0, R=1.0):
+    """:class:`~.linear_model.DPOutputPerturbationClassifier` with the smoothed hinge of
+    width h = ``smoothing`` > 1 (no intercept, λ = ``alpha``, CSR input, Gaussian noise;
+    statistic: ``coef_[0, 1]``), on the neighbours of issue 17.
+
+    Rows 1..n-1 are (a, 0) labelled +1; row 0, labelled +1 too, is 10R·(−a, +√(1 − a²))
+    in D and 10R·(−a, −√(1 − a²)) in D′ (bounding scales it back to norm R). With
+    λ ≪ a²/h the other rows push θ₁ to ≈ 1/a, so row 0's margin is ≈ −1, where
+    |ℓ'| ≈ 1: far from the slope 1/h at 0 that the bound ℓ₀ = 1 − h/2 (≤ 0 for h ≥ 2)
+    led to. At the CI size the exact minimizers are 0.87·Δ₂ apart in coordinate 1
+    (Δ₂ = 2L/(λn), L = R: the claim audited here), which the old constants put at
+    1.73× their Δ₂. ``a=0.1, n=100_000, alpha=1e-4`` is the issue's own pair (0.94·Δ₂).
+    """
+    import scipy.sparse as sp
+
+    from .linear_model import DPOutputPerturbationClassifier
+    from .mechanisms.output_perturbation import plan_output_perturbation
+
+    params = dict(loss="smoothed_hinge", smoothing=smoothing, alpha=alpha, fit_intercept=False,
+                  norm_bound=R, classes=[-1, 1], epsilon=epsilon, delta=delta)
+
+    def mechanism(data, rng):
+        est = DPOutputPerturbationClassifier(random_state=rng, **params)
+        return est.fit(*data).coef_[0, 1]
+
+    rows = np.tile([a, 0.0], (n, 1))
+    y = np.ones(n)
+    pair = []
+    for sign in (1.0, -1.0):
+        X = rows.copy()
+        X[0] = 10.0 * R * np.array([-a, sign * np.sqrt(1.0 - a * a)])
+        pair.append((sp.csr_matrix(X), y))
+    est = DPOutputPerturbationClassifier(random_state=0, **params).fit(*pair[0])
+    plan = plan_output_perturbation(n, 2, 1, loss="smoothed_hinge", loss_param=smoothing,
+                                    epsilon=epsilon, delta=delta, alpha=alpha,
+                                    norm_bound=R, intercept_scaling=0.0)
+    sens = (1.0 + plan.tol) * plan.sensitivity_l2
+    claims = claimed_epsilons(est.privacy_spent_, (delta, CURVE_DELTA),
+                              gaussian=(est.noise_scale_, sens))
+    return AuditCase(f"DPOutputPerturbationClassifier (smoothed hinge h={smoothing:g})",
+                     mechanism, tuple(pair), tuple(claims), _GAUSSIAN_DETECT)
+
+
 def case_sparse_exponential(epsilon=2.0, delta=0.0, n=20, d=2, radius=0.5, R=1.0):
     """:class:`~.linear_model.DPOutputPerturbationClassifier` with
     ``method="exponential"`` (:func:`~.mechanisms.sparse_exponential.
@@ -487,6 +531,8 @@ CASES = {
                                                       delta=1e-5),
     "output_perturbation_laplace": functools.partial(case_output_perturbation, epsilon=2.0,
                                                      delta=0.0),
+    "output_perturbation_smoothed_hinge": functools.partial(
+        case_output_perturbation_smoothed_hinge, epsilon=8.0, delta=1e-5),
     "sparse_exponential": functools.partial(case_sparse_exponential, epsilon=2.0, delta=0.0),
     **SELECTION_CASES,  # the bias-reduced oracle and private selection
 }

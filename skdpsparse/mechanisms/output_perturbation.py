@@ -28,16 +28,24 @@ Lipschitz and smoothness constants (the derivation)
 where H₁₂ bounds ‖∇f(θ, z) − ∇f(θ', z)‖₁ = |ℓ'(⟨θ,x̄⟩) − ℓ'(⟨θ',x̄⟩)|·‖x̄‖₁ ≤
 β|⟨θ − θ', x̄⟩|·G₁ ≤ βG₂G₁‖θ − θ'‖₂. Per loss (t = y·z with y = ±1; r = z − y):
 
-=================  ==========================  =======  ======================
-loss               Λ ≥ |ℓ'| for |z| ≤ ρG₂      β        ℓ₀ ≥ ℓ(0, y)
-=================  ==========================  =======  ======================
+=================  ==========================  =======  ==================================
+loss               Λ ≥ |ℓ'| for |z| ≤ ρG₂      β        ℓ₀ = max_y ℓ(0, y)
+=================  ==========================  =======  ==================================
 logistic           σ(ρG₂) ∈ [1/2, 1)           1/4      log 2
-smoothed hinge h   min(1, (1 + ρG₂)/h)         1/h      1 − h/2
+smoothed hinge h   min(1, (1 + ρG₂)/h)         1/h      1 − h/2 if h ≤ 1, else 1/(2h)
 squared            ρG₂ + B (|r| ≤ |z| + B)     1        B²/2
 Huber κ            min(κ, ρG₂ + B)             1        B²/2 if B ≤ κ, else κ(B − κ/2)
-=================  ==========================  =======  ======================
+=================  ==========================  =======  ==================================
 
-(σ is the logistic function: |ℓ'| = σ(−yz) ≤ σ(|z|).) ρ bounds the norm of the exact
+(σ is the logistic function: |ℓ'| = σ(−yz) ≤ σ(|z|).) ℓ₀ is not taken from this
+table: :func:`loss_constants` evaluates the loss itself at the margin 0
+(:func:`skdpsparse._kernels.loss_value`), over y = ±1 for classification and y = ±B
+for regression (ℓ(0, y) = ℓ(−y) grows with |y| for both regression losses, so |y| = B
+is the maximum over the clipped targets); the column states what that gives. For the
+smoothed hinge, t = 0 lies in the linear branch t ≤ 1 − h only when h ≤ 1; for h > 1
+it is in the quadratic branch, ℓ(0) = 1/(2h) > 1 − h/2 (the linear formula is ≤ 0
+from h = 2 on and would give ρ = 0, hence Λ = 1/h: half the true bound at h = 2).
+ρ bounds the norm of the exact
 minimizers, which is all the sensitivity arguments evaluate gradients at, so only
 the margins |z| ≤ ρG₂ matter. Three bounds, each valid for every dataset:
 F^λ(θ*) ≤ F^λ(0) ≤ ℓ₀ gives ‖θ*‖₂ ≤ √(2ℓ₀/λ); θ* ∈ 𝒳 gives ‖θ*‖₂ ≤ D; and the
@@ -132,7 +140,7 @@ class LossConstants:
     curvature : float
         β ≥ ℓ'' (``inf`` for the hinge).
     zero_loss : float
-        ℓ₀ ≥ ℓ(0, y).
+        ℓ₀ = max_y ℓ(0, y), evaluated by the loss itself.
     coef_bound : float
         ρ ≥ ‖θ*‖₂ for the exact minimizers.
     """
@@ -166,15 +174,15 @@ class LossConstants:
 
 
 def _zero_loss(loss, loss_param, label_bound):
-    if loss == "logistic":
-        return math.log(2.0)
-    if loss == "smoothed_hinge":
-        return 1.0 - 0.5 * loss_param
-    if loss == "hinge":
-        return 1.0
-    if loss == "squared" or label_bound <= loss_param:
-        return 0.5 * label_bound ** 2
-    return loss_param * (label_bound - 0.5 * loss_param)  # Huber beyond its threshold
+    """ℓ₀ = max_y ℓ(0, y), evaluated by the loss itself (module doc).
+
+    Classification losses are functions of t = y·z, so ℓ(0, ±1) = ℓ(t = 0) for both
+    labels; regression losses are functions of r = z − y that grow with |r| (squared,
+    Huber), so the maximum over the clipped targets |y| ≤ B is at y = ±B.
+    """
+    code = _kernels.LOSS_CODES[loss]
+    labels = (-1.0, 1.0) if loss in CLASSIFICATION_LOSSES else (-label_bound, label_bound)
+    return max(float(_kernels.loss_value(code, 0.0, y, float(loss_param))) for y in labels)
 
 
 def loss_constants(loss, *, loss_param, norm_bound, sparsity, intercept_scaling,

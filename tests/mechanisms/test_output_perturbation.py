@@ -453,3 +453,114 @@ def test_excess_risk_within_theorem_5_1_bound(delta, radius):
     excess = np.array([fg0(release(theta, plan, rng)[0][0])[0] - star.fun
                        for _ in range(200)])
     assert np.mean(excess <= bound) >= 0.95
+
+
+# ------------------------------------------- ℓ(0) from the loss itself (issue 17, item 1)
+def _closed_form_zero_loss(loss, param, label_bound):
+    """max over the labels of ℓ(0, y), by hand: t = y·0 = 0 for classification, r = −y
+    with |y| ≤ B for regression (both regression losses grow with |r|)."""
+    if loss == "logistic":
+        return math.log(2.0)
+    if loss == "smoothed_hinge":  # t = 0 lies in the quadratic branch iff 1 − h < 0
+        return 1.0 / (2.0 * param) if param > 1 else 1.0 - param / 2.0
+    if loss == "squared" or label_bound <= param:
+        return label_bound ** 2 / 2.0
+    return param * (label_bound - param / 2.0)  # Huber beyond its threshold
+
+
+@pytest.mark.parametrize("loss, param", [
+    ("logistic", 1.0), *[("smoothed_hinge", h) for h in (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 10.0)],
+    ("squared", 1.0), ("huber", 0.5), ("huber", 3.0)])
+@pytest.mark.parametrize("label_bound", [0.7, 2.0])
+def test_zero_loss_is_the_loss_at_zero(loss, param, label_bound):
+    """ℓ₀ ≥ ℓ(0, y) is what bounds ‖θ*‖ (F^λ(θ*) ≤ F^λ(0) ≤ ℓ₀): it must be the loss
+    at 0 itself, for every loss and parameter (the old table's 1 − h/2 for the smoothed
+    hinge is below ℓ(0) = 1/(2h) when h > 1, and ≤ 0 from h = 2 on). Every derived
+    constant must hold on the ball it claims: Λ ≥ |ℓ'(z, y)| for |z| ≤ ρG₂."""
+    k = loss_constants(loss, loss_param=param, norm_bound=1.0, sparsity=2,
+                       intercept_scaling=0.5, label_bound=label_bound, alpha=1e-3,
+                       radius=None)
+    assert k.zero_loss == pytest.approx(_closed_form_zero_loss(loss, param, label_bound),
+                                        rel=1e-15)
+    assert k.zero_loss > 0 and k.coef_bound > 0
+    labels = ([-1.0, 1.0] if loss in ("logistic", "smoothed_hinge")
+              else np.linspace(-label_bound, label_bound, 9))
+    margins = np.linspace(-1.0, 1.0, 201) * k.coef_bound * k.feature_l2
+    for y in labels:
+        der = per_example_derivatives(margins, np.full(margins.size, y), LOSS_CODES[loss],
+                                      param)
+        assert np.max(np.abs(der)) <= k.derivative * (1 + 1e-12)
+
+
+def _exact_two_row_minimizer(a, b, n, alpha, h):
+    """argmin of [(n−1)ℓ(⟨θ, a⟩) + ℓ(⟨θ, b⟩)]/n + (λ/2)‖θ‖² for the smoothed hinge with
+    label +1, to high precision, with a certified distance to the exact minimizer.
+
+    BFGS, then Newton steps on the piecewise-quadratic objective (ℓ'' = 1/h on the
+    quadratic branch, 0 elsewhere), which end at the exact minimizer up to rounding once
+    the branches are right. Certificate: λ-strong convexity gives ‖θ − θ*‖ ≤ ‖∇F(θ)‖/λ.
+    """
+    code = LOSS_CODES["smoothed_hinge"]
+    rows = np.array([a, b])
+    weights = np.array([(n - 1) / n, 1 / n])
+    ones = np.ones(2)
+
+    def grad(theta):
+        der = per_example_derivatives(rows @ theta, ones, code, h)
+        return rows.T @ (weights * der) + alpha * theta
+
+    def value(theta):
+        t = rows @ theta
+        val = np.where(t >= 1, 0.0, np.where(t > 1 - h, (1 - t) ** 2 / (2 * h), 1 - t - h / 2))
+        return weights @ val + 0.5 * alpha * theta @ theta
+
+    theta = optimize.minimize(value, np.zeros(rows.shape[1]), jac=grad, method="BFGS",
+                              options=dict(gtol=1e-12, maxiter=10_000)).x
+    for _ in range(20):
+        t = rows @ theta
+        curv = np.where((t < 1) & (t > 1 - h), 1.0 / h, 0.0)
+        hess = rows.T @ (rows * (weights * curv)[:, None]) + alpha * np.eye(rows.shape[1])
+        theta = theta - np.linalg.solve(hess, grad(theta))
+    return theta, np.linalg.norm(grad(theta)) / alpha
+
+
+@pytest.mark.parametrize("h, attained", [(0.5, 0.9), (1.5, 0.9), (2.0, 0.9), (3.0, 0.6)])
+def test_smoothed_hinge_neighbours_of_issue_17_within_sensitivity(h, attained):
+    """The counterexample of issue 17: n = 10⁵, λ = 1e-4, every row (0.1, 0) labelled
+    +1, and row 0 replaced by (−0.1, +0.995) in S and (−0.1, −0.995) in S′. The exact
+    minimizers (solved here to about 1e-12, certificate included) must be at most
+    Δ₂ = 2L/(λn) apart; with ℓ₀ = 1 − h/2 they were 1.88·Δ₂ apart at h = 2 (and h = 3
+    raised a math domain error). For h ≤ 2 the pair is nearly the worst case (ratio
+    > 0.9), so Δ₂ is also not loose there. (No
+    intercept: a constant feature lets the model absorb most of the change.)"""
+    n, alpha = 100_000, 1e-4
+    plan = plan_output_perturbation(n, 2, 1, loss="smoothed_hinge", loss_param=h,
+                                    epsilon=1.0, delta=1e-6, alpha=alpha,
+                                    intercept_scaling=0.0)
+    a = np.array([0.1, 0.0])
+    theta0, cert0 = _exact_two_row_minimizer(a, np.array([-0.1, 0.995]), n, alpha, h)
+    theta1, cert1 = _exact_two_row_minimizer(a, np.array([-0.1, -0.995]), n, alpha, h)
+    assert cert0 < 1e-9 and cert1 < 1e-9
+    distance = np.linalg.norm(theta0 - theta1)
+    assert distance + cert0 + cert1 <= plan.sensitivity_l2
+    assert distance > attained * plan.sensitivity_l2
+    # ‖θ*‖ ≤ ρ, the bound every constant is evaluated on.
+    assert max(np.linalg.norm(theta0), np.linalg.norm(theta1)) <= plan.constants.coef_bound
+
+
+@pytest.mark.parametrize("h", [0.5, 1.0, 2.0, 3.0, 10.0])
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_alpha_auto_for_every_smoothing(h, delta):
+    """λ = "auto" uses D = √(2ℓ₀/λ): it raised ZeroDivisionError at h = 2 (ℓ₀ = 0) and a
+    math domain error for h > 2 (ℓ₀ < 0). It is now the fixed point of the theorem's
+    formula for every h."""
+    n, d = 10_000, 50
+    plan = plan_output_perturbation(n, d, 1, loss="smoothed_hinge", loss_param=h,
+                                    epsilon=1.0, delta=delta, alpha="auto", sparsity=5)
+    assert 0 < plan.alpha < math.inf and plan.constants.zero_loss > 0
+    at_alpha = choose_alpha("erm", n, d + 1, 1.0, delta, radius=None,
+                            constants_at=lambda lam: loss_constants(
+                                "smoothed_hinge", loss_param=h, norm_bound=1.0, sparsity=5,
+                                intercept_scaling=1.0, label_bound=1.0, alpha=lam,
+                                radius=None))
+    assert plan.alpha == pytest.approx(at_alpha, rel=1e-9)
