@@ -6,7 +6,9 @@ half; Jagielski et al. 2020, Nasr et al. 2021) on the mechanism as shipped and o
 broken variants — noise scale halved, and contribution bounding at 10× the bound the
 noise assumes — and prints, per mechanism and audited δ: the claimed ε, the audited
 lower bounds, and the runs used. ``tests/audit`` runs the same audits at CI size
-(``--quick`` reproduces them).
+(``--quick`` reproduces them). Last, Mironov's floating-point attack on single
+releases of the pure-DP sparse mean, against the exact samplers and against the float
+noise of :func:`skdpsparse.audit.float_noise` (a broken variant it must break).
 
 Full size uses more runs and smaller claimed ε than CI: ε = 1 for the pure-DP
 mechanisms and ε = 4 (δ = 1e-5) for the Gaussian ones, which are also audited at the
@@ -74,6 +76,8 @@ def main(argv=None):
                         help="the CI audits: CI epsilons and runs")
     parser.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-floating-point", dest="floating_point", action="store_false",
+                        help="skip the floating-point (low-bits) attack")
     args = parser.parse_args(argv)
 
     header = (f"{'mechanism':42s} {'delta':>7s} {'claimed':>8s} {'correct':>8s} "
@@ -109,9 +113,58 @@ def main(argv=None):
             print(f"{case.name:42s} {delta:7g} {eps:8.3f} {' '.join(lbs)} "
                   f"{n_runs:>6d} x 2  {verdict}")
         print(f"{'':42s} ({time.perf_counter() - t0:.1f} s)")
+    if args.floating_point:
+        failures += floating_point_attack(100 if args.quick else 1000)
     print()
     print("PASS" if not failures else "FAIL:\n  " + "\n  ".join(failures))
     return 1 if failures else 0
+
+
+def floating_point_attack(n_releases):
+    """Mironov's attack on the low bits of one release of the pure-DP sparse mean:
+    the share of releases that identify the neighbouring dataset with certainty, for
+    the library's exact grid noise and for the float noise it used to draw."""
+    import numpy as np
+    from sklearn.base import clone
+
+    from skdpsparse.audit import float_noise, mironov_distinguisher
+    from skdpsparse.mean import DPSparseMeanEstimator
+    from skdpsparse.mechanisms.projection import bounded_mean
+
+    rng = np.random.default_rng(1)
+    d, n = 40, 50
+    X0 = rng.uniform(-1, 1, (n, d)) / np.sqrt(d)
+    X1 = X0.copy()
+    X1[0] = -X1[0]
+    est = DPSparseMeanEstimator(method="laplace", delta=0.0, epsilon=1.0, norm_bound=1.0,
+                                sparsity=d)
+    means = [bounded_mean(X, 1.0, d) for X in (X0, X1)]
+    scale = 2.0 * np.sqrt(d) / n
+
+    def rate():
+        claims = right = 0
+        for t in range(n_releases):
+            guess = mironov_distinguisher(clone(est).fit((X0, X1)[t % 2]).mean_, *means,
+                                          scale)
+            claims += guess is not None
+            right += guess == t % 2
+        return claims / n_releases, right / max(claims, 1)
+
+    # The attack models the float sampler's support; on a grid release its "certain"
+    # answers are guesses, so their accuracy is what shows that it fails there.
+    print(f"\nfloating-point attack (Mironov 2012) on DPSparseMeanEstimator(laplace), "
+          f"{n_releases} releases: share claimed certain, accuracy of those claims")
+    exact = rate()
+    with float_noise():
+        broken = rate()
+    print(f"  exact grid noise {exact[0]:6.1%} {exact[1]:6.1%}   "
+          f"float noise (broken variant) {broken[0]:6.1%} {broken[1]:6.1%}")
+    problems = []
+    if exact[0] > 0 and exact[1] > 0.7:
+        problems.append(f"floating-point attack: {exact[1]:.1%} accurate on exact releases")
+    if broken[0] < 0.5 or broken[1] < 1.0:
+        problems.append(f"floating-point attack missed the float variant {broken}")
+    return problems
 
 
 if __name__ == "__main__":
