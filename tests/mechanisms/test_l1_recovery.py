@@ -91,3 +91,30 @@ def test_compressed_sensing_branch_accuracy():
         assert info["branch"] == "compressed_sensing"
         errors.append(np.linalg.norm(z - target))
     assert np.mean(np.array(errors) <= bound) >= 0.95
+
+
+def test_sensing_operator_comes_from_a_public_stream_apart_from_the_noise(monkeypatch):
+    # The operator may be published: it is drawn from a generator whose seed is a
+    # one-way function of the fit's key (RandomSource.public_generator), never from the
+    # stream the noise is drawn from, so publishing it reveals nothing about the noise.
+    import skdpsparse.mechanisms.l1_recovery as module
+    from skdpsparse.utils import RandomSource
+
+    built = []
+
+    class Spy(SubsampledHadamardSensing):
+        def __init__(self, d, m, rng):
+            super().__init__(d, m, rng)
+            built.append(self)
+
+    monkeypatch.setattr(module, "SubsampledHadamardSensing", Spy)
+    X, _ = make_sparse_vectors(100, 1 << 14, 4, random_state=0)
+    key = bytes(range(32))
+    z1, _, info = gaussian_l1_recovery(X, epsilon=1.0, delta=1e-6, norm_bound=1.0,
+                                       sparsity=4, rng=RandomSource(key), max_iter=5)
+    assert info["branch"] == "compressed_sensing"
+    op = built[0]
+    again = SubsampledHadamardSensing(op.n_features, op.n_measurements,
+                                      RandomSource(key).public_generator("sensing operator"))
+    np.testing.assert_array_equal(op.signs, again.signs)
+    np.testing.assert_array_equal(op.omega, again.omega)
