@@ -10,6 +10,8 @@ from ..mechanisms.noisy_sgd import (
     noisy_sgd_privacy,
     paper_noise_std,
     paper_step_size,
+    provable_noise_std,
+    provable_privacy,
     rdp_noise_multiplier,
 )
 from ..ledger import charge_budget
@@ -25,7 +27,7 @@ _COMMON_CONSTRAINTS = {
     "norm_bound": [_POSITIVE],
     "radius": [_POSITIVE],
     "fit_intercept": [InstanceOf(bool, np.bool_, description="bool")],
-    "noise_calibration": [Options("paper", "rdp")],
+    "noise_calibration": [Options("provable", "paper", "rdp")],
     "learning_rate": [Options("paper"), _POSITIVE],
     "verbose": [Interval("integer", 0, None, closed="left")],
     # random_state is validated by fit_random_source.
@@ -43,13 +45,20 @@ _SHARED_DOC = """epsilon : float, default=1.0
         D: the iterates live in W = {‖(w, b)‖₂ ≤ D} (projection after every step).
     fit_intercept : bool, default=True
         Learn b jointly with w: the gradient is ℓ'·(x̃, 1), so G = √(R_x² + 1).
-    noise_calibration : {"paper", "rdp"}, default="paper"
-        ``"paper"``: σ = 8L√log(2/δ)/(√n ε) with seed 001 Remark 1's split
-        δ = δ′ = δ̄/3, ε = ε̄/(8√log(1/δ′)) (Theorem 6; the per-step δ halved as in the
-        notes §1.8 item 4). It is far more noise than needed outside tiny ε̄, and the
-        RDP accounting then reports a much smaller ``privacy_spent_``. If neither
-        accounting certifies (ε̄, δ̄) for that σ (large ε̄ with large n), ``fit`` raises.
-        ``"rdp"``: the smallest σ whose RDP accounting meets (ε̄, δ̄).
+    noise_calibration : {"provable", "paper", "rdp"}, default="provable"
+        ``"provable"``: σ = the discrete Gaussian's σ for sensitivity 2L√K at (ε̄, δ̄)
+        (K runs: 1, or the classes of a one-vs-rest fit). Each row enters at most one
+        noisy gradient step, so a run is (2L)²/(2σ²)-zCDP (the theorem and its proof
+        are in :mod:`skdpsparse.mechanisms.noisy_sgd`); no amplification by the
+        random choice of rows is claimed, so σ does not shrink with n. Never refuses
+        a valid target. The two others are **unproven** (their subsampling argument
+        treats the set of seen rows as fixed in each step, although it is hidden
+        state shared across steps) and kept as options: ``"paper"``,
+        σ = 8L√log(2/δ)/(√n ε) with seed 001 Remark 1's split δ = δ′ = δ̄/3,
+        ε = ε̄/(8√log(1/δ′)) (Theorem 6; the per-step δ halved), far more noise than
+        its own accounting needs outside tiny ε̄, and ``fit`` raises if no accounting
+        certifies (ε̄, δ̄) for that σ (large ε̄ with large n); ``"rdp"``, the smallest
+        σ whose subsampled-RDP accounting meets (ε̄, δ̄).
     learning_rate : "paper" or float, default="paper"
         η. ``"paper"``: D/(√n (L + σ√p)), p = dim (w, b) (seed 001 Theorems 4 and 6).
     verbose : int, default=0
@@ -60,13 +69,17 @@ _SHARED_DOC = """epsilon : float, default=1.0
 
 _SHARED_ATTRS = """n_iter_ : {attr_n_iter}
     privacy_spent_ : ApproxDP
-        (min(ε_paper, ε_rdp), δ̄).
-    accounting_ : {{"paper", "rdp"}}
+        ``"provable"``: (ε, δ̄) of ρ = K(2L)²/(2σ²), carrying the privacy event
+        ``DiscreteGaussianEvent(σ/(2L), count=K)`` (a ledger composes it in ρ).
+        ``"paper"`` / ``"rdp"``: the smallest ε of the three accountings for the σ
+        used; an unproven ε carries no event.
+    accounting_ : {{"provable", "paper", "rdp"}}
         Which accounting gave that ε.
     privacy_accounts_ : dict
-        Both ε (``inf`` for the paper outside Theorem 6's regime).
+        The ε of each accounting computed: ``"provable"`` only by default, all
+        three otherwise (``inf`` for the paper outside Theorem 6's regime).
     noise_std_ : float
-        σ of ξ_t ~ N(0, σ²I).
+        σ of the discrete Gaussian noise ξ_t, per coordinate.
     noise_multiplier_ : float
         σ/(2L).
     learning_rate_ : float
@@ -78,31 +91,37 @@ _SHARED_ATTRS = """n_iter_ : {attr_n_iter}
         Only when ``X`` has string feature names."""
 
 _ALGORITHM_DOC = """Seed 001 (Arora, Marinov and Ullah 2020, "Private Stochastic Convex
-    Optimization: Efficient Algorithms for Non-smooth Objectives"), Algorithm 1 as
-    reconstructed in the recovered notes (``osmd_and_private_selection.md`` §1.2): draw
+    Optimization: Efficient Algorithms for Non-smooth Objectives"), Algorithm 1: draw
     indices uniformly *with replacement*; a fresh index gives a projected step with the
-    noisy gradient, an index already seen a noise-only projected step; stop once ⌈n/2⌉
-    distinct examples have been seen (about n·ln 2 steps, linear time); release the
-    average of the iterates at which fresh examples were evaluated. The index sequence
-    is never stored. Every derivation (L per loss, σ, η, both accountings) is in
-    :mod:`skdpsparse.mechanisms.noisy_sgd`.
+    noisy gradient, an index already seen a noise-only projected step; stop once
+    ⌈n/2⌉ distinct examples have been seen (about n·ln 2 steps, linear time); release
+    the average of the iterates at which fresh examples were evaluated. The index
+    sequence is never stored. Every derivation (L per loss, σ, η, the three
+    accountings) is in :mod:`skdpsparse.mechanisms.noisy_sgd`.
 
-    Privacy unit: one row (replacement neighbours, n public). ``privacy_spent_`` is the
-    smaller of two valid statements for the same run: seed 001 Theorem 6,
-    (4ε(√log(1/δ′) + 2), δ + δ′ + 2e^{−n/16}) with Remark 1's split, only when
-    n ≥ 16, ε ≤ 1/(2√n) and 2e^{−n/16} ≤ δ̄/3 (the notes' conservative reading,
-    §1.8); and an RDP accountant: conditional on the (data-independent) pattern of
-    fresh and stale steps, the j-th fresh step samples 1 of the n − j + 1 unseen rows
-    (rate ≤ 2/n, notes §1.2 and §1.7), a subsampled Gaussian without replacement
-    with replace-one sensitivity 2L, composed over exactly ⌈n/2⌉ fresh steps, so the
-    random stopping time costs no extra δ. Both analyses treat the set of seen
-    indices as fixed in each step, as the paper's proof does."""
+    Privacy unit: one row (replacement neighbours, n public). By default
+    (``noise_calibration="provable"``) the guarantee is proven: for a fixed index
+    sequence each row is used in at most one noisy gradient step, and all other
+    steps do not depend on it, so the release is a post-processing of one discrete
+    Gaussian mechanism of sensitivity 2L (Canonne, Kamath and Steinke 2020, "The
+    discrete Gaussian for differential privacy", Theorem 14), ρ = (2L)²/(2σ²)-zCDP;
+    the random index sequence is a mixture with data-independent weights, and Rényi
+    divergence is jointly quasi-convex (van Erven and Harremoës 2014, "Rényi
+    divergence and Kullback-Leibler divergence", Theorem 13), so the bound holds for
+    it too. The paper's accounting (seed 001 Theorem 6) and a subsampled-RDP
+    accountant are offered as ``noise_calibration="paper"`` and ``"rdp"``; both are
+    **unproven**: they treat the set of seen rows as fixed in each step, although it
+    is hidden state shared across steps."""
 
 
 class _BaseNoisySGD(BaseEstimator):
     """Shared fit logic: budget → σ, η; one run per target vector; accounting."""
 
     def _fit_runs(self, X, targets, loss, loss_param, label_bound):
+        """Run the K = ``len(targets)`` runs; returns their results and the budget.
+
+        Sets nothing on ``self``: the caller releases through :meth:`_release`.
+        """
         n, d = X.shape
         K = targets.shape[0]
         dim = d + 1 if self.fit_intercept else d
@@ -111,21 +130,30 @@ class _BaseNoisySGD(BaseEstimator):
                                  radius=float(self.radius), label_bound=label_bound,
                                  loss_param=loss_param)
         # Everything below depends on (n, d, K, hyperparameters) only, not on the data.
-        if self.noise_calibration == "paper":
-            # K one-vs-rest runs share (ε̄, δ̄) by basic composition: ε̄/K, δ̄/K each.
-            sigma = paper_noise_std(n, eps / K, delta / K, lip)  # seed 001 Thm 6, Rem. 1
+        if self.noise_calibration == "provable":
+            # K runs, each (2L)²/(2σ²)-zCDP, compose in ρ (mechanisms.noisy_sgd).
+            sigma = provable_noise_std(eps, delta, lip, K)
             z = sigma / (2.0 * lip)
+            budget, accounting = provable_privacy(z, delta, K), "provable"
+            accounts = {"provable": budget.epsilon}
         else:
-            z = rdp_noise_multiplier(n, eps, delta, K)  # sensitivity 2L, notes §1.7
-            sigma = 2.0 * lip * z
-        privacy = noisy_sgd_privacy(n, z, delta, K)
-        if privacy.budget.epsilon > eps * (1.0 + 1e-9):
-            raise ValueError(
-                f"epsilon={self.epsilon!r}: with noise_calibration='paper' the noise of "
-                f"seed 001 Theorem 6 is certified only to epsilon="
-                f"{privacy.budget.epsilon:.4g} for n={n} (outside the theorem's regime "
-                "eps <= 1/(2 sqrt(n)), and the RDP accounting gives more); use "
-                "noise_calibration='rdp' or a smaller epsilon.")
+            if self.noise_calibration == "paper":
+                # K one-vs-rest runs share (ε̄, δ̄) by basic composition: ε̄/K, δ̄/K each.
+                sigma = paper_noise_std(n, eps / K, delta / K, lip)  # seed 001 Thm 6, Rem. 1
+                z = sigma / (2.0 * lip)
+            else:
+                z = rdp_noise_multiplier(n, eps, delta, K)  # sensitivity 2L
+                sigma = 2.0 * lip * z
+            privacy = noisy_sgd_privacy(n, z, delta, K)
+            budget, accounting = privacy.budget, privacy.accounting
+            accounts = privacy.epsilons
+            if budget.epsilon > eps * (1.0 + 1e-9):
+                raise ValueError(
+                    f"epsilon={self.epsilon!r}: with noise_calibration='paper' the noise "
+                    f"of seed 001 Theorem 6 is certified only to epsilon="
+                    f"{budget.epsilon:.4g} for n={n} (outside the theorem's regime "
+                    "eps <= 1/(2 sqrt(n)), and no other accounting gives less); use the "
+                    "default noise_calibration='provable' or a smaller epsilon.")
         if self.learning_rate == "paper":
             eta = paper_step_size(n, float(self.radius), lip, sigma, dim)
         else:
@@ -142,14 +170,29 @@ class _BaseNoisySGD(BaseEstimator):
             coef[k], intercept[k], n_iter[k] = run.coef, run.intercept, run.n_steps
         if self.verbose:
             print(f"[{type(self).__name__}] sigma={sigma:.4g}, eta={eta:.4g}, "
-                  f"privacy spent {privacy.budget} ({privacy.accounting} accounting)")
-        charge_budget(self, privacy.budget)  # may refuse: nothing is set before this line
-        self.privacy_spent_ = privacy.budget
-        self.accounting_ = privacy.accounting
-        self.privacy_accounts_ = {"paper": privacy.epsilon_paper, "rdp": privacy.epsilon_rdp}
-        self.noise_std_, self.noise_multiplier_ = sigma, z
-        self.learning_rate_, self.lipschitz_ = eta, lip
-        return coef, intercept, n_iter
+                  f"privacy spent {budget} ({accounting} accounting)")
+        attrs = dict(privacy_spent_=budget, accounting_=accounting,
+                     privacy_accounts_=accounts, noise_std_=sigma, noise_multiplier_=z,
+                     learning_rate_=eta, lipschitz_=lip)
+        return coef, intercept, n_iter, attrs
+
+    def _release(self, attrs):
+        """Charge ``privacy_spent_`` to the active ledgers, then set every fitted
+        attribute at once.
+
+        A fit the ledger refuses releases nothing: the attributes that input
+        validation set (``n_features_in_``, ``feature_names_in_``) and those of an
+        earlier fit are removed too, so the estimator is left unfitted.
+        """
+        try:
+            charge_budget(self, attrs["privacy_spent_"])
+        except BaseException:
+            for key in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
+                delattr(self, key)
+            raise
+        for key, value in attrs.items():
+            setattr(self, key, value)
+        return self
 
     def _decision(self, X):
         check_is_fitted(self)
@@ -173,8 +216,9 @@ class DPNoisySGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseNoisy
     {algorithm}
 
     Binary problems run once (label ``classes_[1]`` is +1). More classes are fit one
-    versus rest: K runs on all rows with independent randomness, composed (the paper
-    budget gives each run (ε̄/K, δ̄/K); the RDP accounting composes the K curves).
+    versus rest: K runs on all rows with independent randomness, composed (the
+    provable bound adds the K runs' ρ; the paper budget gives each run (ε̄/K, δ̄/K);
+    the RDP accounting composes the K curves).
 
     Parameters
     ----------
@@ -204,7 +248,7 @@ class DPNoisySGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseNoisy
     >>> y = (X[:, 0] > 0).astype(int)
     >>> clf = DPNoisySGDClassifier(epsilon=1.0, classes=[0, 1], random_state=0).fit(X, y)
     >>> clf.accounting_, clf.privacy_spent_.epsilon <= 1.0
-    ('rdp', True)
+    ('provable', True)
     """.format(algorithm=_ALGORITHM_DOC, shared=_SHARED_DOC,
                attrs=_SHARED_ATTRS.format(attr_n_iter="ndarray of shape (1,) or (n_classes,)"
                                           "\n        Steps τ of each run (noise-only included)."))
@@ -217,7 +261,7 @@ class DPNoisySGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseNoisy
     }
 
     def __init__(self, loss="logistic", *, epsilon=1.0, delta=1e-6, norm_bound=1.0,
-                 radius=1.0, fit_intercept=True, noise_calibration="paper",
+                 radius=1.0, fit_intercept=True, noise_calibration="provable",
                  learning_rate="paper", smoothing=1.0, classes=None, verbose=0,
                  random_state=None):
         self.loss = loss
@@ -250,12 +294,12 @@ class DPNoisySGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseNoisy
         self._check_y(y)
         X, y = check_fit_input(self, X, y)
         classes = declared_classes(self, y)
-        self.classes_ = classes
         targets = one_vs_rest_targets(y, classes)
         loss_param = float(self.smoothing) if self.loss == "smoothed_hinge" else 1.0
-        self.coef_, self.intercept_, self.n_iter_ = self._fit_runs(
-            X, targets, self.loss, loss_param, None)
-        return self
+        coef, intercept, n_iter, attrs = self._fit_runs(X, targets, self.loss, loss_param,
+                                                        None)
+        return self._release(dict(attrs, classes_=classes, coef_=coef, intercept_=intercept,
+                                  n_iter_=n_iter))
 
 
 class DPNoisySGDRegressor(RegressorMixin, _BaseNoisySGD):
@@ -305,7 +349,7 @@ class DPNoisySGDRegressor(RegressorMixin, _BaseNoisySGD):
 
     def __init__(self, loss="squared", *, epsilon=1.0, delta=1e-6, norm_bound=1.0,
                  radius=1.0, label_bound=1.0, huber_threshold=1.0, fit_intercept=True,
-                 noise_calibration="paper", learning_rate="paper", verbose=0,
+                 noise_calibration="provable", learning_rate="paper", verbose=0,
                  random_state=None):
         self.loss = loss
         self.epsilon = epsilon
@@ -337,12 +381,12 @@ class DPNoisySGDRegressor(RegressorMixin, _BaseNoisySGD):
         self._check_y(y)
         X, y = check_fit_input(self, X, y, y_numeric=True)
         squared = self.loss == "squared"
-        coef, intercept, n_iter = self._fit_runs(
+        coef, intercept, n_iter, attrs = self._fit_runs(
             X, np.asarray(y, dtype=np.float64)[None, :], self.loss,
             1.0 if squared else float(self.huber_threshold),
             float(self.label_bound) if squared else None)
-        self.coef_, self.intercept_, self.n_iter_ = coef[0], float(intercept[0]), int(n_iter[0])
-        return self
+        return self._release(dict(attrs, coef_=coef[0], intercept_=float(intercept[0]),
+                                  n_iter_=int(n_iter[0])))
 
     def predict(self, X):
         """Predictions X w + b.

@@ -11,7 +11,14 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import Normalizer
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skdpsparse.accounting import ApproxDP
+from skdpsparse import BudgetExceededError, PrivacyLedger
+from skdpsparse.accounting import (
+    ApproxDP,
+    DiscreteGaussianEvent,
+    compose_events,
+    zcdp_to_epsilon,
+)
+from skdpsparse.accounting.discrete import discrete_gaussian_sigma
 from skdpsparse.exceptions import PrivacyLeakWarning
 from skdpsparse.linear_model._noisy_sgd import DPNoisySGDClassifier, DPNoisySGDRegressor
 from skdpsparse.mechanisms.noisy_sgd import noisy_sgd_privacy, noisy_sgd_rdp
@@ -36,35 +43,43 @@ def _circle(n, seed):
     return X, (X.sum(axis=1) > 0).astype(int)
 
 
-@pytest.mark.parametrize("calibration, n, fit_intercept",
-                         [("rdp", 20_000, True), ("paper", 50_000, False)])
-def test_accuracy_on_an_easy_problem_at_epsilon_1(calibration, n, fit_intercept):
+@pytest.mark.parametrize("calibration, eps, n, fit_intercept",
+                         [("rdp", 1.0, 20_000, True), ("paper", 1.0, 50_000, False),
+                          # The provable σ does not shrink with n: 3.6 at ε = 4 (rdp: 2.3 at ε = 1).
+                          ("provable", 4.0, 20_000, True)])
+def test_accuracy_on_an_easy_problem(calibration, eps, n, fit_intercept):
     X, y = _circle(n, 0)
     X_test, y_test = _circle(5000, 1)
     for seed in range(3):
-        clf = DPNoisySGDClassifier(epsilon=1.0, noise_calibration=calibration,
+        clf = DPNoisySGDClassifier(epsilon=eps, noise_calibration=calibration,
                                    fit_intercept=fit_intercept, classes=[0, 1],
                                    random_state=seed).fit(X, y)
         assert clf.score(X_test, y_test) >= 0.85
-        assert clf.privacy_spent_.epsilon <= 1.0
+        assert clf.privacy_spent_.epsilon <= eps
 
 
-def test_privacy_report_is_the_smaller_accounting():
+def test_paper_calibration_reports_the_smallest_accounting():
+    # At n = 1000 the paper's σ is so large that even the provable bound beats the
+    # paper's own claim at ε̄ = 0.01; at ε̄ = 0.2 the (unproven) RDP one is smallest.
     X, y = _circle(1000, 2)
-    for eps, expected in [(0.01, "paper"), (0.2, "rdp")]:
-        clf = DPNoisySGDClassifier(epsilon=eps, classes=[0, 1], random_state=0).fit(X, y)
+    for eps, expected in [(0.01, "provable"), (0.2, "rdp")]:
+        clf = DPNoisySGDClassifier(epsilon=eps, noise_calibration="paper", classes=[0, 1],
+                                   random_state=0).fit(X, y)
         assert clf.accounting_ == expected
         accounts = clf.privacy_accounts_
         assert clf.privacy_spent_ == ApproxDP(min(accounts.values()), 1e-6)
         assert accounts[expected] == min(accounts.values()) <= eps
+        assert accounts["paper"] <= eps  # the paper's σ meets its own target
         assert clf.noise_multiplier_ == pytest.approx(clf.noise_std_ / (2 * clf.lipschitz_))
         ref = noisy_sgd_privacy(1000, clf.noise_multiplier_, 1e-6)
         assert clf.privacy_spent_ == ref.budget
+        assert (clf.privacy_spent_.event is not None) == (expected == "provable")
 
 
 def test_rdp_calibration_spends_the_budget():
     X, y = _circle(2000, 3)
-    paper = DPNoisySGDClassifier(epsilon=1.0, classes=[0, 1], random_state=0).fit(X, y)
+    paper = DPNoisySGDClassifier(epsilon=1.0, noise_calibration="paper", classes=[0, 1],
+                                 random_state=0).fit(X, y)
     rdp = DPNoisySGDClassifier(epsilon=1.0, classes=[0, 1], noise_calibration="rdp",
                                random_state=0).fit(X, y)
     assert rdp.accounting_ == "rdp"
@@ -79,7 +94,8 @@ def test_paper_calibration_refuses_what_it_cannot_certify():
     X = np.zeros((100_000, 1))
     y = np.r_[np.zeros(50_000), np.ones(50_000)]
     with pytest.raises(ValueError, match="epsilon=4.0"):
-        DPNoisySGDClassifier(epsilon=4.0, classes=[0, 1]).fit(X, y)
+        DPNoisySGDClassifier(epsilon=4.0, noise_calibration="paper",
+                             classes=[0, 1]).fit(X, y)
 
 
 def test_multiclass_one_vs_rest_composes():
@@ -220,3 +236,104 @@ def test_pipeline_and_grid_search():
                           cv=2).fit(X, y)
     assert search.best_score_ > 0.7
     assert search.best_estimator_.named_steps["clf"].privacy_spent_.epsilon <= 2.0
+
+
+# ------------------------------------------------- the provable default (issue 17)
+@pytest.mark.parametrize("eps", [0.5, 1.0, 4.0, 8.0])
+def test_default_is_the_provable_discrete_gaussian_bound(eps):
+    """Each row enters at most one noisy gradient step, so a run is one discrete
+    Gaussian release of sensitivity 2L: σ from the discrete Gaussian's zCDP, the
+    event attached, and the whole ε spent (not ~3 % of it)."""
+    X, y = _circle(600, 20)
+    clf = DPNoisySGDClassifier(epsilon=eps, classes=[0, 1], random_state=0).fit(X, y)
+    assert clf.accounting_ == "provable"
+    L = clf.lipschitz_
+    # discrete_gaussian_sigma's σ, up to the last ulps that keep ε ≤ the target.
+    assert clf.noise_std_ == pytest.approx(discrete_gaussian_sigma(2 * L, eps, 1e-6), rel=1e-14)
+    assert clf.noise_std_ >= discrete_gaussian_sigma(2 * L, eps, 1e-6)
+    assert clf.noise_multiplier_ == clf.noise_std_ / (2 * L)
+    spent = clf.privacy_spent_
+    assert spent.event == DiscreteGaussianEvent(clf.noise_multiplier_, count=1)
+    assert spent.delta == 1e-6 and 0.999 * eps <= spent.epsilon <= eps
+    # ρ = (2L)²/(2σ²) converted by the tight conversion is the reported ε.
+    assert spent.epsilon == pytest.approx(
+        zcdp_to_epsilon((2 * L) ** 2 / (2 * clf.noise_std_**2), 1e-6), rel=1e-9)
+    assert clf.privacy_accounts_ == {"provable": spent.epsilon}
+
+
+def test_provable_default_never_raises_at_large_epsilon():
+    """The old default (seed 001 Theorem 6) raised ValueError for ε ≥ 4 at large n."""
+    X = np.zeros((100_000, 1))
+    y = np.r_[np.zeros(50_000), np.ones(50_000)]
+    for eps in (4.0, 64.0):
+        clf = DPNoisySGDClassifier(epsilon=eps, classes=[0, 1], random_state=0).fit(X, y)
+        assert clf.accounting_ == "provable" and clf.privacy_spent_.epsilon <= eps
+
+
+def test_provable_multiclass_composes_the_runs_in_rho():
+    rng = np.random.default_rng(22)
+    X = rng.standard_normal((900, 2)) / 2
+    labels = rng.integers(0, 3, 900)
+    clf = DPNoisySGDClassifier(epsilon=1.0, classes=[0, 1, 2], random_state=0).fit(X, labels)
+    L = clf.lipschitz_
+    # K = 3 runs, each (2L)²/(2σ²)-zCDP: 3·(2L)²/(2σ²) = (2L√3)²/(2σ²).
+    assert clf.noise_std_ == pytest.approx(
+        discrete_gaussian_sigma(2 * L * math.sqrt(3), 1.0, 1e-6), rel=1e-14)
+    assert clf.privacy_spent_.event == DiscreteGaussianEvent(clf.noise_multiplier_, count=3)
+    assert 0.999 <= clf.privacy_spent_.epsilon <= 1.0
+
+
+def test_provable_fits_compose_in_the_ledger_by_their_events():
+    X, y = _circle(400, 23)
+    reg_X, reg_y = X, X @ np.array([0.3, -0.2])
+    with PrivacyLedger() as ledger:
+        DPNoisySGDClassifier(classes=[0, 1], random_state=0).fit(X, y)
+        DPNoisySGDRegressor(random_state=0).fit(reg_X, reg_y)
+    budgets = [b for _, b in ledger.entries]
+    assert all(isinstance(b.event, DiscreteGaussianEvent) for b in budgets)
+    total = ledger.total()
+    assert total == compose_events([b.event for b in budgets], 2e-6)
+    assert total.epsilon < 1.5  # basic composition would say 2
+
+
+def test_unproven_calibrations_say_so_and_keep_their_accounting():
+    X, y = _circle(2000, 24)
+    for calibration in ("paper", "rdp"):
+        clf = DPNoisySGDClassifier(epsilon=1.0, noise_calibration=calibration,
+                                   classes=[0, 1], random_state=0).fit(X, y)
+        assert set(clf.privacy_accounts_) == {"provable", "paper", "rdp"}
+        assert clf.privacy_spent_.epsilon == min(clf.privacy_accounts_.values()) <= 1.0
+        if clf.accounting_ != "provable":  # an unproven claim carries no event
+            assert clf.privacy_spent_.event is None
+    assert "unproven" in DPNoisySGDClassifier.__doc__
+
+
+# --------------------------------------- a refused fit releases nothing (issue 17, C)
+@pytest.mark.parametrize("make", [
+    lambda: DPNoisySGDClassifier(classes=[0, 1], random_state=0),
+    lambda: DPNoisySGDClassifier(random_state=0),  # classes read from y
+    lambda: DPNoisySGDRegressor(random_state=0),
+])
+def test_a_fit_refused_by_the_ledger_sets_no_fitted_attribute(make):
+    X, y = _circle(300, 25)
+    est = make()
+    with PrivacyLedger(limit=ApproxDP(1e-3, 1e-6)) as ledger:
+        with pytest.raises(BudgetExceededError):
+            est.fit(X, y if hasattr(est, "classes") else y.astype(float))
+    assert ledger.entries == []
+    fitted = [k for k in vars(est) if k.endswith("_") and not k.startswith("__")]
+    assert fitted == []
+    # A refit refused after a successful fit leaves no stale half-model either.
+    est.fit(X, y if hasattr(est, "classes") else y.astype(float))
+    with PrivacyLedger(limit=ApproxDP(1e-3, 1e-6)), pytest.raises(BudgetExceededError):
+        est.fit(X, y if hasattr(est, "classes") else y.astype(float))
+    assert [k for k in vars(est) if k.endswith("_") and not k.startswith("__")] == []
+
+
+def test_docstring_examples():
+    import doctest
+
+    from skdpsparse.linear_model import _noisy_sgd
+
+    result = doctest.testmod(_noisy_sgd)
+    assert result.attempted > 0 and result.failed == 0

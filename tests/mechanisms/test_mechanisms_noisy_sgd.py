@@ -7,7 +7,14 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from skdpsparse.accounting import subsampled_without_replacement_gaussian_rdp
+from skdpsparse.accounting import (
+    ApproxDP,
+    DiscreteGaussianEvent,
+    compose_events,
+    subsampled_without_replacement_gaussian_rdp,
+    zcdp_to_epsilon,
+)
+from skdpsparse.accounting.discrete import discrete_gaussian_sigma
 from skdpsparse.mechanisms.noisy_sgd import (
     NoisySGDResult,
     lipschitz_constant,
@@ -17,6 +24,9 @@ from skdpsparse.mechanisms.noisy_sgd import (
     paper_epsilon,
     paper_noise_std,
     paper_step_size,
+    provable_epsilon,
+    provable_noise_std,
+    provable_privacy,
     rdp_noise_multiplier,
     remark1_split,
 )
@@ -101,10 +111,10 @@ def test_rdp_curve_is_between_exact_and_uniform_rate_bounds():
 
 @pytest.mark.parametrize("n, eps_bar", [(1000, 0.1), (1000, 0.4), (3000, 0.1), (3000, 0.25),
                                          (10000, 0.1)])
-def test_rdp_is_below_the_paper_where_the_notes_expect_it(n, eps_bar):
+def test_rdp_is_below_the_paper_at_moderate_epsilon(n, eps_bar):
     """Moderate ε̄ inside Theorem 6's regime: the RDP accounting is the tighter one."""
     z = paper_noise_std(n, eps_bar, 1e-6, 1.0) / 2
-    priv = noisy_sgd_privacy(n, z, 1e-6)
+    priv = noisy_sgd_privacy(n, z, 1e-6, accountings=("paper", "rdp"))
     assert math.isfinite(priv.epsilon_paper)
     assert priv.epsilon_rdp < priv.epsilon_paper
     assert priv.accounting == "rdp" and priv.budget.epsilon == priv.epsilon_rdp
@@ -114,10 +124,14 @@ def test_paper_is_chosen_when_it_is_smaller():
     # Tiny ε̄: the paper's bound is linear in 1/z, while the RDP→(ε, δ) conversion over
     # orders ≤ 1024 cannot go below about log(1/δ)/1023.
     z = paper_noise_std(1000, 0.01, 1e-6, 1.0) / 2
-    priv = noisy_sgd_privacy(1000, z, 1e-6)
-    assert priv.epsilon_paper < priv.epsilon_rdp
+    priv = noisy_sgd_privacy(1000, z, 1e-6, accountings=("paper", "rdp"))
+    assert priv.epsilon_paper < priv.epsilon_rdp and math.isnan(priv.epsilon_provable)
     assert priv.accounting == "paper" and priv.budget.epsilon == priv.epsilon_paper
-    assert priv.budget.delta == 1e-6
+    assert priv.budget.delta == 1e-6 and priv.budget.event is None  # unproven: no event
+    # With all three, the provable bound is smaller still at this (huge) σ.
+    every = noisy_sgd_privacy(1000, z, 1e-6)
+    assert every.accounting == "provable" and every.epsilon_provable < priv.epsilon_paper
+    assert every.budget.event == DiscreteGaussianEvent(z)
 
 
 def test_composition_over_runs():
@@ -132,6 +146,58 @@ def test_rdp_calibration_meets_the_target_tightly(n, eps, n_runs):
     z = rdp_noise_multiplier(n, eps, 1e-6, n_runs)
     assert noisy_sgd_privacy(n, z, 1e-6, n_runs).epsilon_rdp <= eps
     assert (n_runs * noisy_sgd_rdp(n, z * 0.995)).to_epsilon(1e-6)[0] > eps
+
+
+# ------------------------------------------------------------------- provable
+@pytest.mark.parametrize("eps, delta, n_runs", [(0.5, 1e-6, 1), (1.0, 1e-6, 3), (4.0, 1e-6, 1),
+                                                 (8.0, 1e-9, 2), (200.0, 1e-5, 10)])
+def test_provable_calibration_is_the_discrete_gaussian_of_sensitivity_2L(eps, delta, n_runs):
+    L = 1.7
+    sigma = provable_noise_std(eps, delta, L, n_runs)
+    # K runs of ρ = (2L)²/(2σ²) each: the discrete Gaussian for Δ = 2L√K.
+    assert sigma == pytest.approx(discrete_gaussian_sigma(2 * L * math.sqrt(n_runs), eps,
+                                                          delta), rel=1e-14)
+    z = sigma / (2 * L)
+    eps_spent = provable_epsilon(z, delta, n_runs)
+    assert 0.9999 * eps <= eps_spent <= eps  # the whole target, never more
+    assert eps_spent == pytest.approx(
+        zcdp_to_epsilon(n_runs * (2 * L) ** 2 / (2 * sigma**2), delta), rel=1e-12)
+    budget = provable_privacy(z, delta, n_runs)
+    assert budget == ApproxDP(eps_spent, delta)
+    assert budget.event == DiscreteGaussianEvent(z, count=n_runs)
+    assert compose_events([budget.event], delta).epsilon <= eps * (1 + 1e-9)
+    # σ does not depend on n: no amplification by sampling is claimed.
+    assert noisy_sgd_privacy(10, z, delta, n_runs, ("provable",)).budget == budget
+    assert noisy_sgd_privacy(10**6, z, delta, n_runs, ("provable",)).budget == budget
+
+
+def test_provable_privacy_validates():
+    with pytest.raises(ValueError, match="n_runs"):
+        provable_noise_std(1.0, 1e-6, 1.0, n_runs=0)
+    with pytest.raises(ValueError, match="lipschitz"):
+        provable_noise_std(1.0, 1e-6, math.inf)
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        provable_epsilon(0.0, 1e-6)
+    with pytest.raises(ValueError, match="accountings"):
+        noisy_sgd_privacy(100, 1.0, 1e-6, accountings=("exact",))
+
+
+def test_each_row_enters_at_most_one_gradient_step():
+    """The premise of the provable bound: with row i = e_i (so a gradient touches only
+    its own coordinate), no noise to speak of and no projection, coordinate i of the
+    last iterate is −η·ℓ'(θ_t)·1 if row i was used once, 0 if never: never a sum of
+    two gradient steps, however often index i is drawn (about 1.4 draws per row)."""
+    n = 400
+    X = sp.identity(n, format="csr")
+    y = np.ones(n)
+    eta = 0.01
+    r = _run(X, y, 5, noise_std=1e-9, step_size=eta, radius=1e12, fit_intercept=False,
+             loss="hinge")  # hinge at margin 0 < 1: ℓ' = −1 exactly
+    last = r.last_iterate  # noise: η·σ·√τ ≈ 2e-10 per coordinate
+    used = np.flatnonzero(last > eta / 2)
+    assert len(used) == r.n_fresh == n // 2 and r.n_steps > r.n_fresh + 50  # stale steps
+    np.testing.assert_allclose(last[used], eta, atol=1e-8)  # one step, not two
+    assert np.all(np.abs(np.delete(last, used)) < 1e-8)
 
 
 # ------------------------------------------------------------------- the run
