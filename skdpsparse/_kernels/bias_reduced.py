@@ -4,7 +4,9 @@ of a linear model, and the fused combine-step-project-average update.
 Per-example gradients of a linear model are ℓ'(z_i, y_i)·x_i (the intercept is a
 constant column of ``X``), so the gradient rows of a CSR batch are the batch's rows
 with their data scaled by ℓ'_i: same ``indptr`` and ``indices``, never a dense n × d
-matrix. Nothing here draws noise or makes a privacy decision.
+matrix. Nothing here draws noise or makes a privacy decision. Rows are bounded by the
+caller (the estimators scale them into their declared norm bounds before anything
+else); the margins are those of :mod:`.linear_losses`, never NaN for finite rows.
 """
 
 import math
@@ -12,7 +14,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .linear_losses import check_loss, loss_value_and_derivative
+from .linear_losses import _csr_margin, _dense_margin, check_loss, loss_value_and_derivative
 
 __all__ = ["csr_gradient_rows", "dense_gradient_rows", "bias_reduced_step"]
 
@@ -52,9 +54,7 @@ def csr_gradient_rows(indptr, indices, data, y, w, code, param, rows):
     for r in range(m):
         i = rows[r]
         start, stop = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
-        z = 0.0
-        for k in range(start, stop):
-            z += np.float64(data[k]) * np.float64(w[np.uint64(indices[k])])
+        z = _csr_margin(indptr, indices, data, i, w, 0.0)  # never NaN for finite rows
         der = loss_value_and_derivative(code, z, y[i], param)[1]
         out = g_indptr[r]
         for k in range(start, stop):
@@ -72,9 +72,7 @@ def dense_gradient_rows(X, y, w, code, param, rows):
     out = np.empty((m, d), dtype=np.float64)
     for r in range(m):
         i = rows[r]
-        z = 0.0
-        for j in range(d):
-            z += np.float64(X[i, j]) * np.float64(w[j])
+        z = _dense_margin(X, i, w, 0.0)  # never NaN for finite rows
         der = loss_value_and_derivative(code, z, y[i], param)[1]
         for j in range(d):
             out[r, j] = der * np.float64(X[i, j])

@@ -17,6 +17,12 @@ float parameter ``param`` used by two of them:
   :math:`|r| \\le \\delta`, else :math:`\\delta(|r| - \\delta/2)`.
 * ``SIGMOID``: :math:`1/(1 + e^{t})`, smooth, bounded and nonconvex.
 
+Margins of finite rows are never NaN: a sum that overflows is taken again in units
+of the row's largest entry, giving the true margin or ±inf when it is beyond float64
+(every loss above has a finite or signed-infinite value and derivative there).
+Clipped gradients (:func:`dense_clipped_gradient_sum`) are finite for every finite
+row, of norm at most the clip norm, also when ``|ℓ'|·‖x‖`` overflows.
+
 Derivatives are taken in :math:`z`, so the gradient of example :math:`i` is
 :math:`\\ell'(z_i, y_i)\\,(x_i, 1)` in :math:`(w, b)`. The batch kernels never form
 per-example gradient vectors: they scatter :math:`\\ell'_i x_i` along each row's
@@ -33,7 +39,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ._common import l2_norm_range_nb
+from ._common import l2_norm_range_nb, overflow_bounding_scale_nb
 
 __all__ = [
     "SQUARED",
@@ -200,12 +206,48 @@ def per_example_derivatives(margins, y, code, param):
 # ------------------------------------------------------------------------- margins
 
 
+# A margin ⟨w, x⟩ + b of a finite row can overflow although the true value is finite
+# (1e308 + 1e308 − 1e308) or turn into NaN (a product +inf plus one −inf). The plain
+# sum runs first; only when it is not finite is it taken again in units of the row's
+# largest entry m: m·Σ (x_j/m)·w_j + b, whose inner sum is at most √d‖w‖ (finite), so
+# the result is the true margin to rounding, or ±inf when that is beyond float64 (a
+# signed infinity every loss handles). Non-finite input keeps its NaN/inf.
+
+
+@njit(cache=True)
+def _csr_margin_rescaled(indptr, indices, data, i, w, b):
+    amax = 0.0
+    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+        amax = max(amax, abs(np.float64(data[k])))
+    if not (0.0 < amax < math.inf):
+        return np.nan
+    acc = 0.0
+    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+        acc += (np.float64(data[k]) / amax) * np.float64(w[np.uint64(indices[k])])
+    return amax * acc + b
+
+
+@njit(cache=True)
+def _dense_margin_rescaled(X, i, w, b):
+    amax = 0.0
+    for j in range(X.shape[1]):
+        amax = max(amax, abs(np.float64(X[i, j])))
+    if not (0.0 < amax < math.inf):
+        return np.nan
+    acc = 0.0
+    for j in range(X.shape[1]):
+        acc += (np.float64(X[i, j]) / amax) * np.float64(w[j])
+    return amax * acc + b
+
+
 @njit(cache=True, inline="always")
 def _csr_margin(indptr, indices, data, i, w, b):
     z = b
     for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
         z += np.float64(data[k]) * np.float64(w[np.uint64(indices[k])])
-    return z
+    if abs(z) < math.inf:
+        return z
+    return _csr_margin_rescaled(indptr, indices, data, i, w, b)
 
 
 @njit(cache=True, inline="always")
@@ -213,7 +255,9 @@ def _dense_margin(X, i, w, b):
     z = b
     for j in range(X.shape[1]):
         z += np.float64(X[i, j]) * np.float64(w[j])
-    return z
+    if abs(z) < math.inf:
+        return z
+    return _dense_margin_rescaled(X, i, w, b)
 
 
 @njit(cache=True)
@@ -372,13 +416,25 @@ def csr_loss_gradient(indptr, indices, data, y, w, b, code, param, rows=None):
 
 
 @njit(cache=True, inline="always")
-def _clip_factor(der, x_norm, clip_norm, fit_intercept):
-    # Per-example gradient g = der * (x, 1) (or der * x): its norm is
-    # |der| * sqrt(||x||^2 + 1) (or |der| * ||x||); scale it to norm <= clip_norm.
+def _clipped_derivative(der, x, start, stop, clip_norm, fit_intercept):
+    # c with c·(x, 1) (or c·x) the gradient der·(x, 1) clipped to norm ≤ clip_norm:
+    # c = der·min(1, C/(|der|·‖x̄‖)). When |der|·‖x̄‖ is not finite (a huge row whose
+    # norm overflows, or der = ±inf from a margin beyond float64), the clipped gradient
+    # is sign(der)·C·x̄/‖x̄‖, i.e. c = ±C/‖x̄‖, with C/‖x‖ taken in units of the row's
+    # largest entry (for ‖x‖ > 2⁵³ the intercept's 1 does not change ‖x̄‖ in float64).
+    x_norm = l2_norm_range_nb(x, start, stop)
     g_norm = abs(der) * (math.hypot(x_norm, 1.0) if fit_intercept else x_norm)
-    if g_norm > clip_norm:
-        return clip_norm / g_norm
-    return 1.0
+    if g_norm <= clip_norm:
+        return der
+    if g_norm < math.inf:
+        return der * (clip_norm / g_norm)
+    if x_norm == 0.0:  # der = ±inf on a zero row: only the intercept's part
+        return math.copysign(clip_norm, der) if fit_intercept else 0.0
+    if x_norm < math.inf:
+        mag = clip_norm / (math.hypot(x_norm, 1.0) if fit_intercept else x_norm)
+    else:
+        mag = overflow_bounding_scale_nb(x, start, stop, clip_norm, math.inf)
+    return math.copysign(mag, der)
 
 
 @njit(cache=True)
@@ -393,7 +449,7 @@ def _dense_clipped_gradient_sum(X, y, w, b, code, param, clip_norm, rows, fit_in
         der = loss_value_and_derivative(code, _dense_margin(X, i, w, b), y[i], param)[1]
         if der == 0.0:
             continue
-        c = der * _clip_factor(der, l2_norm_range_nb(X[i], 0, d), clip_norm, fit_intercept)
+        c = _clipped_derivative(der, X[i], 0, d, clip_norm, fit_intercept)
         for j in range(d):
             coef[j] += c * np.float64(X[i, j])
         if fit_intercept:
@@ -459,10 +515,10 @@ def _csr_clipped_gradient_sum(
         der = loss_value_and_derivative(code, z, y[i], param)[1]
         if der == 0.0:
             continue
+        c = _clipped_derivative(der, data, indptr[i], indptr[i + 1], clip_norm,
+                                fit_intercept)
         start = indptr[i]
         stop = indptr[i + 1]
-        x_norm = l2_norm_range_nb(data, start, stop)
-        c = der * _clip_factor(der, x_norm, clip_norm, fit_intercept)
         for k in range(np.uint64(start), np.uint64(stop)):
             coef[np.uint64(indices[k])] += c * np.float64(data[k])
         if fit_intercept:

@@ -13,6 +13,13 @@ The model is linear: θ = (w, b) with the intercept b in ``theta[d]`` when
 scaled into the ℓ2 ball of radius ``norm_bound`` (contribution bounding, never
 rejection). W is the ℓ2 ball of radius ``radius`` in (w, b) jointly.
 
+The row is bounded before any arithmetic on it: every use of an entry is of
+x̃_j = s·x_j (s from :func:`._common.bounding_scale_nb`, exact for finite rows whose
+norm overflows float64), so |x̃_j| ≤ R_x, the margin ⟨w, x̃⟩ is at most R_x‖θ‖ and
+finite, and so is the gradient ℓ'·x̃. (Forming ⟨w, x⟩ on the raw row and scaling
+afterwards overflowed for entries near ±1.7e308: inf, or inf − inf = NaN, times
+s = 0 released NaN.)
+
 The kernels only consume what the caller pre-drew: a block of indices ``rows`` and a
 block of noise ``noise`` (one row of ξ_t per step, already at the standard deviation
 σ; the step multiplies it by η). No randomness and no privacy decisions live here.
@@ -23,19 +30,13 @@ calls again with the same state arrays.
 import numpy as np
 from numba import njit
 
-from ._common import l2_norm_range_nb, on_grid_nb
+import math
+
+from ._common import bounding_scale_nb, on_grid_nb
 from .linear_losses import check_loss, loss_value_and_derivative
 from .projections import project_l2_ball_nb
 
 __all__ = ["dense_noisy_sgd_block", "csr_noisy_sgd_block"]
-
-
-@njit(cache=True, inline="always")
-def _row_scale(x_norm, norm_bound):
-    # Scale a row down into the ball of radius norm_bound; never up, never drop it.
-    if x_norm > norm_bound:
-        return norm_bound / x_norm
-    return 1.0
 
 
 @njit(cache=True)
@@ -115,25 +116,24 @@ def dense_noisy_sgd_block(X, y, theta, fresh_sum, seen, n_seen, target, rows, no
             # (the average of these is the output, notes §1.2 "Output [D]").
             for j in range(dim):
                 fresh_sum[j] += theta[j]
-            s = _row_scale(l2_norm_range_nb(X[i], 0, d), norm_bound)
+            # Bound the row first (module doc): only x̃_j = s·x_j enters below.
+            s = bounding_scale_nb(X[i], 0, d, norm_bound, math.inf)
             z = 0.0
             for j in range(d):
-                z += np.float64(X[i, j]) * theta[j]
-            z *= s
+                z += (s * np.float64(X[i, j])) * theta[j]
             if fit_intercept:
                 z += theta[d]
             der = loss_value_and_derivative(code, z, y[i], param)[1]
-            c = der * s
             if noise_spacing > 0.0:  # the gradient released on the grid γℤ
                 inv = 1.0 / noise_spacing
                 for j in range(d):
                     theta[j] -= eta * noise_spacing * (
-                        on_grid_nb(c * np.float64(X[i, j]) * inv) + noise[t, j])
+                        on_grid_nb(der * (s * np.float64(X[i, j])) * inv) + noise[t, j])
                 if fit_intercept:
                     theta[d] -= eta * noise_spacing * (on_grid_nb(der * inv) + noise[t, d])
             else:
                 for j in range(d):
-                    theta[j] -= eta * (c * np.float64(X[i, j]) + noise[t, j])
+                    theta[j] -= eta * (der * (s * np.float64(X[i, j])) + noise[t, j])
                 if fit_intercept:
                     theta[d] -= eta * (der + noise[t, d])
             seen[i] = True
@@ -178,11 +178,11 @@ def csr_noisy_sgd_block(indptr, indices, data, n_cols, y, theta, fresh_sum, seen
                 fresh_sum[j] += theta[j]
             start = indptr[i]
             stop = indptr[i + 1]
-            s = _row_scale(l2_norm_range_nb(data, start, stop), norm_bound)
+            # Bound the row first (module doc): only x̃_k = s·x_k enters below.
+            s = bounding_scale_nb(data, start, stop, norm_bound, math.inf)
             z = 0.0
             for k in range(np.uint64(start), np.uint64(stop)):
-                z += np.float64(data[k]) * theta[np.uint64(indices[k])]
-            z *= s
+                z += (s * np.float64(data[k])) * theta[np.uint64(indices[k])]
             if fit_intercept:
                 z += theta[d]
             der = loss_value_and_derivative(code, z, y[i], param)[1]
@@ -195,13 +195,13 @@ def csr_noisy_sgd_block(indptr, indices, data, n_cols, y, theta, fresh_sum, seen
                 inv = 1.0 / noise_spacing
                 for k in range(np.uint64(start), np.uint64(stop)):
                     theta[np.uint64(indices[k])] -= scale * on_grid_nb(
-                        der * s * np.float64(data[k]) * inv)
+                        der * (s * np.float64(data[k])) * inv)
                 if fit_intercept:
                     theta[d] -= scale * on_grid_nb(der * inv)
             else:
-                c = eta * der * s
+                c = eta * der
                 for k in range(np.uint64(start), np.uint64(stop)):
-                    theta[np.uint64(indices[k])] -= c * np.float64(data[k])
+                    theta[np.uint64(indices[k])] -= c * (s * np.float64(data[k]))
                 if fit_intercept:
                     theta[d] -= eta * der
             seen[i] = True

@@ -5,7 +5,10 @@ Contribution bounding scales a row into the set
 :math:`\\{x : \\|x\\|_2 \\le L_2,\\ \\|x\\|_1 \\le L_1\\}` by the factor
 :math:`\\min(1, L_2/\\|x\\|_2, L_1/\\|x\\|_1)`: rows are scaled, never dropped
 (dropping would make the output depend on whether one record is out of bounds).
-Scaled rows satisfy the bounds up to floating-point rounding.
+Scaled rows satisfy the bounds up to floating-point rounding, every finite row
+included: a row whose norm overflows float64 (entries near ±1.8e308) gets its true
+factor, computed in units of its largest entry (:func:`._common.bounding_scale_nb`),
+not L/inf = 0.
 
 CSR parts are those of a ``scipy.sparse.csr_array``/``csr_matrix`` in canonical
 form: ``indices`` within ``[0, n_cols)`` (not checked in the loops: out-of-range
@@ -19,14 +22,13 @@ except :func:`csr_scale_rows` and :func:`dense_scale_rows`, thin wrappers (for
 ``out=None``) around the cores with suffix ``_nb``.
 """
 
-import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numba import njit
 
-from ._common import _DBL_MIN, l1_norm_range_nb, l2_norm_range_nb, prepare_out
+from ._common import bounding_scale_nb, l1_norm_range_nb, l2_norm_range_nb, prepare_out
 
 __all__ = [
     "csr_row_norms",
@@ -63,36 +65,9 @@ def _row_norm(x, start, stop, ord):
     return l1_norm_range_nb(x, start, stop)
 
 
-@njit(cache=True, inline="always")
-def _bounding_scale(x, start, stop, l2_bound, l1_bound):
-    # min(1, L2/||x||_2, L1/||x||_1) for the row x[start:stop]; a zero row (or no
-    # bound) gives 1, and a zero bound zeroes any nonzero row.
-    if l2_bound < math.inf and l1_bound < math.inf:
-        # Both norms in one loop over the row.
-        sumsq = 0.0
-        l1 = 0.0
-        for k in range(np.uint64(start), np.uint64(stop)):
-            a = np.float64(x[k])
-            sumsq += a * a
-            l1 += abs(a)
-        if _DBL_MIN <= sumsq < math.inf:
-            l2 = math.sqrt(sumsq)
-        else:
-            l2 = l2_norm_range_nb(x, start, stop)  # under/overflow: robust path
-    elif l2_bound < math.inf:
-        l2 = l2_norm_range_nb(x, start, stop)
-        l1 = 0.0
-    elif l1_bound < math.inf:
-        l2 = 0.0
-        l1 = l1_norm_range_nb(x, start, stop)
-    else:
-        return 1.0
-    scale = 1.0
-    if l2 > l2_bound:
-        scale = l2_bound / l2
-    if l1 * scale > l1_bound:
-        scale = l1_bound / l1
-    return scale
+# The factor min(1, L2/‖x‖₂, L1/‖x‖₁) of one row, shared with the SGD kernels (rows
+# whose norms overflow float64 keep their direction: see _common.bounding_scale_nb).
+_bounding_scale = bounding_scale_nb
 
 
 @njit(cache=True)

@@ -147,11 +147,17 @@ def row_norms(X, ord):
 
 
 def bounding_scales(X, l2_bound, l1_bound):
-    n2 = row_norms(X, 2)
-    n1 = row_norms(X, 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        s = np.minimum(1.0, np.minimum(l2_bound / n2, l1_bound / n1))
-    s[n2 == 0] = 1.0
+    """min(1, L2/‖x‖₂, L1/‖x‖₁) per row, in units of the row's largest entry m: the
+    norms of x/m lie in [1, d], so a row whose norms overflow float64 still gets its
+    true factor L/‖x‖ (not 0, which would drop the row)."""
+    A = np.abs(np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64))
+    m = A.max(axis=1, initial=0.0)
+    safe = np.where(m > 0, m, 1.0)
+    U = A / safe[:, None]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        s = np.minimum(1.0, np.minimum((l2_bound / safe) / np.linalg.norm(U, axis=1),
+                                       (l1_bound / safe) / U.sum(axis=1)))
+    s[m == 0] = 1.0
     return s
 
 

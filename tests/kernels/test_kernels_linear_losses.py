@@ -212,3 +212,55 @@ def test_batch_validation():
     yi = np.sign(y).astype(np.int64)
     np.testing.assert_array_equal(per_example_derivatives(np.zeros(3), yi[:3], HINGE, 0.0),
                                   -yi[:3])
+
+
+@pytest.mark.parametrize("row, w, expected", [
+    ([1.7e308, -1.7e308], [2.0, 2.0], 0.0),             # inf − inf: NaN before
+    ([1e308, 1e308, -1e308], [1.0, 1.0, 1.0], 1e308),   # a partial sum overflows: inf
+    ([1.7e308, 1.0], [2.0, 0.0], np.inf),                # the margin itself overflows
+    ([-1.7e308, 0.0], [2.0, 5.0], -np.inf),
+])
+def test_margins_of_extreme_rows_are_exact_or_signed_inf(row, w, expected):
+    """⟨w, x⟩ of a finite row is never NaN: when the plain sum overflows it is taken
+    again in units of the row's largest entry, which gives the true margin, or ±inf when
+    the true margin is beyond float64."""
+    X = np.array([row])
+    w = np.array(w)
+    got_dense = dense_margins(X, w, 0.0)[0]
+    Xc = sp.csr_matrix(X)
+    got_csr = csr_margins(Xc.indptr, Xc.indices, Xc.data, w, 0.0)[0]
+    for got in (got_dense, got_csr):
+        assert got == expected or got == pytest.approx(expected, rel=1e-15)
+
+
+def _csr(X):
+    Xc = sp.csr_matrix(X)
+    return Xc.indptr, Xc.indices, Xc.data
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("code", CODES)
+def test_clipped_gradient_of_an_extreme_row(code, fit_intercept):
+    """DP-SGD's clipped per-example gradient of a finite row of entries ±1.7e308:
+    ℓ'·(x, 1) scaled to norm ≤ C. Its margin used to be inf or NaN, ℓ' then inf or
+    NaN, and the clip factor C/inf = 0 turned inf into NaN (or dropped the row when
+    only ‖x‖ overflowed). Now: finite, of norm ≤ C, and, when the loss has a nonzero
+    slope there, exactly C in the direction of ±(x, 1)/‖(x, 1)‖."""
+    X = np.array([[1.7e308, -1.7e308, 1.7e308], [0.3, 0.1, -0.2]])
+    y = np.array([-1.0, 1.0])
+    w = np.array([0.9, 0.5, 0.8])  # margin of row 0 ≈ 2.0e308: beyond float64
+    C = 0.7
+    for coef, intercept in (
+        dense_clipped_gradient_sum(X, y, w, 0.1, code, PARAM.get(code, 0.0), C,
+                                   np.array([0]), fit_intercept),
+        csr_clipped_gradient_sum(*_csr(X), y, w, 0.1, code, PARAM.get(code, 0.0), C, 3,
+                                 np.array([0]), fit_intercept),
+    ):
+        assert np.all(np.isfinite(coef)) and np.isfinite(intercept)
+        norm = np.hypot(np.linalg.norm(coef), intercept)
+        assert norm <= C * (1 + 1e-15)
+        der = loss_derivative(code, np.inf, -1.0, PARAM.get(code, 0.0))
+        if der != 0.0:
+            assert norm == pytest.approx(C, rel=1e-14)
+            np.testing.assert_allclose(coef, np.sign(der) * C * np.array([1, -1, 1]) / np.sqrt(3),
+                                       rtol=1e-14)

@@ -182,3 +182,41 @@ def test_grid_release_matches_numpy_reference(fmt):
     np.testing.assert_allclose(got[0], want[0], rtol=0, atol=1e-12)
     np.testing.assert_allclose(got[1], want[1], rtol=0, atol=1e-12)
     assert got[2:4] == want[2:4]
+
+
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+@pytest.mark.parametrize("code", [LOGISTIC, SQUARED, HUBER])
+@pytest.mark.parametrize("spacing", [0.0, 2.0**-20])
+def test_extreme_row_is_bounded_before_any_arithmetic(fmt, code, spacing):
+    """Issue 17: a finite row of entries ±1.7e308 used to be multiplied into the margin
+    raw and scaled afterwards: ⟨x, θ⟩ overflowed (inf, or inf − inf = NaN), its norm
+    overflowed too (so s = R/‖x‖ = 0), and inf·0 = NaN reached θ. Bounded first, the
+    row is R·x/‖x‖ and the run equals the run on that bounded row."""
+    rng = np.random.default_rng(3)
+    n, d = 6, 2
+    X = rng.standard_normal((n, d))
+    y = rng.choice([-1.0, 1.0], n)
+    rows = np.array([1, 0, 2, 0, 3, 4, 5])  # θ ≠ 0 when row 0 is used
+    noise = np.rint(rng.standard_normal((rows.size, d)) * 50) if spacing else \
+        rng.standard_normal((rows.size, d))
+    for extreme in ([1.7e308, 1.7e308], [1.7e308, -1.7e308], [-1e308, 1e308]):
+        big = X.copy()
+        big[0] = extreme
+        bounded = X.copy()
+        u = np.array(extreme) / 1.7e308
+        bounded[0] = 1.0 * u / np.linalg.norm(u)  # R = 1
+        runs = []
+        for data in (big, bounded):
+            data = sp.csr_matrix(data) if fmt == "csr" else data
+            # θ starts at (2, 2)·sign: products x_j·θ_j overflow on their own.
+            theta = 2.0 * np.sign(np.array(extreme))
+            seen = np.zeros(n, dtype=bool)
+            args = (y, theta, np.zeros(d), seen, 0, n, rows, noise, 0.3, 3.0, 1.0, code,
+                    PARAM.get(code, 1.0), False, spacing)
+            if fmt == "csr":
+                csr_noisy_sgd_block(data.indptr, data.indices, data.data, d, *args)
+            else:
+                dense_noisy_sgd_block(data, *args)
+            runs.append(theta)
+        assert np.all(np.isfinite(runs[0])), (extreme, runs[0])
+        np.testing.assert_allclose(runs[0], runs[1], rtol=0, atol=1e-12)

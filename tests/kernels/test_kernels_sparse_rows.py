@@ -157,3 +157,34 @@ def test_scale_rows_in_place_and_validation():
         csr_scaled_column_sum(X.indptr, X.indices, data, 2, np.ones(1))
     with pytest.raises(ValueError):
         dense_scaled_column_sum(D, np.ones(3))
+
+
+@pytest.mark.parametrize("row, l2, l1", [
+    ([1.7e308, 1.7e308], 1.0, np.inf),           # ‖x‖₂ = 2.4e308 overflows
+    ([1.7e308, -1.7e308, 1e300, 0.0], 1.0, 1.5),  # both norms overflow
+    ([-1.7e308] * 5, np.inf, 2.0),               # only ‖x‖₁ is bounded (and overflows)
+    ([1e308, 1e308], 1e-3, np.inf),              # a small bound: a subnormal factor
+    ([1.7e308, 3.0], 2.0, 1e308),                # ‖x‖₁ overflows, ‖x‖₂ does not
+])
+def test_rows_whose_norms_overflow_are_scaled_not_dropped(row, l2, l1):
+    """Contribution bounding of a finite row whose norm exceeds the largest float64:
+    x·min(1, L2/‖x‖₂, L1/‖x‖₁) must be that row scaled into the bounds (its direction
+    kept), not a zero row (a factor L/inf = 0 drops the row) nor NaN."""
+    x = np.array(row)
+    m = np.abs(x).max()
+    u = x / m
+    factor = min(l2 / np.linalg.norm(u), l1 / np.abs(u).sum())
+    expected = u * factor  # = x·L/‖x‖
+    # The factor L/‖x‖ = factor/m is subnormal here: it carries an absolute error of
+    # a few units of 2⁻¹⁰⁷⁴, i.e. a relative one of 2⁻¹⁰⁷⁴·m/factor.
+    rtol = 1e-13 + 4 * 2.0**-1074 * m / factor
+    X = sp.csr_matrix(x[None, :])
+    for scales in (csr_bounding_scales(X.indptr, X.data, l2, l1),
+                   dense_bounding_scales(x[None, :], l2, l1)):
+        scaled = dense_scale_rows(x[None, :], scales)[0]
+        np.testing.assert_allclose(scaled, expected, rtol=rtol, atol=1e-300)
+        assert np.linalg.norm(scaled) <= l2 and np.abs(scaled).sum() <= l1
+    np.testing.assert_allclose(csr_bounded_column_sum(*_parts(X), x.size, l2, l1), expected,
+                               rtol=rtol, atol=1e-300)
+    np.testing.assert_allclose(dense_bounded_column_sum(x[None, :], l2, l1), expected,
+                               rtol=rtol, atol=1e-300)
