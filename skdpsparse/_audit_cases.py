@@ -208,10 +208,15 @@ def case_cwme(epsilon=2.0, delta=0.0, n_groups=3, group=10, d=1, tau=1.0):
                      tuple(claims), _detect(delta))
 
 
-def case_noise_smoothing(epsilon=8.0, delta=1e-5, n=20, d=3, tau=1.0):
+def case_noise_smoothing(epsilon=8.0, delta=1e-5, n=20, d=3, tau=1.0, extreme=None):
     """:func:`~.mechanisms.heavy_tailed.private_noise_smoothing_mean`; row 0 goes from
     -10⁶τ to +10⁶τ in every coordinate (ψ_c saturates: change 2S_cτ/n per
-    coordinate); statistic: the sum of the coordinates."""
+    coordinate), or from -``extreme`` to +``extreme``; statistic: the sum of the
+    coordinates.
+
+    ``extreme=1.7e308`` with τ < 1 is the pair of issue 17: x/τ overflowed to ±inf,
+    which the kernel marked as non-finite input, and the mechanism refused finite data.
+    """
     from .mechanisms import heavy_tailed as H
 
     kw = dict(tau=tau, epsilon=epsilon, delta=delta)
@@ -220,9 +225,10 @@ def case_noise_smoothing(epsilon=8.0, delta=1e-5, n=20, d=3, tau=1.0):
         return H.private_noise_smoothing_mean(X, rng=rng, **kw)[0].sum()
 
     rows = np.random.default_rng(0).standard_normal((n, d))
-    X0, X1 = _dense_pair(rows, 1e6 * tau)
+    X0, X1 = _dense_pair(rows, 1e6 * tau if extreme is None else extreme)
     _, budget, _ = H.private_noise_smoothing_mean(X0, rng=np.random.default_rng(0), **kw)
-    return AuditCase("private_noise_smoothing_mean", mechanism, (X0, X1),
+    name = "private_noise_smoothing_mean" + ("" if extreme is None else f" (±{extreme:g})")
+    return AuditCase(name, mechanism, (X0, X1),
                      tuple(claimed_epsilons(budget, (delta, CURVE_DELTA))),
                      _GAUSSIAN_DETECT)
 
@@ -517,6 +523,8 @@ CASES = {
     "cwme_laplace": functools.partial(case_cwme, epsilon=2.0, delta=0.0, n_groups=3, d=1),
     "cwme_gaussian": functools.partial(case_cwme, epsilon=8.0, delta=1e-5, n_groups=4, d=3),
     "noise_smoothing": functools.partial(case_noise_smoothing, epsilon=8.0, delta=1e-5),
+    "noise_smoothing_extreme": functools.partial(case_noise_smoothing, epsilon=8.0,
+                                                 delta=1e-5, tau=0.5, extreme=1.7e308),
     "sparse_mean_estimator": functools.partial(case_sparse_mean_estimator, epsilon=2.0,
                                                delta=0.0),
     "heavy_tailed_mean_laplace": functools.partial(case_heavy_tailed_mean, epsilon=2.0,

@@ -32,6 +32,9 @@ Conventions
   ``O(m d)``; the ``n x d`` matrix is never formed.
 * A non-finite entry (NaN or +-inf) makes its column's result NaN, at no cost in the
   loops; the mechanisms turn that into a ``ValueError`` before anything is released.
+  Every finite entry is bounded, never refused: clipping is a comparison, and the
+  ratio x/tau of the noise-smoothing mean is clamped to +-1e300 (where psi_c has
+  saturated) so that a finite x with x/tau beyond float64 cannot become inf.
 * The Python wrappers check arguments and coerce inputs; the compiled cores are the
   functions with suffix ``_nb`` (float64 ``center`` required; ``n_groups`` already
   at most ``n``).
@@ -511,6 +514,19 @@ def _psi(a, c, sqrt_c, inv_sqrt_c, sup):
     return v
 
 
+# psi_c saturates long before this: clamping |x/tau| to it changes no value psi_c takes
+# (psi_c(1e300) equals its supremum to rounding for every c), and it keeps a finite x
+# whose ratio x/tau overflows (1e308 with tau < 1) away from inf, which psi_c marks NaN.
+_HUGE = 1e300
+
+
+@njit(cache=True, inline="always")
+def _ratio(x, tau):
+    # x/tau for the soft truncation: finite for every finite x (clamped to +-_HUGE);
+    # NaN for a non-finite x (x - x), so non-finite input is still flagged.
+    return _clip(x / tau, -_HUGE, _HUGE) + (x - x)
+
+
 @njit(cache=True, inline="always")
 def _constants(c):
     sqrt_c = math.sqrt(c)
@@ -571,7 +587,7 @@ def noise_smoothing_mean_dense_nb(X, tau, c):
     for i in range(n):
         row = X[i]
         for j in range(d):
-            sums[j] += _psi(np.float64(row[j]) / tau, c, sqrt_c, inv_sqrt_c, sup)
+            sums[j] += _psi(_ratio(np.float64(row[j]), tau), c, sqrt_c, inv_sqrt_c, sup)
     for j in range(d):
         sums[j] *= tau / n
     return sums
@@ -586,7 +602,7 @@ def _noise_smoothing_mean_dense_f_nb(XT, tau, c):
         col = XT[j]
         s = 0.0
         for i in range(n):
-            s += _psi(np.float64(col[i]) / tau, c, sqrt_c, inv_sqrt_c, sup)
+            s += _psi(_ratio(np.float64(col[i]), tau), c, sqrt_c, inv_sqrt_c, sup)
         sums[j] = s * (tau / n)
     return sums
 
@@ -598,7 +614,8 @@ def noise_smoothing_mean_csr_nb(indptr, indices, data, n_rows, n_cols, tau, c):
     sums = np.zeros(n_cols)
     for i in range(n_rows):
         for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-            sums[indices[k]] += _psi(np.float64(data[k]) / tau, c, sqrt_c, inv_sqrt_c, sup)
+            sums[indices[k]] += _psi(_ratio(np.float64(data[k]), tau), c, sqrt_c,
+                                     inv_sqrt_c, sup)
     for j in range(n_cols):
         sums[j] *= tau / n_rows
     return sums

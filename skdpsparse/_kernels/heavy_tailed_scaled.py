@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit
 
 from .heavy_tailed import (
+    _HUGE,
     _check_c,
     _check_center,
     _check_csr,
@@ -229,7 +230,6 @@ def cwme_scaled_csr(indptr, indices, data, n_rows, n_cols, tau, n_groups, center
 
 
 # --------------------------------------------------------------------- noise smoothing
-_HUGE = 1e300  # psi_c saturates long before: clamping an overflowed argument is exact
 
 
 @njit(cache=True, inline="always")

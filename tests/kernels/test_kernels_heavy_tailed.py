@@ -376,3 +376,27 @@ def test_noise_smoothing_non_finite_and_checks():
         noise_smoothing_mean_dense(X, 0.0, 1.0)
     with pytest.raises(ValueError):
         noise_smoothing_mean_dense(X, 1.0, -1.0)
+
+
+@pytest.mark.parametrize("tau", [2.0, 0.5, 1e-10])
+@pytest.mark.parametrize("c", [0.0, 1.0])
+def test_noise_smoothing_finite_extremes_saturate(tau, c):
+    """Issue 17: a finite entry x with |x/τ| beyond float64 (1e308 with τ < 1) gave
+    x/τ = ±inf, which ψ_c maps to NaN (its marker for non-finite input), and the
+    mechanism then refused finite data. ψ_c(x/τ) of a finite x is within rounding of
+    ±sup ψ_c at such sizes: each entry contributes ±τ·sup/n."""
+    X = np.array([[1.7e308, -1.7e308, 1e308, -1e300]])
+    sup = smoothed_phi_sup(c)
+    expected = tau * sup * np.sign(X[0])
+    outputs = [noise_smoothing_mean_dense(X, tau, c),
+               noise_smoothing_mean_dense(np.asfortranarray(np.vstack([X, X])), tau, c),
+               noise_smoothing_mean_csr(*_csr_parts(X), *X.shape, tau, c)]
+    for out in outputs:
+        np.testing.assert_allclose(out, expected, rtol=1e-15)
+    # Non-finite input is still marked NaN (the mechanisms refuse it as malformed).
+    assert np.isnan(noise_smoothing_mean_dense(np.array([[np.inf, 1.0]]), tau, c)[0])
+
+
+def _csr_parts(X):
+    A = sp.csr_matrix(X)
+    return A.indptr, A.indices, A.data
