@@ -6,8 +6,10 @@ scikit-learn estimators on top.
 """
 
 from .exceptions import BudgetExceededError, PrivacyLeakWarning
+from ._privacy_spent import privacy_spent
 from .ledger import PrivacyLedger
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["BudgetExceededError", "PrivacyLedger", "PrivacyLeakWarning", "__version__"]
+__all__ = ["BudgetExceededError", "PrivacyLedger", "PrivacyLeakWarning", "__version__",
+           "privacy_spent"]

@@ -16,6 +16,7 @@ from sklearn.utils import get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+from .._privacy_spent import SELECTION_MARK, check_private_steps
 from ..accounting import ZCDP, ApproxDP, PureDP, zcdp_to_epsilon
 from ..ledger import _charges_suspended, charge_budget
 from ..mechanisms.private_selection import (
@@ -125,9 +126,14 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
     estimator : estimator object
         A private estimator with one ``epsilon`` parameter (nested names such as
         ``clf__epsilon`` in a Pipeline are found), optionally ``delta`` next to it, and
-        a fitted ``privacy_spent_``. Every step that looks at the data must be that
-        private step or row-wise (e.g. ``Normalizer``); its ``predict`` must be
-        row-wise (prediction i depends on row i only).
+        a fitted ``privacy_spent_``. Every other step that is fit on the data must be
+        stateless (``Normalizer``, ``FunctionTransformer``, ``HashingVectorizer``, a
+        ``OneHotEncoder`` with declared categories, ...; the list is in
+        :func:`skdpsparse.privacy_spent`): a step that learns from the data without
+        a privacy guarantee (e.g. ``StandardScaler``, whose ``mean_`` would expose an
+        outlier) is refused with a ``ValueError`` before any fit, for every setting
+        of ``param_grid``. Its ``predict`` must be row-wise (prediction i depends on
+        row i only; not checked).
     param_grid : dict or list of dicts
         As in ``GridSearchCV``; must not set the privacy parameters or a
         ``random_state`` (runs need fresh, secret noise).
@@ -164,7 +170,9 @@ callable, default="accuracy"
     Attributes
     ----------
     best_estimator_ : estimator
-        The selected fitted clone (its own ``privacy_spent_`` is the per-run budget).
+        The selected fitted clone (its own ``privacy_spent_`` is the per-run budget;
+        :func:`skdpsparse.privacy_spent` of it is the selection's total, which covers
+        the choice, until it is refit).
     best_params_ : dict
         The selected setting.
     privacy_spent_ : PureDP or ApproxDP
@@ -236,6 +244,9 @@ callable, default="accuracy"
         for params in candidates:
             est = clone(self.estimator).set_params(**params)
             eps_name, delta_name, seed_names = _privacy_names(est)
+            # Before any fit: every step that learns from the data must be private or
+            # stateless, else its fitted state leaks (ValueError naming the step).
+            check_private_steps(est)
             fixed = {eps_name, delta_name, *seed_names, "epsilon", "delta", "random_state"}
             clash = sorted(k for k in params if k in fixed or k.endswith(
                 ("__epsilon", "__delta", "__random_state")))
@@ -319,6 +330,12 @@ callable, default="accuracy"
         self.gamma_ = gamma
         self.max_runs_ = split["max_runs"]
         self.n_candidates_ = m
+        # The released model was chosen among runs: skdpsparse.privacy_spent reports
+        # the selection's total for it (and for its private step) while it is not refit.
+        owner = _owner(best, _privacy_names(best)[0])
+        mark = (total, owner, getattr(owner, "privacy_spent_", None))
+        for obj in {id(best): best, id(owner): owner}.values():
+            setattr(obj, SELECTION_MARK, mark)
         return self
 
     # ---------------------------------------------------------------- delegation

@@ -9,9 +9,18 @@ import pytest
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import Normalizer
+from sklearn.preprocessing import (
+    Binarizer,
+    FunctionTransformer,
+    MinMaxScaler,
+    Normalizer,
+    OneHotEncoder,
+    OrdinalEncoder,
+    StandardScaler,
+)
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from skdpsparse import privacy_spent
 from skdpsparse.accounting import ApproxDP, PureDP
 from skdpsparse.exceptions import BudgetExceededError
 from skdpsparse.ledger import PrivacyLedger, charge_budget
@@ -256,3 +265,67 @@ def test_docstring_example():
 ])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+# -------------------------------------------- non-private steps (issue 17, item 6)
+class _CountingDP(_ThresholdDP):
+    """_ThresholdDP that counts its fits (class-wide: clones share the counter)."""
+
+    fits = 0
+
+    def fit(self, X, y):
+        type(self).fits += 1
+        return super().fit(X, y)
+
+
+def test_a_scaler_that_learns_from_the_data_is_refused_before_any_fit():
+    """The reviewer's attack: a StandardScaler inside the searched pipeline is fit on
+    the private data without noise, and best_estimator_'s scaler releases mean_ and
+    scale_: an outlier row of 1e6 moves mean_[0] by 1e6/n, which tells the
+    neighbouring datasets apart with certainty while the search reported
+    (1, 8.5e-7)-DP. The search must refuse the pipeline before any fit."""
+    X, y = _data(500)
+    X[0, 0] = 1e6  # the outlier; its neighbour has 0 here
+    pipe = Pipeline([("scale", StandardScaler()), ("clf", _CountingDP())])
+    _CountingDP.fits = 0
+    with PrivacyLedger() as ledger, pytest.raises(
+            ValueError, match=r"'scale' \(StandardScaler\).*without a privacy guarantee"):
+        PrivateParameterSelection(pipe, {"clf__threshold": [0.0, 1.0]},
+                                  random_state=0).fit(X, y)
+    assert _CountingDP.fits == 0 and ledger.entries == []
+
+
+def test_a_grid_that_swaps_in_a_learned_step_is_refused_before_any_fit():
+    X, y = _data(300)
+    pipe = Pipeline([("prep", Normalizer()), ("clf", _CountingDP())])
+    _CountingDP.fits = 0
+    with pytest.raises(ValueError, match="MinMaxScaler"):
+        PrivateParameterSelection(pipe, {"prep": [Normalizer(), MinMaxScaler()]},
+                                  random_state=0).fit(X, y)
+    assert _CountingDP.fits == 0
+
+
+@pytest.mark.parametrize("prep", [
+    Normalizer(), FunctionTransformer(np.tanh), Binarizer(),
+    OneHotEncoder(categories=[[0.0, 1.0]] * 3, sparse_output=False),
+    OrdinalEncoder(categories=[[0.0, 1.0]] * 3), "passthrough",
+])
+def test_stateless_steps_are_accepted(prep):
+    X, y = _data(300)
+    X = (X > 0).astype(float)
+    search = PrivateParameterSelection(Pipeline([("prep", prep), ("clf", _ThresholdDP())]),
+                                       {"clf__threshold": [0.5]}, random_state=0).fit(X, y)
+    assert privacy_spent(search) == search.privacy_spent_
+
+
+@pytest.mark.parametrize("prep", [
+    StandardScaler(), OneHotEncoder(), OrdinalEncoder(),
+    OneHotEncoder(categories=[[0.0, 1.0]] * 3, max_categories=2),
+    FunctionTransformer(np.exp, np.log),  # fit checks the inverse on the data
+    LogisticRegression(),
+])
+def test_learned_steps_are_refused(prep):
+    X, y = _data(100)
+    with pytest.raises(ValueError, match="without a privacy guarantee"):
+        PrivateParameterSelection(Pipeline([("prep", prep), ("clf", _ThresholdDP())]),
+                                  {"clf__threshold": [0.5]}, random_state=0).fit(X, y)
