@@ -46,25 +46,46 @@ events with :func:`~skdpsparse.accounting.compose_events`: exactly for continuou
 Gaussians (Gaussian DP), in ρ for zCDP, by RDP for the rest, by basic composition
 for opaque (ε, δ) entries, and the smallest of the valid bounds; it is never larger
 than :func:`compose`'s sum of the budgets.
+
+Budgets that persist. ``PrivacyLedger(store="budget.sqlite", dataset="patients")``
+keeps the entries in an SQLite database instead (:mod:`skdpsparse._ledger_store`),
+under a dataset name, with the dataset's limit: every session on that dataset, in any
+process and at any time, is charged against the same total. The ledger's temporary
+journal then holds only a header naming the store, the dataset and the session, and
+workers find it exactly as above; a charge is one ``BEGIN IMMEDIATE`` transaction
+that reads the dataset's limit and entries, checks the limit and appends the entry.
+
+Charging several ledgers. A fit inside several ledgers (nested ``with`` blocks, an
+in-memory ledger inside a stored one) is checked against all of them before it is
+written to any: each journal or store is locked and checked in a fixed order (the
+same in every process, so two charges cannot wait on each other), and the entries are
+written only when every check passed. A refusal therefore writes nothing anywhere.
 """
 
 import contextlib
 import dataclasses
+import datetime
 import errno
 import json
 import os
+import socket
 import tempfile
 import threading
 import time
+import uuid
 
 from .accounting import ZCDP, ApproxDP, PureDP, zcdp_to_epsilon
 from .accounting.composition import compose_events, events_pure_epsilon, events_zcdp_rho
 from .accounting.events import event_from_dict, event_of, implied_by
 from .exceptions import BudgetExceededError
 
-__all__ = ["PrivacyLedger", "charge_budget", "compose"]
+__all__ = ["LedgerStoreError", "PrivacyLedger", "charge_budget", "compose"]
 
 ENV_VAR = "SKDPSPARSE_LEDGER_JOURNALS"
+DEFAULT_TIMEOUT = 30.0  # seconds a charge waits for a store's write lock
+_MAX_REPR = 500  # a parameter stored by its repr keeps at most this many characters
+HISTORY_COLUMNS = ("id", "time", "dataset", "session", "estimator", "params", "source",
+                   "guarantee", "event", "pid", "host")
 
 _ACTIVE = []  # ledgers active in this process, innermost last
 _LOCK = threading.Lock()
@@ -73,6 +94,14 @@ _ENV_BEFORE = {}  # "value": the environment variable before this process set it
 _MAX_ANCESTORS = 64  # a bound on the walk up the process tree
 _STALE_LOCK_SECONDS = 60.0  # the lock-file fallback breaks a lock held this long
 _LIMIT_RTOL = 1e-12  # a total this close above the limit is rounding, not excess
+
+
+class LedgerStoreError(RuntimeError):
+    """A budget store cannot be used: locked, corrupt, missing or not a budget store.
+
+    Raised instead of reading an unreadable store as empty: the fit that was being
+    charged releases nothing.
+    """
 
 
 def _reset_lock_in_child():
@@ -121,9 +150,91 @@ def _from_json(obj):
 def _entry_budget(entry):
     """The budget of a journal entry, with its event if it was charged with one."""
     budget = _from_json(dict(entry["budget"]))
-    if "event" in entry:  # checked against the budget when it was charged
+    if entry.get("event") is not None:  # checked against the budget when it was charged
         budget = dataclasses.replace(budget, event=event_from_dict(entry["event"]))
     return budget
+
+
+def _plain(value):
+    """json.dumps' fallback: NumPy scalars as Python values; anything else fails."""
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+def _short_repr(value):
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__ must not stop the fit from being charged
+        text = f"<{type(value).__name__} object>"
+    return text if len(text) <= _MAX_REPR else text[:_MAX_REPR - 3] + "..."
+
+
+def _json_params(params):
+    """Constructor parameters as JSON values; a value JSON cannot hold (an estimator,
+    an array) is stored as its repr, shortened. Parameters only: never the data."""
+    out = {}
+    for name, value in params.items():
+        try:
+            out[str(name)] = json.loads(json.dumps(value, default=_plain))
+        except (TypeError, ValueError, RecursionError):
+            out[str(name)] = _short_repr(value)
+    return out
+
+
+def _hostname():
+    try:
+        return socket.gethostname()
+    except OSError:
+        return ""
+
+
+def _describe(estimator):
+    """The entry's source text: the class and its epsilon and delta."""
+    params = estimator.get_params(deep=False)
+    shown = {k: params[k] for k in ("epsilon", "delta") if k in params}
+    return f"{type(estimator).__name__}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
+
+def _record(budget, estimator=None, source="manual"):
+    """What an entry stores: when, what ran with which parameters, what it spent
+    (the reported guarantee and the event), where. The session is added by the
+    journal or store it goes to."""
+    if estimator is not None:
+        source = _describe(estimator)
+    return {
+        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "estimator": None if estimator is None else type(estimator).__qualname__,
+        "params": None if estimator is None else _json_params(estimator.get_params(deep=False)),
+        "source": source,
+        "guarantee": str(budget),
+        "budget": _to_json(budget),
+        "event": None if budget.event is None else budget.event.to_dict(),
+        "pid": os.getpid(),
+        "host": _hostname(),
+    }
+
+
+def _history_row(entry, number, dataset, where):
+    """A stored entry as a row of :meth:`PrivacyLedger.history` (``guarantee`` is the
+    budget object, with its event).
+
+    Raises LedgerStoreError when the entry cannot be decoded: an unreadable entry must
+    not vanish from the total.
+    """
+    try:
+        budget = _entry_budget(entry)
+        time_ = entry.get("time")
+        time_ = None if time_ is None else datetime.datetime.fromisoformat(time_)
+    except (KeyError, TypeError, ValueError) as err:
+        raise LedgerStoreError(f"entry {entry.get('id', number)} of {where} cannot be read "
+                               f"({type(err).__name__}: {err}); it was altered or is "
+                               "corrupt.") from err
+    return {"id": entry.get("id", number), "time": time_, "dataset": dataset,
+            "session": entry.get("session"), "estimator": entry.get("estimator"),
+            "params": entry.get("params"), "source": entry.get("source"),
+            "guarantee": budget, "event": budget.event, "pid": entry.get("pid"),
+            "host": entry.get("host")}
 
 
 # ---------------------------------------------------------------------- composition
@@ -280,10 +391,32 @@ def _exclusive(f):
 
 # --------------------------------------------------------------------------- journal
 class _Journal:
-    """Append-only JSON-lines file: a header with the limit, then one line per fit."""
+    """Append-only JSON-lines file: a header, then one line per fit.
+
+    The header holds the limit and the session id of an in-memory ledger; for a
+    ledger with a store it names the store, the dataset and the session instead, and
+    the entries go to the store (:class:`_StoreTarget`).
+    """
 
     def __init__(self, path):
         self.path = path
+
+    @property
+    def key(self):
+        """Orders the locks a charge takes (the same order in every process)."""
+        return f"journal:{self.path}"
+
+    def header(self):
+        """The header, or None if the journal no longer exists (its ledger closed).
+
+        Read without the lock: the header is written before the journal is published
+        and never changes.
+        """
+        try:
+            with open(self.path) as f:
+                return json.loads(f.readline())
+        except FileNotFoundError:
+            return None
 
     def read(self):
         """The header and the entries; under the lock, so no entry is half-written."""
@@ -292,19 +425,20 @@ class _Journal:
             lines = [json.loads(line) for line in f if line.strip()]
         return lines[0], lines[1:]
 
-    def charge(self, budget, source):
-        """Append an entry unless it takes the total over the limit (then raise).
+    @contextlib.contextmanager
+    def reserve(self, budget, record):
+        """Lock, check the limit with ``budget`` added, and append ``record`` when the
+        block ends without error (the caller may still be checking other ledgers).
 
-        Returns False, charging nothing, if the journal no longer exists: its
-        ledger has closed, so the fit is not inside it.
+        Yields False, writing nothing, if the journal no longer exists: its ledger
+        has closed, so the fit is not inside it. Raises BudgetExceededError (writing
+        nothing) if the limit would be exceeded.
         """
-        record = {"source": source, "budget": _to_json(budget), "pid": os.getpid()}
-        if budget.event is not None:
-            record["event"] = budget.event.to_dict()
         try:
             f = open(self.path, "r+")  # never "a+": that would re-create a closed journal
         except FileNotFoundError:
-            return False
+            yield False
+            return
         with f, _exclusive(f):
             f.seek(0)
             lines = [json.loads(line) for line in f if line.strip()]
@@ -312,11 +446,73 @@ class _Journal:
             limit = header.get("limit")
             if limit is not None:
                 budgets = [_entry_budget(e) for e in entries] + [budget]
-                _check_limit(_from_json(dict(limit)), budgets, source)
+                _check_limit(_from_json(dict(limit)), budgets, record["source"])
+            yield True
             f.seek(0, os.SEEK_END)
-            f.write(json.dumps(record) + "\n")
+            f.write(json.dumps(dict(record, session=header.get("session"))) + "\n")
             f.flush()
-        return True
+
+    def charge(self, budget, source):
+        """Append an entry unless it takes the total over the limit (then raise).
+
+        Returns False, charging nothing, if the journal no longer exists.
+        """
+        with self.reserve(budget, _record(budget, source=source)) as written:
+            return written
+
+
+class _StoreTarget:
+    """The datasets of one budget store that a charge goes to, in one transaction.
+
+    Several active ledgers on the same store (nested, or on different datasets)
+    share one transaction: a second ``BEGIN IMMEDIATE`` on the same file from the
+    same charge would wait for the first until it timed out.
+    """
+
+    def __init__(self, path, timeout):
+        self.path = path
+        self.timeout = timeout
+        self.sessions = {}  # dataset -> session charged with it
+
+    @property
+    def key(self):
+        return f"store:{self.path}"
+
+    def add(self, dataset, session):
+        # Two active ledgers on one dataset charge it once: the budget is the data's.
+        self.sessions.setdefault(dataset, session)
+
+    @contextlib.contextmanager
+    def reserve(self, budget, record):
+        """One write transaction: for each dataset, check its limit with ``budget``
+        added and insert the entry; committed when the block ends without error."""
+        with _store(self.path, self.timeout).transaction() as txn:
+            for dataset, session in self.sessions.items():
+                limit = txn.limit(dataset)  # the store's, which no ledger can loosen
+                if limit is not None:
+                    where = f"dataset {dataset!r} in {self.path}"
+                    budgets = [_history_row(e, i, dataset, where)["guarantee"]
+                               for i, e in enumerate(txn.entries(dataset), 1)]
+                    _check_limit(_from_json(dict(limit)), budgets + [budget],
+                                 f"{record['source']} on dataset {dataset!r}")
+                txn.append(dataset, dict(record, session=session))
+            yield True
+
+
+def _store(path, timeout):
+    """The SQLite store at ``path``; sqlite3 is imported only when a store is used
+    (some Python builds lack it, and ``import skdpsparse`` must not need it)."""
+    from ._ledger_store import SQLiteStore
+
+    return SQLiteStore(path, timeout)
+
+
+def _charge(targets, budget, record):
+    """Charge every target or none: all are locked and checked (in the order of
+    their keys) before any entry is written."""
+    with contextlib.ExitStack() as stack:
+        for target in sorted(targets, key=lambda t: t.key):
+            stack.enter_context(target.reserve(budget, record))
 
 
 # ------------------------------------------------------- finding the active journals
@@ -419,6 +615,24 @@ def _active_journals():
     return [_Journal(p) for p in unique]
 
 
+def _active_targets():
+    """Where a fit is charged: the in-memory journals of the active ledgers, and one
+    :class:`_StoreTarget` per store that an active ledger's header names."""
+    targets, stores = [], {}
+    for journal in _active_journals():
+        header = journal.header()
+        if header is None:  # closed since it was found
+            continue
+        if header.get("store") is None:
+            targets.append(journal)
+            continue
+        store = header["store"]
+        if store not in stores:
+            stores[store] = _StoreTarget(store, header.get("timeout", DEFAULT_TIMEOUT))
+        stores[store].add(header["dataset"], header["session"])
+    return targets + list(stores.values())
+
+
 def _check_event(budget):
     """A budget's event must imply the budget, or composing it would understate."""
     if budget.event is not None and not implied_by(budget.event, budget):
@@ -441,19 +655,49 @@ def charge_budget(estimator, budget):
     ------
     BudgetExceededError
         When a ledger's limit would be exceeded; the caller must then release
-        nothing (set no fitted attribute).
+        nothing (set no fitted attribute). Nothing is written to any ledger.
+    LedgerStoreError
+        When a ledger's store cannot be used (locked past its timeout, corrupt,
+        deleted); nothing is written and the caller must release nothing.
     """
     if getattr(_SUSPENDED, "depth", 0):
         return
-    journals = _active_journals()
-    if not journals:
+    targets = _active_targets()
+    if not targets:
         return
     _check_event(budget)
-    params = estimator.get_params(deep=False)
-    shown = {k: params[k] for k in ("epsilon", "delta") if k in params}
-    source = f"{type(estimator).__name__}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
-    for journal in journals:
-        journal.charge(budget, source)
+    _charge(targets, budget, _record(budget, estimator=estimator))
+
+
+def _composed_total(limit, rows, delta):
+    """The total of :meth:`PrivacyLedger.total` from a snapshot of the ledger."""
+    budgets = [row["guarantee"] for row in rows]
+    if not budgets:
+        return None
+    if delta is None and isinstance(limit, ApproxDP):
+        delta = limit.delta
+    if delta is None:
+        delta = _default_delta(budgets)
+    return compose_events(_events(budgets), delta)
+
+
+def _store_path(store):
+    """The absolute path of a store given as a path; a URL is refused (server
+    databases are not supported yet)."""
+    path = os.fspath(store)
+    if not isinstance(path, str) or not path:
+        raise TypeError(f"store must be the path of an SQLite file, got {store!r}.")
+    if "://" in path:
+        raise ValueError(f"store={path!r}: only SQLite files are supported (give a file "
+                         "path); server databases by URL are not implemented yet.")
+    # Workers may run in another directory: every process must name the same file.
+    return os.path.realpath(path)
+
+
+def _check_timeout(timeout):
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+    return float(timeout)
 
 
 class PrivacyLedger:
@@ -464,6 +708,11 @@ class PrivacyLedger:
     are recorded; ``clone``, ``Pipeline``, ``GridSearchCV`` (every candidate, every
     fold, and the refit) and ``cross_validate`` are counted fit by fit.
 
+    Without ``store`` the entries live as long as the ``with`` block. With
+    ``store`` and ``dataset`` they are kept in an SQLite database under the dataset's
+    name, and every ledger on that dataset, in any process or session, adds to the
+    same total and is held to the same limit.
+
     Parameters
     ----------
     limit : PureDP, ApproxDP or ZCDP, optional
@@ -471,15 +720,35 @@ class PrivacyLedger:
         :class:`~skdpsparse.exceptions.BudgetExceededError` and releases nothing
         (in ``GridSearchCV`` the default ``error_score=nan`` turns that into a
         failed candidate; pass ``error_score="raise"`` to stop the search). An
-        ``ApproxDP`` limit is checked against the composed total at its δ.
+        ``ApproxDP`` limit is checked against the composed total at its δ. With a
+        store, the limit belongs to the dataset: the first ledger that gives one
+        records it, later ledgers may omit it (the recorded one applies) or repeat
+        it, and a different one raises ``ValueError``.
+    store : str or os.PathLike, optional
+        Path of an SQLite file holding the entries (created when the ledger is
+        entered, if missing and ``create`` is true). Several datasets may share it.
+    dataset : str, optional
+        The name under which the entries are kept; required with ``store``. Use
+        one name per body of sensitive data, whoever fits on it.
+    create : bool, default=True
+        Whether entering the ledger may create the store and the dataset. Pass False
+        in scripts that must add to an existing budget: a mistyped path or dataset
+        name then raises instead of starting a new budget at zero.
+    timeout : float, default=30.0
+        Seconds a charge waits for another process's write lock on the store before
+        raising :class:`LedgerStoreError` (charges hold it for milliseconds).
 
     Attributes
     ----------
     entries : list of (str, budget)
         What was charged, in order: the estimator and its ε, δ, and the budget
-        (with its ``event`` when the fit recorded one).
+        (with its ``event`` when the fit recorded one). With a store: every entry
+        of the dataset, from every session.
     processes : set of int
         The processes that charged them.
+    session : str or None
+        Identifies this ledger's entries (the ``session`` column of
+        :meth:`history`); set when the ledger is entered.
 
     Notes
     -----
@@ -489,6 +758,12 @@ class PrivacyLedger:
     How the total is composed, and the limits of the composition theorems when the
     fits' privacy parameters are chosen adaptively, are in
     :mod:`skdpsparse.accounting.composition`.
+
+    A stored entry is written in one SQLite transaction that also checks the
+    dataset's limit (``BEGIN IMMEDIATE``: the write lock is taken before the
+    entries are read), so concurrent processes cannot together exceed it, and a
+    process killed mid-charge leaves the whole entry or none. A locked, corrupt or
+    missing store raises :class:`LedgerStoreError`; it is never read as empty.
 
     Examples
     --------
@@ -502,22 +777,57 @@ class PrivacyLedger:
     ...         ledger.charge(with_event(ApproxDP(1.0, 1e-6), GaussianEvent(z)))
     >>> print(ledger.total())  # at the entries' total delta, 1e-5
     (3.13976, 1e-05)-DP
+
+    The same budget kept in a file, where a second session adds to it:
+
+    >>> import os, tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(folder.name, "budget.sqlite")
+    >>> for session in range(2):  # e.g. two scripts, run one after the other
+    ...     with PrivacyLedger(store=path, dataset="patients",
+    ...                        limit=ApproxDP(4.0, 1e-5)) as ledger:
+    ...         for _ in range(5):
+    ...             ledger.charge(with_event(ApproxDP(1.0, 1e-6), GaussianEvent(z)))
+    >>> print(len(ledger.entries), ledger.total())
+    10 (3.13976, 1e-05)-DP
+    >>> folder.cleanup()
     """
 
-    def __init__(self, limit=None):
+    def __init__(self, limit=None, *, store=None, dataset=None, create=True,
+                 timeout=DEFAULT_TIMEOUT):
         if limit is not None and not isinstance(limit, (PureDP, ApproxDP, ZCDP)):
             raise TypeError(f"limit must be a PureDP, ApproxDP or ZCDP budget, got {limit!r}.")
+        if store is None and dataset is not None:
+            raise ValueError("dataset= names a budget in a store: give store= as well.")
+        if store is not None and (not isinstance(dataset, str) or not dataset):
+            raise ValueError(f"a ledger with a store needs a dataset name, got {dataset!r}.")
         self.limit = limit
+        self.store = store
+        self.dataset = dataset
+        self.create = bool(create)
+        self.timeout = _check_timeout(timeout)
+        self._store_path = None if store is None else _store_path(store)
+        self.session = None
         self._journal = None
         self._final = None
 
+    # ------------------------------------------------------------------ lifetime
     def __enter__(self):
         if self._journal is not None:
             raise RuntimeError("this ledger is already active.")
+        session = uuid.uuid4().hex
+        if self._store_path is None:
+            header = {"limit": None if self.limit is None else _to_json(self.limit),
+                      "session": session}
+        else:
+            self._open_store()
+            # The limit is read from the store at each charge, not from here.
+            header = {"limit": None, "session": session, "store": self._store_path,
+                      "dataset": self.dataset, "timeout": self.timeout}
         fd, path = tempfile.mkstemp(prefix="skdpsparse-journal-", suffix=".jsonl")
-        header = {"limit": None if self.limit is None else _to_json(self.limit)}
         with os.fdopen(fd, "w") as f:
             f.write(json.dumps(header) + "\n")
+        self.session = session
         self._journal = _Journal(path)
         self._final = None
         with _LOCK:
@@ -529,11 +839,46 @@ class PrivacyLedger:
         with _LOCK:
             _ACTIVE.remove(self)
             _publish()
-        self._final = self._read()
+        if self._store_path is None:
+            self._final = self._journal_rows()
         with contextlib.suppress(OSError):  # Windows: a worker may still hold it open
             os.remove(self._journal.path)
         self._journal = None
         return False
+
+    def _open_store(self):
+        """Create (if allowed) or check the store and the dataset, and reconcile the
+        limit with the dataset's, in one transaction."""
+        mine = None if self.limit is None else _to_json(self.limit)
+        with _store(self._store_path, self.timeout).transaction(create=self.create) as txn:
+            txn.check_integrity()  # once per session: damage must not pass for zero
+            if not txn.has_dataset(self.dataset):
+                if not self.create:
+                    known = ", ".join(repr(n) for n in txn.datasets()) or "none"
+                    raise LedgerStoreError(
+                        f"no dataset {self.dataset!r} in the budget store {self._store_path}"
+                        f" (datasets: {known}); create=False refuses to start a new one.")
+                txn.create_dataset(self.dataset, mine)
+                return
+            stored = txn.limit(self.dataset)
+            if mine is None or mine == stored:
+                return
+            if stored is None:  # a limit where there was none only restricts
+                txn.set_limit(self.dataset, mine)
+                return
+            raise ValueError(
+                f"the dataset {self.dataset!r} in {self._store_path} has the limit "
+                f"{_from_json(dict(stored))}, not {self.limit}: a ledger cannot change it. "
+                "Omit limit= to use the recorded one; for a stricter limit on this "
+                "session only, nest an in-memory PrivacyLedger(limit=...) inside.")
+
+    # ------------------------------------------------------------------ charging
+    def _target(self):
+        if self._store_path is None:
+            return self._journal
+        target = _StoreTarget(self._store_path, self.timeout)
+        target.add(self.dataset, self.session)
+        return target
 
     def charge(self, budget, source="manual"):
         """Charge a budget spent outside the estimators (e.g. a custom release).
@@ -544,28 +889,73 @@ class PrivacyLedger:
             With ``budget.event`` set, the event is composed (it must imply the budget).
         source : str, default="manual"
             The name shown in :meth:`summary`.
+
+        Raises
+        ------
+        BudgetExceededError
+            If the limit would be exceeded (nothing is written).
+        LedgerStoreError
+            If the store cannot be used (nothing is written).
         """
         if self._journal is None:
             raise RuntimeError("charge() needs the ledger to be active (use `with`).")
         if not isinstance(budget, (PureDP, ApproxDP, ZCDP)):
             raise TypeError(f"not a privacy budget: {budget!r}")
         _check_event(budget)
-        self._journal.charge(budget, source)
+        _charge([self._target()], budget, _record(budget, source=source))
 
-    def _read(self):
-        if self._journal is None:
-            return list(self._final or [])
+    # ------------------------------------------------------------------- reading
+    def _journal_rows(self):
         _, entries = self._journal.read()
-        return [(e["source"], _entry_budget(e), e["pid"]) for e in entries]
+        where = "the ledger's journal"
+        return [_history_row(e, i, None, where) for i, e in enumerate(entries, 1)]
+
+    def _state(self):
+        """(the limit that applies, the entries as history rows)."""
+        if self._store_path is None:
+            if self._journal is None:
+                return self.limit, list(self._final or [])
+            return self.limit, self._journal_rows()
+        with _store(self._store_path, self.timeout).transaction(write=False) as txn:
+            limit = txn.limit(self.dataset)
+            entries = txn.entries(self.dataset)
+        where = f"dataset {self.dataset!r} in {self._store_path}"
+        rows = [_history_row(e, i, self.dataset, where) for i, e in enumerate(entries, 1)]
+        return (None if limit is None else _from_json(dict(limit))), rows
 
     @property
     def entries(self):
-        return [(source, budget) for source, budget, _ in self._read()]
+        return [(row["source"], row["guarantee"]) for row in self._state()[1]]
 
     @property
     def processes(self):
         """Ids of the processes whose fits were charged."""
-        return {pid for _, _, pid in self._read()}
+        return {row["pid"] for row in self._state()[1]}
+
+    def history(self):
+        """Every entry with when, what, with which parameters, what it spent, where.
+
+        Returns
+        -------
+        pandas.DataFrame or list of dict
+            A DataFrame when pandas is installed, else a list of records; one row per
+            entry in the order charged, with columns ``id``, ``time`` (UTC),
+            ``dataset``, ``session``, ``estimator`` (class name; None for a manual
+            charge), ``params`` (its constructor parameters; never the data),
+            ``source``, ``guarantee`` (the reported budget, with its event),
+            ``event`` (the privacy event, or None), ``pid`` and ``host``.
+
+        Raises
+        ------
+        LedgerStoreError
+            If the store or an entry cannot be read.
+        """
+        rows = self._state()[1]
+        try:
+            import pandas as pd  # optional: a list of records without it
+        except ImportError:
+            return rows
+        return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
 
     def total(self, delta=None):
         """The composed total of the entries (see the module notes).
@@ -573,10 +963,11 @@ class PrivacyLedger:
         Parameters
         ----------
         delta : float, optional
-            The target δ. Without it: the limit's δ for an ``ApproxDP`` limit, else
-            the sum of the entries' δs when every entry is ``PureDP`` or ``ApproxDP``
-            (basic composition would spend exactly that δ; the events' composition
-            then usually gives a much smaller ε at the same δ).
+            The target δ. Without it: the limit's δ for an ``ApproxDP`` limit (with a
+            store, the dataset's limit), else the sum of the entries' δs when every
+            entry is ``PureDP`` or ``ApproxDP`` (basic composition would spend exactly
+            that δ; the events' composition then usually gives a much smaller ε at the
+            same δ).
 
         Returns
         -------
@@ -589,15 +980,10 @@ class PrivacyLedger:
         ValueError
             If a δ is needed but none applies (a zCDP entry has no δ of its own), or
             the δ is below the opaque (ε, δ) entries' total.
+        LedgerStoreError
+            If the store or an entry cannot be read.
         """
-        budgets = [b for _, b in self.entries]
-        if not budgets:
-            return None
-        if delta is None and isinstance(self.limit, ApproxDP):
-            delta = self.limit.delta
-        if delta is None:
-            delta = _default_delta(budgets)
-        return compose_events(_events(budgets), delta)
+        return _composed_total(*self._state(), delta)
 
     def total_zcdp(self):
         """The total as zCDP when every entry has a zCDP bound, else None.
@@ -613,13 +999,17 @@ class PrivacyLedger:
 
     def summary(self, delta=None):
         """Entries and total, as text."""
-        entries = self.entries
-        lines = [f"{len(entries)} private fits"]
-        for source, budget in entries:
+        limit, rows = self._state()  # one snapshot: the lines and the total agree
+        lines = [f"{len(rows)} private fits"]
+        if self._store_path is not None:
+            lines[0] += (f" on dataset {self.dataset!r} in {self._store_path} (limit: "
+                         f"{'none' if limit is None else limit})")
+        for row in rows:
+            budget = row["guarantee"]
             ran = "" if budget.event is None else f"  [{budget.event!r}]"
-            lines.append(f"  {budget!s:<24} {source}{ran}")
+            lines.append(f"  {budget!s:<24} {row['source']}{ran}")
         try:
-            lines.append(f"total: {self.total(delta)}")
+            lines.append(f"total: {_composed_total(limit, rows, delta)}")
         except ValueError as err:
             lines.append(f"total: needs a target delta ({err})")
         return "\n".join(lines)

@@ -1,0 +1,277 @@
+"""The persistent journal behind ``PrivacyLedger(store=...)``: an SQLite database.
+
+This module only stores and returns entries. What an entry means (its budget and
+privacy event, the composition, the limit check) is decided in
+:mod:`skdpsparse.ledger`, *inside* the transactions opened here, which is what makes
+check-then-append one atomic step across processes.
+
+Schema (version 1)::
+
+    ledger_meta(key TEXT PRIMARY KEY, value TEXT)       -- ("schema_version", "1")
+    ledger_datasets(name TEXT PRIMARY KEY,              -- the name the user chose
+                    budget_limit TEXT,                  -- JSON budget, or NULL
+                    created TEXT)                       -- UTC, ISO 8601
+    ledger_entries(id INTEGER PRIMARY KEY AUTOINCREMENT,
+                   dataset TEXT REFERENCES ledger_datasets(name),
+                   time TEXT, session TEXT, estimator TEXT,
+                   params TEXT,                         -- JSON (values' repr as fallback)
+                   source TEXT, guarantee TEXT,         -- e.g. "(1, 1e-06)-DP"
+                   budget TEXT, event TEXT,             -- JSON; event NULL if none
+                   pid INTEGER, host TEXT)
+
+Transactions. A charge is one ``BEGIN IMMEDIATE`` transaction: SQLite's write lock
+is taken *before* the dataset's limit and entries are read, so no other writer can
+commit between the check and the insert, and two processes cannot both pass the
+check. A reader (``history()``, ``total()``) uses a deferred transaction, a consistent
+snapshot of the limit and the entries. A process that dies inside a transaction
+leaves SQLite's rollback journal behind; the next connection rolls it back, so an
+entry is stored whole or not at all. The database keeps SQLite's default rollback
+journal (``journal_mode=DELETE``, ``synchronous=FULL``): one file to copy or back up,
+and a committed entry survives a power cut, which matters more here than the speed
+of write-ahead logging.
+
+Connections are opened per transaction and never shared, so forked children,
+threads and spawned workers each get their own (an SQLite connection must not cross
+a ``fork``).
+
+Every SQLite failure is re-raised as :class:`~skdpsparse.ledger.LedgerStoreError`
+saying what went wrong (locked, corrupt, missing, not a budget store): a budget that
+cannot be read must stop the fit, never read as zero.
+"""
+
+import contextlib
+import datetime
+import json
+import os
+import pathlib
+import sqlite3
+
+from .ledger import LedgerStoreError
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS ledger_datasets (name TEXT PRIMARY KEY, budget_limit TEXT, "
+    "created TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS ledger_entries ("
+    "id INTEGER PRIMARY KEY AUTOINCREMENT, "
+    "dataset TEXT NOT NULL REFERENCES ledger_datasets(name), "
+    "time TEXT NOT NULL, session TEXT NOT NULL, estimator TEXT, params TEXT, "
+    "source TEXT NOT NULL, guarantee TEXT NOT NULL, budget TEXT NOT NULL, event TEXT, "
+    "pid INTEGER NOT NULL, host TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS ledger_entries_by_dataset ON ledger_entries (dataset, id)",
+)
+
+# The columns of ledger_entries holding JSON, decoded on the way out.
+_JSON_COLUMNS = ("params", "budget", "event")
+_ENTRY_COLUMNS = ("id", "dataset", "time", "session", "estimator", "params", "source",
+                  "guarantee", "budget", "event", "pid", "host")
+
+
+def _kind(err):
+    """What an sqlite3 error means for the user: locked, corrupt, cantopen, schema, other.
+
+    Python >= 3.11 gives SQLite's error name; older versions only the message.
+    """
+    name = getattr(err, "sqlite_errorname", None) or ""
+    text = str(err).lower()
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in text or "busy" in text:
+        return "locked"
+    if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or "not a database" in text \
+            or "malformed" in text:
+        return "corrupt"
+    if name.startswith("SQLITE_CANTOPEN") or "unable to open" in text:
+        return "cantopen"
+    if "no such table" in text or "no such column" in text:
+        return "schema"
+    return "other"
+
+
+def _store_error(err, path, timeout):
+    """The LedgerStoreError to raise for the sqlite3 error ``err``."""
+    kind = _kind(err)
+    if kind == "locked":
+        return LedgerStoreError(
+            f"the budget store {path} is locked: another connection held its write lock "
+            f"for more than timeout={timeout:g} s, so nothing was charged and nothing "
+            "released. Retry, raise the ledger's timeout, or stop the process that holds "
+            "the database open in a transaction.")
+    if kind == "corrupt":
+        return LedgerStoreError(
+            f"the budget store {path} is corrupt or not an SQLite database ({err}). The "
+            "budget it records cannot be read: nothing was charged, and the fit being "
+            "charged, if any, released nothing. Restore the file from a backup (a new "
+            "empty store would forget what was spent).")
+    if kind == "cantopen":
+        return LedgerStoreError(f"cannot open the budget store {path} ({err}).")
+    if kind == "schema":
+        return LedgerStoreError(
+            f"{path} is not a skdpsparse budget store, or its tables were altered ({err}).")
+    return LedgerStoreError(f"the budget store {path} failed: {err}")
+
+
+@contextlib.contextmanager
+def _errors(path, timeout):
+    """Re-raise any sqlite3 error as a LedgerStoreError (other exceptions pass)."""
+    try:
+        yield
+    except sqlite3.Error as err:
+        raise _store_error(err, path, timeout) from err
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat()
+
+
+class SQLiteStore:
+    """One SQLite budget store (a file shared by every process on the machine).
+
+    Parameters
+    ----------
+    path : str
+        Absolute path of the database file.
+    timeout : float
+        Seconds to wait for another connection's write lock before raising
+        :class:`~skdpsparse.ledger.LedgerStoreError`.
+    """
+
+    def __init__(self, path, timeout):
+        self.path = path
+        self.timeout = timeout
+
+    def _connect(self, create):
+        if not create and not os.path.exists(self.path):
+            raise LedgerStoreError(
+                f"no budget store at {self.path} (a ledger creates it when entered with "
+                "create=True; a mistyped path must not start a new budget at zero).")
+        # mode=rw: a store deleted while a ledger is active is an error, not a new
+        # empty store that a worker would silently start from zero.
+        uri = f"{pathlib.Path(self.path).as_uri()}?mode={'rwc' if create else 'rw'}"
+        return sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
+
+    @contextlib.contextmanager
+    def transaction(self, write=True, create=False):
+        """A transaction on the store, committed when the block ends without error.
+
+        Parameters
+        ----------
+        write : bool, default=True
+            ``BEGIN IMMEDIATE`` (take the write lock first, so that what is read
+            stays true until the commit) rather than a deferred read transaction.
+        create : bool, default=False
+            Create the file and the tables if missing (else they must exist).
+
+        Yields
+        ------
+        Transaction
+        """
+        with _errors(self.path, self.timeout):
+            conn = self._connect(create)
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                if create:
+                    self._create_schema(conn)
+                self._check_schema(conn)
+                yield Transaction(conn, self.path)
+                conn.execute("COMMIT")
+            except BaseException:
+                # A refused charge, an error, or a KeyboardInterrupt: nothing is written.
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+            finally:
+                conn.close()
+
+    @staticmethod
+    def _create_schema(conn):
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        conn.execute("INSERT OR IGNORE INTO ledger_meta VALUES ('schema_version', ?)",
+                     (str(SCHEMA_VERSION),))
+
+    def _check_schema(self, conn):
+        row = conn.execute(
+            "SELECT value FROM ledger_meta WHERE key = 'schema_version'").fetchone()
+        if row is None or row[0] != str(SCHEMA_VERSION):
+            found = "none" if row is None else row[0]
+            raise LedgerStoreError(
+                f"the budget store {self.path} has schema version {found}; this version "
+                f"of skdpsparse reads version {SCHEMA_VERSION}.")
+
+
+class Transaction:
+    """The reads and writes of one open transaction (see :meth:`SQLiteStore.transaction`)."""
+
+    def __init__(self, conn, path):
+        self._conn = conn
+        self.path = path
+
+    def check_integrity(self):
+        """Raise LedgerStoreError unless SQLite's ``quick_check`` finds the file sound
+        (it reads every page: damage where no charge looks would otherwise pass)."""
+        problems = [r[0] for r in self._conn.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise LedgerStoreError(
+                f"the budget store {self.path} is corrupt ({'; '.join(problems[:3])}); "
+                "restore it from a backup.")
+
+    def datasets(self):
+        """Names of the datasets in the store."""
+        return [r[0] for r in self._conn.execute("SELECT name FROM ledger_datasets ORDER BY name")]
+
+    def has_dataset(self, name):
+        return self._conn.execute("SELECT 1 FROM ledger_datasets WHERE name = ?",
+                                  (name,)).fetchone() is not None
+
+    def create_dataset(self, name, limit):
+        """Add a dataset with ``limit`` (a JSON-able dict, or None)."""
+        self._conn.execute("INSERT INTO ledger_datasets VALUES (?, ?, ?)",
+                           (name, None if limit is None else json.dumps(limit), _now()))
+
+    def set_limit(self, name, limit):
+        self._conn.execute("UPDATE ledger_datasets SET budget_limit = ? WHERE name = ?",
+                           (json.dumps(limit), name))
+
+    def limit(self, name):
+        """The dataset's limit as a dict, or None; LedgerStoreError if no such dataset."""
+        row = self._conn.execute("SELECT budget_limit FROM ledger_datasets WHERE name = ?",
+                                 (name,)).fetchone()
+        if row is None:
+            known = ", ".join(repr(n) for n in self.datasets()) or "none"
+            raise LedgerStoreError(f"no dataset {name!r} in the budget store {self.path} "
+                                   f"(datasets: {known}).")
+        return None if row[0] is None else self._json(row[0], f"the limit of {name!r}")
+
+    def entries(self, name):
+        """The dataset's entries in the order they were charged, as dicts (JSON
+        columns decoded)."""
+        rows = self._conn.execute(
+            f"SELECT {', '.join(_ENTRY_COLUMNS)} FROM ledger_entries WHERE dataset = ? "
+            "ORDER BY id", (name,)).fetchall()
+        out = []
+        for row in rows:
+            entry = dict(zip(_ENTRY_COLUMNS, row))
+            for column in _JSON_COLUMNS:
+                if entry[column] is not None:
+                    entry[column] = self._json(entry[column], f"entry {entry['id']}")
+            out.append(entry)
+        return out
+
+    def append(self, name, record):
+        """Insert one entry; ``record`` has the keys of ``ledger_entries`` but id."""
+        values = {k: record.get(k) for k in _ENTRY_COLUMNS[1:]}
+        values["dataset"] = name
+        for column in _JSON_COLUMNS:
+            if values[column] is not None:
+                values[column] = json.dumps(values[column])
+        self._conn.execute(
+            f"INSERT INTO ledger_entries ({', '.join(values)}) "
+            f"VALUES ({', '.join('?' * len(values))})", tuple(values.values()))
+
+    def _json(self, text, what):
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError) as err:
+            raise LedgerStoreError(f"{what} in the budget store {self.path} is not valid "
+                                   f"JSON ({err}); the store was altered or is corrupt.") from err
