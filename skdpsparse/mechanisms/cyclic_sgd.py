@@ -54,10 +54,12 @@ from .._kernels.cyclic_sgd import (
 )
 from ..accounting import (
     ApproxDP,
+    ZCDPEvent,
     calibrate_last_iterate_noise,
     cyclic_schedule,
     displacement_noise_std,
     last_iterate_rdp_bounds,
+    with_event,
 )
 from ..utils._data import as_canonical_csr
 from ..utils._random import as_random_source
@@ -303,7 +305,8 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
         z = float(noise_multiplier)
     # Every valid bound at z, converted at δ; the smallest ε is the guarantee (notes §4.4).
     epsilons, orders = {}, {}
-    for name, curve in last_iterate_rdp_bounds(noise_multiplier=z, **params).items():
+    curves = last_iterate_rdp_bounds(noise_multiplier=z, **params)
+    for name, curve in curves.items():
         epsilons[name], orders[name] = curve.to_epsilon(delta)
     best = min(epsilons, key=epsilons.get)  # dicts keep LAST_ITERATE_BOUNDS order: ties go first
     sched = cyclic_schedule(n, b, int(epochs))
@@ -314,6 +317,18 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
                       domain_diameter=diameter, n_steps=sched.n_steps,
                       max_uses=sched.max_uses, noise_std=sigma)
     budget = ApproxDP(max(epsilons[best], float(np.finfo(float).tiny)), delta)
+    # Every bound of last_iterate_rdp_bounds is a Gaussian RDP curve, ε(α) = αρ at every
+    # order α > 1 (Mironov 2017, Prop. 7, scaled): that is ρ-zCDP (Bun and Steinke 2016,
+    # Def. 1.1), the event the ledger composes in ρ. Attached only when the chosen
+    # curve is linear in α at every computed order (to 1e-12) and ρ's tight conversion
+    # implies the budget (with_event checks it); otherwise the bare budget, composed
+    # by basic composition, is the safe side.
+    ratio = curves[best].epsilons / curves[best].orders
+    if np.ptp(ratio) <= 1e-12 * ratio.max():
+        try:
+            budget = with_event(budget, ZCDPEvent(float(ratio.max())))
+        except ValueError:
+            pass
     return CyclicSGDPlan(
         loss=loss, loss_param=float(loss_param), norm_bound=float(norm_bound),
         fit_intercept=bool(fit_intercept), n_samples=n, n_features=d, batch_size=b,
