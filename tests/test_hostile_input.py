@@ -14,6 +14,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from skdpsparse.linear_model import (
     DPBiasReducedSGDClassifier,
@@ -26,6 +27,7 @@ from skdpsparse.linear_model import (
     DPOutputPerturbationRegressor,
 )
 from skdpsparse.mean import DPHeavyTailedMean, DPSparseMeanEstimator
+from skdpsparse.model_selection import PrivateParameterSelection
 
 MAX_EXAMPLES = int(os.environ.get("HYPOTHESIS_MAX_EXAMPLES", "25"))
 SETTINGS = settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True,
@@ -193,3 +195,72 @@ def test_seeds_reproduce_and_unseeded_fits_never_share_noise(name, factory, task
 
     np.testing.assert_array_equal(release(123), release(123))
     assert not np.array_equal(release(None), release(None))
+
+
+# --------------------------------------------- one extreme but finite row (issue 17)
+#: Largest finite magnitudes: norms, margins and products of such rows overflow.
+EXTREME = [1.7e308, -1.7e308, 1e308, -1e308, 8.9e307, -3e307]
+EXTREME_ESTIMATORS = ESTIMATORS + [
+    # Large iterates: products x_j·θ_j of a raw extreme row overflow on their own.
+    ("noisy_sgd_regressor_wide",
+     lambda: DPNoisySGDRegressor(noise_calibration="rdp", radius=10.0, learning_rate=1.0,
+                                 random_state=0), "regression", "coef_"),
+    ("noisy_sgd_classifier_wide",
+     lambda: DPNoisySGDClassifier(noise_calibration="rdp", radius=10.0, learning_rate=1.0,
+                                  classes=[0, 1], random_state=0), "classification", "coef_"),
+    ("heavy_tailed_regressor_wide",
+     lambda: DPHeavyTailedRegressor(max_iter=3, radius=10.0, learning_rate=50.0,
+                                    random_state=0), "regression", "coef_"),
+    ("private_selection",
+     lambda: PrivateParameterSelection(
+         DPOutputPerturbationClassifier(classes=[0, 1]), {"alpha": [0.1, 1.0]},
+         random_state=0),
+     "classification", "best_estimator_.coef_"),
+]
+EXTREME_SETTINGS = settings(max_examples=max(MAX_EXAMPLES // 3, 6), deadline=None,
+                            derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def extreme_row_data(draw):
+    """Ordinary rows (n in [6, 12], d in [1, 4]) and one row whose entries reach
+    ±1.7e308 (its target too, sometimes); dense or CSR."""
+    n = draw(st.integers(6, 12))
+    d = draw(st.integers(1, 4))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    X = rng.standard_normal((n, d))
+    y = rng.standard_normal(n)
+    row = draw(st.integers(0, n - 1))
+    X[row] = draw(hnp.arrays(np.float64, d, elements=st.one_of(
+        st.sampled_from(EXTREME),
+        st.floats(-1.7e308, 1.7e308, allow_nan=False, allow_infinity=False))))
+    if draw(st.booleans()):
+        y[row] = draw(st.sampled_from(EXTREME))
+    return (sp.csr_matrix(X) if draw(st.booleans()) else X), y
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # predictions
+@pytest.mark.parametrize("name, factory, task, attr", EXTREME_ESTIMATORS,
+                         ids=[e[0] for e in EXTREME_ESTIMATORS])
+@EXTREME_SETTINGS
+@given(data=extreme_row_data())
+def test_one_extreme_finite_row_never_releases_non_finite_values(name, factory, task, attr,
+                                                                 data):
+    """Finite data is bounded, never rejected, and never turns into NaN/inf: a row of
+    entries up to ±1.7e308 must leave every released number finite (noisy SGD used to
+    form the margin on the raw row: inf·0 = NaN; noise smoothing refused x/τ = inf)."""
+    X, y = data
+    est = _fit(factory, task, X, y)  # no error allowed: the data is finite
+    released = est
+    for part in attr.split("."):
+        released = getattr(released, part)
+    assert np.all(np.isfinite(np.asarray(released, dtype=float))), name
+    for extra in ("intercept_",):
+        if hasattr(est, extra):
+            assert np.all(np.isfinite(np.asarray(getattr(est, extra), dtype=float))), name
+    if task is not None:
+        moderate = np.random.default_rng(0).standard_normal((5, np.shape(X)[1]))
+        assert np.all(np.isfinite(np.asarray(est.decision_function(moderate)
+                                             if task == "classification"
+                                             and hasattr(est, "decision_function")
+                                             else est.predict(moderate), dtype=float)))

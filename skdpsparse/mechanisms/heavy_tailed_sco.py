@@ -51,6 +51,7 @@ __all__ = ["ORACLES", "SETTINGS", "sco_schedule", "nsme_exponent", "heavy_tailed
 ORACLES = ("cwme", "noise_smoothing")
 SETTINGS = ("convex", "strongly_convex")
 DEFAULT_MAX_AUTO_ITER = 1000
+_FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
 def nsme_exponent(d, rho):
@@ -152,7 +153,9 @@ def heavy_tailed_sco(X, y, *, loss_code, loss_param, oracle, setting, n_iter, le
     X : ndarray or CSR matrix of shape (n, p)
         Features, already in random order (the caller permutes), with a constant
         column if an intercept is wanted. Never rescaled or clipped here: the oracle
-        bounds each row's influence.
+        bounds each row's influence, whatever its size (every finite row is used:
+        margins beyond float64 are ±inf, never NaN, and ℓ' is clamped to ±the largest
+        float).
     y : ndarray of shape (n,)
     loss_code, loss_param : int, float
         A loss of :mod:`skdpsparse._kernels.linear_losses` (derivative in the margin).
@@ -205,6 +208,12 @@ def heavy_tailed_sco(X, y, *, loss_code, loss_param, oracle, setting, n_iter, le
         else:
             Xt, yt = X[t * batch:(t + 1) * batch], y[t * batch:(t + 1) * batch]
         der = per_example_derivatives(_margins(Xt, w), yt, loss_code, loss_param)
+        # A finite row whose margin is beyond float64 gets the margin ±inf (never NaN,
+        # :mod:`skdpsparse._kernels.linear_losses`), hence ℓ' = ±inf for the squared
+        # loss, and inf·0 = NaN on its zero entries inside the oracle. Clamp to the
+        # largest finite float of the same sign: a fixed map of the row (and of the
+        # public w), so the oracle's bound on one row's contribution is unchanged.
+        np.clip(der, -_FLOAT_MAX, _FLOAT_MAX, out=der)
         if oracle == "cwme":
             grad, _, info = private_cwme_zcdp(Xt, tau=truncation, n_groups=m, rho=rho_step,
                                               rng=rng, scale=der)
