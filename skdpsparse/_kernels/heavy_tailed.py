@@ -30,6 +30,16 @@ Conventions
   entries equal to ``0.0`` and are clipped like any value (``clip(0)`` is ``0`` when
   the interval contains ``0``, the nearest end point otherwise). Memory is
   ``O(m d)``; the ``n x d`` matrix is never formed.
+* The clipping interval is ``[lo_j, hi_j]`` with ``h`` the largest float ``<= 3 tau``,
+  ``lo_j`` the smallest float ``>= center_j - h`` and ``hi_j`` the largest float
+  ``<= center_j + h`` (exact, real arithmetic; rounding inwards, with Knuth's
+  error-free TwoSum to know which way each sum rounded; at most one unit of
+  ``center_j`` narrower than the tightest floats around ``center_j -+ 3 tau``, and
+  clamped to the finite floats). Rounding to nearest could widen it: with
+  ``center = 1e16`` and ``tau = 0.4`` the float ends are ``center -+ 2`` (spacing 2
+  at 1e16), width 4 instead of 2.4. Inwards, every clipped value lies in an interval
+  of width at most ``6 tau``, which the sensitivity of the mechanisms assumes;
+  ``center_j`` itself always lies in it.
 * A non-finite entry (NaN or +-inf) makes its column's result NaN, at no cost in the
   loops; the mechanisms turn that into a ``ValueError`` before anything is released.
   Every finite entry is bounded, never refused: clipping is a comparison, and the
@@ -94,14 +104,59 @@ def _clip(v, lo, hi):
     return v
 
 
+_FLOAT_MAX = np.finfo(np.float64).max
+
+
+@njit(cache=True, inline="always")
+def _sum_error(a, b, s):
+    # The exact rounding error of s = fl(a + b): a + b = s + e exactly (Knuth's
+    # TwoSum, valid for any finite a, b whose sum does not overflow).
+    bb = s - a
+    return (a - (s - bb)) + (b - bb)
+
+
+@njit(cache=True)
+def _half_width(tau):
+    # The largest float h <= 3*tau (exact, real arithmetic): 3*tau = 2*tau + tau with
+    # 2*tau exact, rounded to nearest, then one step down if that rounded up.
+    if tau == math.inf:
+        return math.inf
+    t2 = 2.0 * tau
+    h = t2 + tau
+    if h == math.inf:  # 3*tau above the largest float: that float is below it
+        return _FLOAT_MAX
+    if _sum_error(t2, tau, h) < 0.0:
+        h = np.nextafter(h, 0.0)
+    return h
+
+
 @njit(cache=True)
 def _interval(center, tau):
+    # [lo_j, hi_j] with center_j - 3*tau <= lo_j <= hi_j <= center_j + 3*tau exactly:
+    # the float ends are rounded inwards (module notes), so every clipped value lies
+    # in an interval of width at most 6*tau, what the sensitivity assumes.
     d = center.shape[0]
     lo = np.empty(d)
     hi = np.empty(d)
+    h = _half_width(tau)
     for j in range(d):
-        lo[j] = center[j] - 3.0 * tau
-        hi[j] = center[j] + 3.0 * tau
+        c = center[j]
+        if h == math.inf:  # tau = inf: no clipping
+            lo[j] = -math.inf
+            hi[j] = math.inf
+            continue
+        a = c - h
+        if a == -math.inf:  # below the most negative float: that float is above it
+            a = -_FLOAT_MAX
+        elif _sum_error(c, -h, a) > 0.0:  # a < c - h: rounded outwards, step in
+            a = np.nextafter(a, math.inf)
+        b = c + h
+        if b == math.inf:
+            b = _FLOAT_MAX
+        elif _sum_error(c, h, b) < 0.0:  # b > c + h
+            b = np.nextafter(b, -math.inf)
+        lo[j] = a
+        hi[j] = b
     return lo, hi
 
 

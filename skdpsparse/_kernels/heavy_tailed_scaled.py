@@ -14,7 +14,8 @@ Two needs of the heavy-tailed estimators that the plain kernels of
   which is all the sensitivity and the median (``_median_of_group_means``) use.
 
 Same conventions as the plain kernels (float64 accumulation, implicit CSR zeros
-clipped like explicit ones); no randomness and no privacy decisions here. A
+clipped like explicit ones, the clipping interval's float ends rounded inwards so that
+its width is at most ``6 tau``); no randomness and no privacy decisions here. A
 non-finite *input* (an entry of ``X`` or a factor) makes its column NaN, but a
 product ``scale[i] * X[i, j]`` that overflows to ±inf from finite inputs is a huge
 value like any other and is clipped (cwme) or saturates (noise smoothing): a

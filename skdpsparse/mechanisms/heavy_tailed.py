@@ -25,7 +25,10 @@ Fix a coordinate j and let the replaced row lie in group g (it lies in exactly o
 group; group membership depends only on the row index). Its clipped value lies in an
 interval of length 6τ, so it moves by at most 6τ and the mean of group g moves by at
 most ``η = 6τ / n_g <= 6τ / n_min`` with ``n_min = floor(n / m)`` the smallest group
-size; the other m - 1 group means do not move. Now the median:
+size; the other m - 1 group means do not move. The interval has length at most 6τ in
+floating point too: its float ends are rounded inwards, never to nearest
+(:mod:`skdpsparse._kernels.heavy_tailed`; to nearest, ``center = 1e16`` and
+``τ = 0.4`` gave the ends ``center ∓ 2``, length 4 > 2.4). Now the median:
 
 * Every order statistic of m numbers is nondecreasing and 1-Lipschitz in each input
   (if u_g alone moves by η, the k-th smallest moves by at most η in the same

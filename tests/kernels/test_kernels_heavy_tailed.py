@@ -4,6 +4,7 @@ float32, n < m, ties, one row, one column, a general centre) and the closed form
 the smoothed soft-truncation E[phi(a(1 + N))] against numerical quadrature."""
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -33,13 +34,43 @@ B = math.sqrt(2.0)
 # ------------------------------------------------------------------ NumPy references
 
 
+def _float_towards(exact, direction):
+    """The float nearest to the rational ``exact`` on the side of ``direction`` (+1:
+    the smallest float >= exact, -1: the largest float <= exact), within the finite
+    floats."""
+    top = Fraction(np.finfo(np.float64).max)
+    if exact >= top:
+        return float(top)
+    if exact <= -top:
+        return -float(top)
+    v = float(exact)  # nearest
+    if direction > 0 and Fraction(v) < exact:
+        v = float(np.nextafter(v, math.inf))
+    if direction < 0 and Fraction(v) > exact:
+        v = float(np.nextafter(v, -math.inf))
+    return v
+
+
+def ref_interval_end(c, tau, side):
+    """The float end of the clipping interval in exact rationals: h = the largest
+    float <= 3τ, then the smallest float >= c - h (side -1) or the largest float
+    <= c + h (side +1). Both ends lie within [c - 3τ, c + 3τ]."""
+    if tau == math.inf:
+        return side * math.inf
+    h = Fraction(_float_towards(3 * Fraction(tau), -1))
+    return _float_towards(Fraction(c) + side * h, -side)
+
+
 def ref_cwme(X, tau, n_groups, center=None):
     """Algorithm 3 without noise, in plain NumPy (np.array_split makes the groups:
-    consecutive, the first n mod m one row longer)."""
+    consecutive, the first n mod m one row longer); the interval's ends rounded
+    inwards (:func:`ref_interval_end`)."""
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
     center = np.zeros(d) if center is None else np.broadcast_to(center, (d,))
-    Z = np.clip(X, center - 3 * tau, center + 3 * tau)
+    lo = np.array([ref_interval_end(float(c), tau, -1) for c in center])
+    hi = np.array([ref_interval_end(float(c), tau, 1) for c in center])
+    Z = np.clip(X, lo, hi)
     groups = np.array_split(Z, min(n_groups, n), axis=0)
     means = np.stack([g.mean(axis=0) for g in groups])
     return np.median(means, axis=0)
@@ -400,3 +431,20 @@ def test_noise_smoothing_finite_extremes_saturate(tau, c):
 def _csr_parts(X):
     A = sp.csr_matrix(X)
     return A.indptr, A.indices, A.data
+
+
+@SETTINGS
+@given(st.floats(-1.7e308, 1.7e308), st.floats(0.0, 1e300) | st.sampled_from([0.4, 0.1, 1e-9]),
+       st.sampled_from([1e16, -1e16, 0.0]) | st.floats(-1e20, 1e20))
+def test_cwme_interval_ends_are_rounded_inwards(c_any, tau, c_big):
+    """The ends of the clipping interval (what ±1.7e308 is clipped to, with n = m = 1)
+    are exactly the floats nearest to c ∓ 3τ on the inside, so hi − lo ≤ 6τ in exact
+    arithmetic whatever the magnitude of the centre (c = 1e16, τ = 0.4 had ends c ∓ 2,
+    width 4 > 2.4)."""
+    for c in (c_any, c_big):
+        center = np.array([c])
+        lo = cwme_dense(np.array([[-1.7e308]]), tau, 1, center)[0]
+        hi = cwme_dense(np.array([[1.7e308]]), tau, 1, center)[0]
+        assert lo == ref_interval_end(c, tau, -1) and hi == ref_interval_end(c, tau, 1)
+        assert lo <= c <= hi
+        assert Fraction(hi) - Fraction(lo) <= 6 * Fraction(tau)

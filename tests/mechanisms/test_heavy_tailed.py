@@ -424,3 +424,46 @@ def test_noise_smoothing_accuracy_on_student_t():
     assert np.all(nonpriv <= math.sqrt(d) * (10 / math.sqrt(n) * math.sqrt(3) + 4.0 / tau))
     mse, predicted = np.mean(errs**2), d * sigma**2 + np.mean(nonpriv**2)
     assert 0.75 * predicted <= mse <= 1.25 * predicted
+
+
+# ------------------------------------- the clipping interval in floating point (issue 17)
+@pytest.mark.parametrize("center, tau", [
+    (1e16, 0.4),           # the issue's case: c ± 1.2 rounded to c ± 2 (width 4 > 2.4)
+    (-1e16, 0.4), (3e15 + 0.5, 0.1), (123456789.125, 1e-9), (1e300, 1e284),
+    (1.7e308, 1e307),      # c + 3τ overflows
+    (-1.7e308, 2e307), (0.0, 1.0 / 3.0), (1.0, 0.1),
+])
+@pytest.mark.parametrize("path", ["dense", "fortran", "csr", "scaled_dense", "scaled_csr",
+                                  "groups"])
+def test_cwme_clipping_interval_is_at_most_6_tau_wide_in_floating_point(center, tau, path):
+    """Every clipped value must lie in an interval of width at most 6τ (what the
+    sensitivity 6τ/n_min assumes). With |c| ≫ τ the float ends c ± 3τ round outwards
+    (c = 1e16, τ = 0.4: c − 2 and c + 2, so one row moved the statistic by 4.0 against
+    the claimed 2.4). Here n = m = 3 groups of one row (n_min = 1, Δ∞ = 6τ), rows 1
+    and 2 clipped to the two ends, so row 0, going from −1.7e308 to +1.7e308, takes the
+    median from one end to the other; the exact difference of the two statistics
+    (taken in rationals) must be at most Δ∞ as computed by cwme_sensitivity."""
+    from fractions import Fraction
+
+    X0 = np.array([[-1.7e308, center], [-1.7e308, center], [1.7e308, center]])
+    X1 = X0.copy()
+    X1[0, 0] = 1.7e308
+    kw = dict(tau=tau, n_groups=3, center=center)
+    if path.startswith("scaled"):
+        kw["scale"] = np.ones(3)
+    if path == "groups":
+        kw["groups"] = np.array([2, 0, 1])
+
+    def stat(X):
+        if path == "fortran":
+            X = np.asfortranarray(X)
+        elif path.endswith("csr"):
+            X = sp.csr_matrix(X)
+        return trimmed_median_of_means(X, **kw)
+
+    s0, s1 = stat(X0), stat(X1)
+    linf = cwme_sensitivity(3, 2, tau, 3).linf
+    assert Fraction(float(s1[0])) - Fraction(float(s0[0])) <= Fraction(linf)
+    assert s1[1] == s0[1]
+    # The interval is no narrower than needed either: it holds the centre.
+    assert s0[0] <= center <= s1[0]
