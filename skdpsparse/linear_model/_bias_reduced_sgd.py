@@ -9,7 +9,6 @@ from sklearn.utils import ClassifierTags
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _kernels
-from ..ledger import charge_budget
 from ._base import OneVsRestClassifierMixin, declared_binary_classes
 from ..mechanisms.bias_reduced import (
     MECHANISMS,
@@ -22,7 +21,7 @@ from ..mechanisms.bias_reduced import (
     theorem_learning_rate,
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..utils._data import check_fit_input, check_supervised_input
+from ..utils._data import check_fit_input, fit_input, release
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
 # max |ℓ''| of the sigmoid loss 1/(1 + e^t): attained where σ(t) = 1/2 ± 1/(2√3).
@@ -203,11 +202,12 @@ class _BaseBiasReducedSGD(BaseEstimator):
         coef, intercept = theta[:d], (c * theta[d] if c > 0 else 0.0)
         return coef, float(intercept), info, budget
 
-    def _store(self, info, budget):
-        charge_budget(self, budget)  # may refuse: nothing is set before this line
-        self.n_iter_ = int(info["n_iter"])
-        self.learning_rate_ = float(info["learning_rate"])
-        self.privacy_spent_ = budget
+    def _store(self, info, budget, attrs):
+        # Charges first; a refused fit releases nothing and leaves the estimator
+        # unfitted (utils._data.release).
+        return release(self, dict(attrs, n_iter_=int(info["n_iter"]),
+                                  learning_rate_=float(info["learning_rate"]),
+                                  privacy_spent_=budget))
 
     def _margins(self, X):
         check_is_fitted(self)
@@ -325,7 +325,7 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
         self : DPBiasReducedSGDClassifier
         """
         validate_params(self, self._parameter_constraints)
-        X, y = check_supervised_input(self, X, y)
+        (X, y), input_attrs = fit_input(self, X, y, supervised=True)  # sets nothing
         classes, targets = self._binary_targets(y)
         self._check_n(X.shape[0])
         code = _kernels.LOSS_CODES[self.loss]
@@ -338,11 +338,9 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
 
         coef, intercept, info, budget = self._fit_linear(
             X, targets, code, param, deriv_bound, loss_range, convex=self.loss != "sigmoid")
-        self._store(info, budget)
-        self.classes_ = classes
-        self.coef_ = coef[None, :]
-        self.intercept_ = np.array([intercept])
-        return self
+        return self._store(info, budget, dict(input_attrs, classes_=classes,
+                                              coef_=coef[None, :],
+                                              intercept_=np.array([intercept])))
 
     def _decision(self, X):
         """(n_samples, 1) margins ⟨w, x̄⟩ + b of the bounded rows x̄ (as in ``fit``),
@@ -438,7 +436,7 @@ class DPBiasReducedSGDRegressor(RegressorMixin, _BaseBiasReducedSGD):
         self : DPBiasReducedSGDRegressor
         """
         validate_params(self, self._parameter_constraints)
-        X, y = check_supervised_input(self, X, y, y_numeric=True)
+        (X, y), input_attrs = fit_input(self, X, y, supervised=True, y_numeric=True)
         self._check_n(X.shape[0])
         Y = float(self.label_bound)
         targets = np.clip(np.asarray(y, dtype=np.float64), -Y, Y)
@@ -458,10 +456,8 @@ class DPBiasReducedSGDRegressor(RegressorMixin, _BaseBiasReducedSGD):
 
         coef, intercept, info, budget = self._fit_linear(
             X, targets, code, param, deriv_bound, loss_range, convex=True)
-        self._store(info, budget)
-        self.coef_ = coef
-        self.intercept_ = intercept
-        return self
+        return self._store(info, budget, dict(input_attrs, coef_=coef,
+                                              intercept_=intercept))
 
     def predict(self, X):
         """Predicted targets ⟨w, x̄⟩ + b on the bounded rows x̄ (as in ``fit``).

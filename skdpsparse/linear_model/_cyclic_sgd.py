@@ -17,10 +17,9 @@ from ..mechanisms.cyclic_sgd import (
     cyclic_sgd,
     plan_cyclic_sgd,
 )
-from ..ledger import charge_budget
 from ._base import declared_binary_classes
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..utils._data import check_fit_input
+from ..utils._data import check_fit_input, fit_input, release
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
 _NONNEGATIVE = Interval("real", 0, None, closed="left")
@@ -216,8 +215,8 @@ default="logistic"
         return self.loss not in REGRESSION_LOSSES
 
     def _binary_targets(self, y):
-        self.classes_ = declared_binary_classes(self, y)
-        return np.where(y == self.classes_[1], 1.0, -1.0)
+        classes = declared_binary_classes(self, y)
+        return classes, np.where(y == classes[1], 1.0, -1.0)
 
     def fit(self, X, y):
         """Run cyclic DP-SGD on ``(X, y)``.
@@ -238,13 +237,12 @@ default="logistic"
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target "
                              "y is None.")
         classifier = self._is_classifier()
-        X, y = check_fit_input(self, X, y, y_numeric=not classifier)
+        # Nothing is set on self before release() has charged the budget.
+        (X, y), attrs = fit_input(self, X, y, y_numeric=not classifier)
         if classifier:
-            targets = self._binary_targets(y)
+            attrs["classes_"], targets = self._binary_targets(y)
         else:
             targets = np.asarray(y, dtype=np.float64)
-            if hasattr(self, "classes_"):
-                del self.classes_  # refit of a former classifier
         n, d = X.shape
         plan = plan_cyclic_sgd(
             n, d, loss=self.loss, loss_param=float(self.loss_param),
@@ -257,18 +255,15 @@ default="logistic"
             radius=self.radius, box=None if self.box is None else tuple(self.box))
         coef, intercept = cyclic_sgd(X, targets, plan, fit_random_source(self.random_state, self, X, targets),
                                      shuffle=bool(self.shuffle), verbose=self.verbose)
-        charge_budget(self, plan.budget)  # may refuse: the model is not set before this
-        self.coef_ = coef[None, :] if classifier else coef
-        self.intercept_ = np.array([intercept])
-        self.n_iter_ = plan.epochs
-        self.n_steps_ = plan.n_steps
-        self.batch_size_ = plan.batch_size
-        self.learning_rate_ = plan.learning_rate
-        self.clip_norm_ = plan.clip_norm
-        self.noise_multiplier_ = plan.noise_multiplier
-        self.privacy_spent_ = plan.budget
-        self.accounting_ = plan.accounting
-        return self
+        attrs.update(
+            coef_=coef[None, :] if classifier else coef, intercept_=np.array([intercept]),
+            n_iter_=plan.epochs, n_steps_=plan.n_steps, batch_size_=plan.batch_size,
+            learning_rate_=plan.learning_rate, clip_norm_=plan.clip_norm,
+            noise_multiplier_=plan.noise_multiplier, privacy_spent_=plan.budget,
+            accounting_=plan.accounting)
+        # Charges first: a refused fit releases nothing (classes_ included) and leaves
+        # the estimator unfitted; a regression refit drops a former classes_.
+        return release(self, attrs)
 
     def _margins(self, X):
         check_is_fitted(self)

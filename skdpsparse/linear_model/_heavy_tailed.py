@@ -9,9 +9,8 @@ from sklearn.utils.validation import check_is_fitted
 from .._kernels.linear_losses import HUBER, SQUARED
 from ..accounting import ZCDP, approx_dp_to_zcdp
 from ..mechanisms.heavy_tailed_sco import ORACLES, heavy_tailed_sco, sco_schedule
-from ..ledger import charge_budget
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..utils._data import check_fit_input, check_supervised_input
+from ..utils._data import check_fit_input, fit_input, release
 
 _AUTO_ITER_CAP = 1000
 _ENTRY_CAP = 1e150
@@ -186,7 +185,7 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         if self.mean_oracle == "noise_smoothing" and self.moment < 2:
             raise ValueError("mean_oracle='noise_smoothing' needs a bound on a moment of "
                              f"order k >= 2, got moment={self.moment!r}.")
-        X, y = check_supervised_input(self, X, y, reset=True, y_numeric=True)
+        (X, y), input_attrs = fit_input(self, X, y, supervised=True, y_numeric=True)
         y = np.asarray(y, dtype=np.float64)
         n, d = X.shape
         rng = fit_random_source(self.random_state, self, X, y)
@@ -226,17 +225,14 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
             n_iter=T, learning_rate=eta, truncation=tau, rho=rho, radius=float(self.radius),
             rng=rng, alpha=float(self.alpha), failure_prob=float(self.failure_prob),
             smoothing_variance=float(self.smoothing_variance), penalized=penalized)
-        charge_budget(self, ZCDP(rho))  # may refuse: nothing is set before this line
-        self.coef_ = w[:d].copy()
-        self.intercept_ = float(w[d]) if self.fit_intercept else 0.0
-        self.n_iter_ = T
-        self.learning_rate_ = eta
-        self.truncation_ = tau
-        self.setting_ = setting
-        self.noise_scale_ = float(info["noise_scale"])
-        self.privacy_spent_ = ZCDP(rho)
-        self.approx_dp_spent_ = self.privacy_spent_.to_approx_dp(float(self.delta))
-        return self
+        budget = ZCDP(rho)
+        # Charges first: a refused fit releases nothing and leaves the estimator unfitted.
+        return release(self, dict(
+            input_attrs, coef_=w[:d].copy(),
+            intercept_=float(w[d]) if self.fit_intercept else 0.0, n_iter_=T,
+            learning_rate_=eta, truncation_=tau, setting_=setting,
+            noise_scale_=float(info["noise_scale"]), privacy_spent_=budget,
+            approx_dp_spent_=budget.to_approx_dp(float(self.delta))))
 
     def predict(self, X):
         """Predict with the private linear model.

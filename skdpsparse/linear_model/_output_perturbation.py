@@ -6,11 +6,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..ledger import charge_budget
 from ..mechanisms.output_perturbation import output_perturbation, plan_output_perturbation
 from ..mechanisms.sparse_exponential import MAX_NET_SIZE, sparse_exponential_mechanism
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..utils._data import check_fit_input
+from ..utils._data import check_fit_input, fit_input, release
 from ._base import OneVsRestClassifierMixin, declared_classes, one_vs_rest_targets
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
@@ -116,8 +115,8 @@ class _BaseOutputPerturbation(BaseEstimator):
     def _fit_problems(self, X, targets, loss, loss_param, label_bound):
         """Run the mechanism; return (coef, intercept, budget, attributes).
 
-        Sets nothing: the caller charges the ledger first (a refused fit releases
-        nothing), then stores the results.
+        Sets nothing: the caller releases through :meth:`_store` (charge first, then
+        every fitted attribute at once).
         """
         n, d = X.shape
         K = targets.shape[0]
@@ -154,13 +153,10 @@ class _BaseOutputPerturbation(BaseEstimator):
         return float(self.norm_bound) / math.sqrt(s)
 
     def _store(self, budget, attrs):
-        charge_budget(self, budget)  # may refuse: nothing is set before this line
-        for name in ("tau_", "noise_scale_"):  # a refit with the other method
-            if hasattr(self, name):
-                delattr(self, name)
-        for name, value in attrs.items():
-            setattr(self, name, value)
-        self.privacy_spent_ = budget
+        # Charges first; a refused fit releases nothing (and leaves the estimator
+        # unfitted); attributes of an earlier fit (tau_ or noise_scale_ of the other
+        # method) are removed.
+        return release(self, dict(attrs, privacy_spent_=budget))
 
     def _decision(self, X):
         check_is_fitted(self)
@@ -270,15 +266,13 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
         """
         validate_params(self, self._parameter_constraints)
         self._check_y(y)
-        X, y = check_fit_input(self, X, y, y_numeric=True)
+        (X, y), input_attrs = fit_input(self, X, y, y_numeric=True)
         loss_param = float(self.huber_threshold) if self.loss == "huber" else 1.0
         coef, intercept, budget, attrs = self._fit_problems(
             X, np.asarray(y, dtype=np.float64)[None, :], self.loss, loss_param,
             float(self.label_bound))
-        self._store(budget, attrs)
-        self.coef_ = coef[0]
-        self.intercept_ = float(intercept[0])
-        return self
+        return self._store(budget, dict(attrs, **input_attrs, coef_=coef[0],
+                                        intercept_=float(intercept[0])))
 
     def predict(self, X):
         """Predicted targets ``X @ coef_ + intercept_``.
@@ -391,13 +385,11 @@ class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin, 
         """
         validate_params(self, self._parameter_constraints)
         self._check_y(y)
-        X, y = check_fit_input(self, X, y)
+        (X, y), input_attrs = fit_input(self, X, y)
         classes = declared_classes(self, y)
         targets = one_vs_rest_targets(y, classes)
         loss_param = float(self.smoothing) if self.loss == "smoothed_hinge" else 1.0
         coef, intercept, budget, attrs = self._fit_problems(
             X, targets, self.loss, loss_param, 1.0)
-        self._store(budget, attrs)
-        self.classes_ = classes
-        self.coef_, self.intercept_ = coef, intercept
-        return self
+        return self._store(budget, dict(attrs, **input_attrs, classes_=classes, coef_=coef,
+                                        intercept_=intercept))

@@ -11,9 +11,8 @@ from ..mechanisms.heavy_tailed import (
     private_noise_smoothing_mean,
     truncation_for,
 )
-from ..ledger import charge_budget
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..utils._data import check_fit_input
+from ..utils._data import fit_input, release
 from ._base import PrivateMeanMixin
 
 
@@ -186,7 +185,7 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         # Finiteness is checked by the compiled pass itself (a non-finite entry makes
         # its column NaN, and the mechanism raises before releasing anything): one read
         # of X instead of two.
-        X = check_fit_input(self, X, reset=True, ensure_all_finite=False)
+        X, input_attrs = fit_input(self, X, ensure_all_finite=False)  # sets nothing
         n, d = X.shape
         delta = 0.0 if self.delta is None else float(self.delta)
         if self.method == "noise_smoothing":
@@ -212,12 +211,9 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
             mean, budget, info = private_noise_smoothing_mean(
                 X, tau=tau, epsilon=float(self.epsilon), delta=delta, rng=rng,
                 smoothing_variance=float(self.smoothing_variance))
-        charge_budget(self, budget)  # may refuse: nothing is set before this line
-        self.mean_ = mean
-        self.truncation_ = tau
-        self.noise_scale_ = float(info["scale"])
+        attrs = dict(input_attrs, mean_=mean, truncation_=tau,
+                     noise_scale_=float(info["scale"]), privacy_spent_=budget,
+                     approx_dp_spent_=info.get("approx_dp", budget))
         if self.method == "cwme":
-            self.n_groups_ = int(info["n_groups"])
-        self.privacy_spent_ = budget
-        self.approx_dp_spent_ = info.get("approx_dp", budget)
-        return self
+            attrs["n_groups_"] = int(info["n_groups"])
+        return release(self, attrs)  # charges first; a refused fit releases nothing

@@ -3,9 +3,8 @@
 from sklearn.base import BaseEstimator
 
 from ..mechanisms.sparse_mean import METHODS, choose_method, private_sparse_mean
-from ..ledger import charge_budget
 from ..utils import Interval, Options, fit_random_source, validate_params
-from ..utils._data import check_fit_input
+from ..utils._data import fit_input, release
 from ._base import PrivateMeanMixin
 
 
@@ -126,7 +125,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         self : DPSparseMeanEstimator
         """
         validate_params(self, self._parameter_constraints)
-        X = check_fit_input(self, X, reset=True)
+        X, input_attrs = fit_input(self, X)  # sets nothing: release() does, after charging
         n, d = X.shape
         s = d if self.sparsity is None else min(int(self.sparsity), d)
         delta = 0.0 if self.delta is None else float(self.delta)
@@ -146,11 +145,8 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
             recovery=self.recovery,
             max_iter=self.solver_max_iter, tol=self.solver_tol,
         )
-        charge_budget(self, budget)  # may refuse: nothing is set before this line
-        self.mean_ = mean
-        self.method_ = method
-        self.sparsity_ = s
-        self.privacy_spent_ = budget
+        attrs = dict(input_attrs, mean_=mean, method_=method, sparsity_=s,
+                     privacy_spent_=budget)
         if "solver" in info:
-            self.n_iter_ = int(info["solver"]["n_iter"])
-        return self
+            attrs["n_iter_"] = int(info["solver"]["n_iter"])
+        return release(self, attrs)  # charges first; a refused fit releases nothing

@@ -1,0 +1,114 @@
+"""A fit that a ledger refuses releases nothing: no fitted attribute of any kind is
+set, and a refused refit leaves the estimator unfitted, never with a mixture of the
+earlier fit and the refused one (issue 17).
+
+Every estimator charges its budget first and only then sets its fitted attributes, all
+at once (``skdpsparse.utils._data.release``), ``n_features_in_``, ``feature_names_in_``
+and ``classes_`` included, which scikit-learn's validation and the label handling set
+while the data is read (``fit_input`` takes them off again until the release).
+"""
+
+import numpy as np
+import pytest
+
+from skdpsparse import BudgetExceededError, PrivacyLedger
+from skdpsparse.accounting import PureDP
+from skdpsparse.linear_model import (
+    DPBiasReducedSGDClassifier,
+    DPBiasReducedSGDRegressor,
+    DPCyclicSGD,
+    DPHeavyTailedRegressor,
+    DPNoisySGDClassifier,
+    DPNoisySGDRegressor,
+    DPOutputPerturbationClassifier,
+    DPOutputPerturbationRegressor,
+)
+from skdpsparse.mean import DPHeavyTailedMean, DPSparseMeanEstimator
+from skdpsparse.model_selection import PrivateParameterSelection
+
+pd = pytest.importorskip("pandas")
+
+ESTIMATORS = [
+    pytest.param(lambda: DPSparseMeanEstimator(random_state=0), None, id="sparse_mean"),
+    pytest.param(lambda: DPHeavyTailedMean(random_state=0), None, id="heavy_tailed_mean"),
+    pytest.param(lambda: DPHeavyTailedMean(method="noise_smoothing", random_state=0), None,
+                 id="heavy_tailed_nsme"),
+    pytest.param(lambda: DPHeavyTailedRegressor(max_iter=2, random_state=0), "regression",
+                 id="heavy_tailed_regressor"),
+    pytest.param(lambda: DPCyclicSGD(epochs=1, batch_size=5, classes=[0, 1], random_state=0),
+                 "classification", id="cyclic_sgd_classifier"),
+    pytest.param(lambda: DPCyclicSGD(loss="squared", epochs=1, batch_size=5, random_state=0),
+                 "regression", id="cyclic_sgd_regressor"),
+    pytest.param(lambda: DPOutputPerturbationClassifier(classes=[0, 1], random_state=0),
+                 "classification", id="output_perturbation_classifier"),
+    pytest.param(lambda: DPOutputPerturbationClassifier(classes=[0, 1], radius=1.0,
+                                                        method="exponential", tau=1.0,
+                                                        delta=0, random_state=0),
+                 "classification", id="sparse_exponential"),
+    pytest.param(lambda: DPOutputPerturbationRegressor(random_state=0), "regression",
+                 id="output_perturbation_regressor"),
+    pytest.param(lambda: DPBiasReducedSGDClassifier(classes=[0, 1], random_state=0),
+                 "classification", id="bias_reduced_classifier"),
+    pytest.param(lambda: DPBiasReducedSGDRegressor(random_state=0), "regression",
+                 id="bias_reduced_regressor"),
+    pytest.param(lambda: PrivateParameterSelection(
+        DPOutputPerturbationClassifier(classes=[0, 1]), {"alpha": [0.1, 1.0]},
+        random_state=0), "classification", id="private_selection"),
+    pytest.param(lambda: DPNoisySGDClassifier(classes=[0, 1], noise_calibration="rdp",
+                                              random_state=0),
+                 "classification", id="noisy_sgd_classifier"),
+    pytest.param(lambda: DPNoisySGDRegressor(noise_calibration="rdp", random_state=0),
+                 "regression", id="noisy_sgd_regressor"),
+]
+
+
+#: The same, with the estimators whose refused refit still keeps the earlier fit.
+#: PrivateParameterSelection (skdpsparse/model_selection, owned elsewhere) sets nothing
+#: before charging but keeps an earlier fit's attributes when a refit is refused; it
+#: should release through utils._data.release like the others.
+REFIT_ESTIMATORS = [
+    pytest.param(*p.values, id=p.id, marks=pytest.mark.xfail(
+        strict=True, reason="model_selection keeps an earlier fit after a refused refit"))
+    if p.id == "private_selection" else p for p in ESTIMATORS]
+
+
+def _data(task, d=3):
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.standard_normal((60, d)), columns=[f"f{j}" for j in range(d)])
+    y = rng.standard_normal(60)
+    if task == "classification":
+        y = (y > 0).astype(int)
+    return X, y
+
+
+def _fit(est, task, X, y):
+    return est.fit(X) if task is None else est.fit(X, y)
+
+
+def _fitted_attributes(est):
+    return {k: v for k, v in vars(est).items() if k.endswith("_") and not k.startswith("_")}
+
+
+@pytest.mark.parametrize("factory, task", ESTIMATORS)
+def test_a_refused_fit_sets_no_fitted_attribute(factory, task):
+    X, y = _data(task)
+    est = factory()
+    with PrivacyLedger(limit=PureDP(1e-9)):
+        with pytest.raises(BudgetExceededError):
+            _fit(est, task, X, y)
+    assert _fitted_attributes(est) == {}
+    assert not hasattr(est, "n_features_in_") and not hasattr(est, "feature_names_in_")
+
+
+@pytest.mark.parametrize("factory, task", REFIT_ESTIMATORS)
+def test_a_refused_refit_leaves_the_estimator_unfitted(factory, task):
+    X, y = _data(task)
+    est = _fit(factory(), task, X, y)
+    assert _fitted_attributes(est) and est.n_features_in_ == 3  # a fit does set them
+    X2, y2 = _data(task, d=5)
+    X2.columns = [f"g{j}" for j in range(5)]
+    with PrivacyLedger(limit=PureDP(1e-9)):
+        with pytest.raises(BudgetExceededError):
+            _fit(est, task, X2, y2)
+    assert _fitted_attributes(est) == {}
+    assert not hasattr(est, "n_features_in_") and not hasattr(est, "feature_names_in_")
