@@ -90,3 +90,46 @@ def test_ledger_without_fcntl(mode):
         assert result["calls"]["lock"] == result["calls"]["unlock"] >= 20  # + reads
     else:
         assert result["calls"]["lock"] == 0
+
+
+STORE_SCRIPT = textwrap.dedent("""
+    import json, os, sys, tempfile, threading
+
+    sys.modules["fcntl"] = None  # neither POSIX nor Windows locks: SQLite locks alone
+    sys.modules["msvcrt"] = None
+    from skdpsparse import BudgetExceededError, PrivacyLedger
+    from skdpsparse.accounting import PureDP
+
+    refused = []
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "budget.sqlite")
+        with PrivacyLedger(store=path, dataset="d", limit=PureDP(5.0)) as ledger:
+            def spend():
+                for _ in range(5):
+                    try:
+                        ledger.charge(PureDP(0.5))
+                    except BudgetExceededError:
+                        refused.append(1)
+
+            threads = [threading.Thread(target=spend) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        print(json.dumps({"entries": len(ledger.entries), "refused": len(refused),
+                          "total": ledger.total().epsilon,
+                          "modules": [m for m in ("fcntl", "msvcrt") if sys.modules[m]]}))
+""")
+
+
+def test_store_without_fcntl_or_msvcrt():
+    """A ledger with a store needs neither lock module: SQLite does its own locking."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+        + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    out = subprocess.run([sys.executable, "-c", STORE_SCRIPT], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"entries": 10, "refused": 10, "total": 5.0, "modules": []}

@@ -1,0 +1,296 @@
+"""The budget store across real processes: grid-search workers under every joblib
+backend write to it, a process killed mid-fit or mid-transaction leaves whole entries
+only, a lock held by another process gives a clear error, and concurrent writers lose
+no entry and never exceed the limit. No database is mocked: every test uses SQLite
+files and real processes.
+"""
+
+import json
+import multiprocessing
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+from sklearn.model_selection import GridSearchCV
+
+from skdpsparse import BudgetExceededError, PrivacyLedger
+from skdpsparse.accounting import PureDP
+from skdpsparse.datasets import make_heavy_tailed
+from skdpsparse.ledger import LedgerStoreError, charge_budget
+from skdpsparse.mean import DPHeavyTailedMean
+from test_ledger_processes import BACKENDS, _use, start_method  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::skdpsparse.exceptions.PrivacyLeakWarning",
+    "ignore::sklearn.exceptions.FitFailedWarning",
+    "ignore:.*One or more of the test scores are non-finite.*:UserWarning",
+)
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, _ = make_heavy_tailed(240, 3, random_state=0)
+    return X
+
+
+@pytest.fixture
+def store(tmp_path):
+    return str(tmp_path / "budget.sqlite")
+
+
+def _entries(store):
+    """Every row, read with the plain sqlite3 module (no skdpsparse code involved)."""
+    with sqlite3.connect(store) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute("SELECT * FROM ledger_entries ORDER BY id")]
+
+
+def _assert_whole(entry):
+    """Every column of an entry is there and decodes."""
+    assert entry["estimator"] and entry["source"] and entry["guarantee"]
+    assert entry["session"] and entry["host"] and entry["pid"] > 0 and entry["time"]
+    assert json.loads(entry["params"])["epsilon"] == 1.0
+    assert json.loads(entry["budget"]) == {"type": "PureDP", "epsilon": 1.0}
+
+
+def _script(body):
+    """Run ``body`` in a fresh interpreter; returns the Popen object (stdout piped)."""
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]]
+                                                  if env.get("PYTHONPATH") else []))
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(body)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+PRELUDE = """
+    import os, sys
+    from skdpsparse import PrivacyLedger
+    from skdpsparse.accounting import PureDP
+    from skdpsparse.datasets import make_heavy_tailed
+    from skdpsparse.mean import DPHeavyTailedMean
+
+    X, _ = make_heavy_tailed(240, 3, random_state=0)
+    STORE = {store!r}
+
+    def fit():
+        return DPHeavyTailedMean(epsilon=1.0, delta=0, truncation=2.0).fit(X)
+"""
+
+
+# -------------------------------------------------------------------------- workers
+@pytest.mark.parametrize("backend, method", BACKENDS)
+def test_grid_search_workers_write_to_the_store(data, store, start_method, backend, method):
+    """6 fits of 1-DP in workers against the dataset's 4-DP limit, of which 1 was
+    spent by an earlier session: 3 run, 3 are refused (NaN scores)."""
+    with PrivacyLedger(store=store, dataset="d", limit=PureDP(4.0)):
+        DPHeavyTailedMean(epsilon=1.0, delta=0, truncation=2.0).fit(data)
+    grid = GridSearchCV(DPHeavyTailedMean(epsilon=1.0, delta=0, random_state=0),
+                        {"truncation": [2.0, 3.0]}, cv=3, refit=False)
+    with _use(backend, method):  # pools started before this session's ledger
+        with PrivacyLedger(store=store, dataset="d") as ledger:
+            grid.fit(data)
+    entries = _entries(store)
+    assert len(entries) == 4 and ledger.total() == PureDP(4.0)
+    scores = np.concatenate([grid.cv_results_[f"split{i}_test_score"] for i in range(3)])
+    assert np.isnan(scores).sum() == 3
+    session = [e for e in entries if e["session"] == ledger.session]
+    assert len(session) == 3
+    if backend != "threading":  # the fits really ran in worker processes
+        assert {e["pid"] for e in session} - {os.getpid()}
+
+
+# --------------------------------------------------------------------------- crashes
+def test_a_crash_between_charge_and_release_leaves_the_whole_entry(data, store):
+    """The fit is charged, then its process dies before setting any fitted attribute:
+    the entry is stored whole (the budget was spent: whatever the process did next
+    is not the ledger's to know), and the next session counts it."""
+    child = _script(PRELUDE.format(store=store) + """
+    import skdpsparse.ledger
+
+    real = skdpsparse.ledger._charge  # what charge_budget calls, wherever it is imported
+
+    def charge_then_die(*args):
+        real(*args)  # committed
+        os._exit(3)  # before charge_budget returns: before any attribute is set
+
+    skdpsparse.ledger._charge = charge_then_die
+    with PrivacyLedger(store=STORE, dataset="d", limit=PureDP(1.5)):
+        print(os.getpid(), flush=True)
+        fit()
+    """)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 3, err
+    entry, = _entries(store)
+    _assert_whole(entry)
+    assert entry["pid"] == int(out.split()[0])
+    with PrivacyLedger(store=store, dataset="d") as ledger:
+        with pytest.raises(BudgetExceededError):
+            DPHeavyTailedMean(epsilon=1.0, delta=0, truncation=2.0).fit(data)
+    assert ledger.total() == PureDP(1.0)
+
+
+def test_a_crash_inside_the_transaction_leaves_no_entry(data, store):
+    """The process dies after its INSERT, before COMMIT (the rollback journal it
+    leaves shows the write transaction was open): the store holds no trace of it."""
+    child = _script(PRELUDE.format(store=store) + """
+    from skdpsparse.ledger import _charge, _record
+
+    est = DPHeavyTailedMean(epsilon=1.0, delta=0)
+    with PrivacyLedger(store=STORE, dataset="d", limit=PureDP(1.5)) as ledger:
+        fit()
+        target = ledger._target()
+        reservation = target.reserve(PureDP(0.5), _record(PureDP(0.5), est))
+        reservation.__enter__()  # limit checked, row inserted, not committed
+        os._exit(3)
+    """)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 3, err
+    assert os.path.getsize(store + "-journal") > 0  # the insert's, left by the crash
+    entry, = _entries(store)  # the fit before the crash; not the uncommitted charge
+    _assert_whole(entry)
+    with PrivacyLedger(store=store, dataset="d") as ledger:
+        DPHeavyTailedMean(epsilon=0.5, delta=0, truncation=2.0).fit(data)
+    assert ledger.total() == PureDP(1.5)
+
+
+def test_a_writer_killed_at_any_moment_leaves_whole_entries(store):
+    """Kill -9 a process charging as fast as it can: every stored entry is whole, and
+    there are as many as it reported committed (or one more, committed before it
+    could say so)."""
+    child = _script(PRELUDE.format(store=store) + """
+    from skdpsparse.ledger import charge_budget
+
+    est = DPHeavyTailedMean(epsilon=1.0, delta=0)
+    with PrivacyLedger(store=STORE, dataset="d"):
+        for i in range(1, 100_000):
+            charge_budget(est, PureDP(1.0))
+            print(i, flush=True)
+    """)
+    committed = 0
+    while committed < 30:  # well into the stream of transactions
+        line = child.stdout.readline()
+        assert line, child.stderr.read()
+        committed = int(line)
+    child.kill()
+    child.wait(timeout=60)
+    committed = max([committed] + [int(x) for x in child.stdout.read().split()])
+    entries = _entries(store)
+    assert committed <= len(entries) <= committed + 1
+    for entry in entries:
+        _assert_whole(entry)
+
+
+# -------------------------------------------------------------------------- locking
+def test_a_locked_store_gives_a_clear_error(data, store):
+    with PrivacyLedger(store=store, dataset="d", timeout=0.3) as ledger:
+        DPHeavyTailedMean(epsilon=1.0, delta=0, truncation=2.0).fit(data)
+        holder = _script(f"""
+            import sqlite3, sys
+            conn = sqlite3.connect({store!r}, isolation_level=None)
+            conn.execute("BEGIN EXCLUSIVE")  # e.g. a hung maintenance script
+            print("locked", flush=True)
+            sys.stdin.readline()
+            conn.execute("ROLLBACK")
+        """)
+        try:
+            assert holder.stdout.readline().strip() == "locked", holder.stderr.read()
+            est = DPHeavyTailedMean(epsilon=1.0, delta=0, truncation=2.0)
+            start = time.perf_counter()
+            with pytest.raises(LedgerStoreError, match=r"locked.*timeout=0.3 s"):
+                est.fit(data)
+            assert time.perf_counter() - start < 10
+            assert not hasattr(est, "mean_")
+            with pytest.raises(LedgerStoreError, match="locked"):
+                ledger.total()  # never a silent zero
+        finally:
+            holder.communicate("\n", timeout=60)
+        est.fit(data)  # the lock is gone: the fit goes through
+        assert hasattr(est, "mean_")
+    assert len(ledger.entries) == 2
+
+
+# ----------------------------------------------------------------------- concurrency
+N_PROCESSES, N_CHARGES, EPS, LIMIT = 8, 50, 0.01, 3.0  # the limit admits 300 of 400
+
+
+def _writer(store, own_session, barrier, results):
+    """Charge N_CHARGES fits of EPS as fast as possible; report how many went in.
+
+    With ``own_session`` the process opens its own ledger on the dataset (another
+    script); otherwise it charges inside the test's ledger, found through the
+    ancestor pointer and the environment as a grid-search worker finds it."""
+    est = DPHeavyTailedMean(epsilon=EPS, delta=0)
+    ledger = PrivacyLedger(store=store, dataset="d") if own_session else None
+    accepted = 0
+    try:
+        if ledger is not None:
+            ledger.__enter__()
+        barrier.wait(timeout=120)
+        for _ in range(N_CHARGES):
+            try:
+                charge_budget(est, PureDP(EPS))
+                accepted += 1
+            except BudgetExceededError:
+                pass
+        if ledger is not None:
+            ledger.__exit__(None, None, None)
+    except Exception as err:  # reported, so that the test fails at once, not by timeout
+        results.put((os.getpid(), repr(err)))
+        return
+    results.put((os.getpid(), accepted))
+
+
+def test_concurrent_writers_lose_nothing_and_never_exceed_the_limit(store):
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() \
+        else "spawn"
+    ctx = multiprocessing.get_context(method)
+    barrier, results = ctx.Barrier(N_PROCESSES), ctx.Queue()
+    with PrivacyLedger(store=store, dataset="d", limit=PureDP(LIMIT)) as ledger:
+        writers = [ctx.Process(target=_writer, args=(store, i % 2 == 0, barrier, results))
+                   for i in range(N_PROCESSES)]
+        for w in writers:
+            w.start()
+        start = time.perf_counter()
+        accepted = dict(results.get(timeout=120) for _ in writers)
+        elapsed = time.perf_counter() - start
+        for w in writers:
+            w.join(timeout=60)
+            assert w.exitcode == 0
+    print(f"{N_PROCESSES} processes x {N_CHARGES} charges ({method}): {elapsed:.2f} s")
+    assert all(isinstance(n, int) for n in accepted.values()), accepted
+    entries = _entries(store)
+    assert sum(accepted.values()) == len(entries) == round(LIMIT / EPS)  # none lost
+    per_process = {pid: sum(e["pid"] == pid for e in entries) for pid in accepted}
+    assert per_process == accepted
+    assert ledger.total().epsilon <= LIMIT * (1 + 1e-12)
+    assert len({e["session"] for e in entries}) == N_PROCESSES // 2 + 1
+
+
+def test_threads_of_one_process(store):
+    import threading
+
+    est = DPHeavyTailedMean(epsilon=0.1, delta=0)
+    refused = []
+
+    def spend():
+        for _ in range(25):
+            try:
+                charge_budget(est, PureDP(0.1))
+            except BudgetExceededError:
+                refused.append(1)
+
+    with PrivacyLedger(store=store, dataset="d", limit=PureDP(7.0)) as ledger:
+        threads = [threading.Thread(target=spend) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(ledger.entries) == 70 and len(refused) == 30
