@@ -258,6 +258,20 @@ class Transaction:
             out.append(entry)
         return out
 
+    def spent(self, name):
+        """The dataset's entries grouped by identical budget and event: a list of
+        ``(first id, budget dict, event dict or None, count)``.
+
+        What the limit check needs, at a cost that grows with the number of distinct
+        releases rather than of entries (a grid search repeats the same few).
+        """
+        rows = self._conn.execute(
+            "SELECT MIN(id), budget, event, COUNT(*) FROM ledger_entries WHERE dataset = ? "
+            "GROUP BY budget, event ORDER BY MIN(id)", (name,)).fetchall()
+        return [(first, self._json(budget, f"entry {first}"),
+                 None if event is None else self._json(event, f"entry {first}"), count)
+                for first, budget, event, count in rows]
+
     def append(self, name, record):
         """Insert one entry; ``record`` has the keys of ``ledger_entries`` but id."""
         values = {k: record.get(k) for k in _ENTRY_COLUMNS[1:]}

@@ -76,7 +76,7 @@ import uuid
 
 from .accounting import ZCDP, ApproxDP, PureDP, zcdp_to_epsilon
 from .accounting.composition import compose_events, events_pure_epsilon, events_zcdp_rho
-from .accounting.events import event_from_dict, event_of, implied_by
+from .accounting.events import SelfComposedEvent, event_from_dict, event_of, implied_by
 from .exceptions import BudgetExceededError
 
 __all__ = ["LedgerStoreError", "PrivacyLedger", "charge_budget", "compose"]
@@ -215,21 +215,25 @@ def _record(budget, estimator=None, source="manual"):
     }
 
 
+@contextlib.contextmanager
+def _readable(number, where):
+    """Raise LedgerStoreError for an entry that cannot be decoded: an unreadable
+    entry must stop the fit, not vanish from the total."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError) as err:
+        raise LedgerStoreError(f"entry {number} of {where} cannot be read "
+                               f"({type(err).__name__}: {err}); it was altered or is "
+                               "corrupt.") from err
+
+
 def _history_row(entry, number, dataset, where):
     """A stored entry as a row of :meth:`PrivacyLedger.history` (``guarantee`` is the
-    budget object, with its event).
-
-    Raises LedgerStoreError when the entry cannot be decoded: an unreadable entry must
-    not vanish from the total.
-    """
-    try:
+    budget object, with its event)."""
+    with _readable(entry.get("id", number), where):
         budget = _entry_budget(entry)
         time_ = entry.get("time")
         time_ = None if time_ is None else datetime.datetime.fromisoformat(time_)
-    except (KeyError, TypeError, ValueError) as err:
-        raise LedgerStoreError(f"entry {entry.get('id', number)} of {where} cannot be read "
-                               f"({type(err).__name__}: {err}); it was altered or is "
-                               "corrupt.") from err
     return {"id": entry.get("id", number), "time": time_, "dataset": dataset,
             "session": entry.get("session"), "estimator": entry.get("estimator"),
             "params": entry.get("params"), "source": entry.get("source"),
@@ -295,7 +299,11 @@ def _default_delta(budgets):
 
 def _check_limit(limit, budgets, source):
     """Raise BudgetExceededError if the composed ``budgets`` exceed ``limit``."""
-    events = _events(budgets)
+    _check_limit_events(limit, _events(budgets), source)
+
+
+def _check_limit_events(limit, events, source):
+    """Raise BudgetExceededError if the composed ``events`` exceed ``limit``."""
     total = None
     if isinstance(limit, PureDP):
         eps = events_pure_epsilon(events)
@@ -490,13 +498,23 @@ class _StoreTarget:
             for dataset, session in self.sessions.items():
                 limit = txn.limit(dataset)  # the store's, which no ledger can loosen
                 if limit is not None:
-                    where = f"dataset {dataset!r} in {self.path}"
-                    budgets = [_history_row(e, i, dataset, where)["guarantee"]
-                               for i, e in enumerate(txn.entries(dataset), 1)]
-                    _check_limit(_from_json(dict(limit)), budgets + [budget],
-                                 f"{record['source']} on dataset {dataset!r}")
+                    events = _spent_events(txn.spent(dataset),
+                                           f"dataset {dataset!r} in {self.path}")
+                    _check_limit_events(_from_json(dict(limit)), events + [event_of(budget)],
+                                        f"{record['source']} on dataset {dataset!r}")
                 txn.append(dataset, dict(record, session=session))
             yield True
+
+
+def _spent_events(groups, where):
+    """The events of a store's grouped entries (``Transaction.spent``), one
+    :class:`~skdpsparse.accounting.SelfComposedEvent` per group of identical ones."""
+    events = []
+    for first, budget, event, count in groups:
+        with _readable(first, where):
+            one = event_of(_entry_budget({"budget": budget, "event": event}))
+        events.append(one if count == 1 else SelfComposedEvent(one, count))
+    return events
 
 
 def _store(path, timeout):
