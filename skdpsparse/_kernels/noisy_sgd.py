@@ -166,6 +166,7 @@ def csr_noisy_sgd_block(indptr, indices, data, n_cols, y, theta, fresh_sum, seen
         raise ValueError("X and y have inconsistent shapes")
     _check_state(theta, fresh_sum, seen, n, dim, noise, rows, n_seen, target)
     eta = np.float64(step_size)
+    released = np.zeros(dim)  # round(g/γ) of the current fresh step, zero elsewhere
     der = 0.0
     s = 1.0
     start = indptr[0]
@@ -186,24 +187,42 @@ def csr_noisy_sgd_block(indptr, indices, data, n_cols, y, theta, fresh_sum, seen
             if fit_intercept:
                 z += theta[d]
             der = loss_value_and_derivative(code, z, y[i], param)[1]
-        # The noise part of the step is the same for fresh and stale steps.
-        scale = eta * noise_spacing if noise_spacing > 0.0 else eta
-        for j in range(dim):
-            theta[j] -= scale * noise[t, j]
-        if fresh:
-            if noise_spacing > 0.0:  # the gradient released on the grid γℤ
+        if noise_spacing > 0.0:
+            # The step is released on the grid γℤ as the integer V = round(g/γ) + Y: each
+            # coordinate moves by ηγ·V_j in ONE rounding, as in the dense kernel (two
+            # separate subtractions would make θ depend on how V splits into gradient
+            # and noise: the low bits would carry the gradient).
+            scale = eta * noise_spacing
+            if fresh:
                 inv = 1.0 / noise_spacing
                 for k in range(np.uint64(start), np.uint64(stop)):
-                    theta[np.uint64(indices[k])] -= scale * on_grid_nb(
+                    released[np.uint64(indices[k])] = on_grid_nb(
                         der * (s * np.float64(data[k])) * inv)
                 if fit_intercept:
-                    theta[d] -= scale * on_grid_nb(der * inv)
-            else:
-                c = eta * der
+                    released[d] = on_grid_nb(der * inv)
+            for j in range(dim):
+                theta[j] -= scale * (released[j] + noise[t, j])
+            if fresh:
                 for k in range(np.uint64(start), np.uint64(stop)):
-                    theta[np.uint64(indices[k])] -= c * (s * np.float64(data[k]))
+                    released[np.uint64(indices[k])] = 0.0
                 if fit_intercept:
-                    theta[d] -= eta * der
+                    released[d] = 0.0
+                seen[i] = True
+                n_seen += 1
+            project_l2_ball_nb(theta, radius, theta)
+            if n_seen >= target:
+                return t + 1, n_seen
+            continue
+        # Float path (kernel tests only): the noise part is the same for fresh and
+        # stale steps.
+        for j in range(dim):
+            theta[j] -= eta * noise[t, j]
+        if fresh:
+            c = eta * der
+            for k in range(np.uint64(start), np.uint64(stop)):
+                theta[np.uint64(indices[k])] -= c * (s * np.float64(data[k]))
+            if fit_intercept:
+                theta[d] -= eta * der
             seen[i] = True
             n_seen += 1
         project_l2_ball_nb(theta, radius, theta)

@@ -28,10 +28,12 @@ Threat model (the user guide's "Randomness" section says the same in prose):
   about the noise.
 """
 
+import functools
 import hashlib
 import numbers
-import re
 import secrets
+import types
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -117,9 +119,11 @@ class RandomSource:
         """A source keyed by 32 bytes of operating-system entropy."""
         return cls(secrets.token_bytes(32))
 
-    def _next_key(self, label):
+    def _next_key(self, label, context=None):
         self._draws += 1
         message = label.encode() + b"\x00" + self._draws.to_bytes(8, "little")
+        if context is not None:  # e.g. the exact statistic the noise is added to
+            message += hashlib.blake2b(context, digest_size=32).digest()
         return key_words(_blake(message, key=self._key, person=_PERSON_DRAW))
 
     def spawn(self, n_children, label="child"):
@@ -149,10 +153,17 @@ class RandomSource:
     def add_discrete_noise(self, grid_values, kind, scale):
         """Add discrete Laplace (``kind="laplace"``) or discrete Gaussian noise of
         integer scale ``scale`` to the int64 ``grid_values`` in place (see
-        :func:`skdpsparse._kernels.exact_sampling.add_discrete_noise`)."""
+        :func:`skdpsparse._kernels.exact_sampling.add_discrete_noise`).
+
+        The draw's key also hashes the exact values it is added to, so two releases of
+        different statistics never share noise even under one key (the same data in
+        another container, or summed in another order, can round differently); equal
+        statistics get equal noise, which releases nothing new.
+        """
         code = _NOISE_CODES[kind]
-        return exact_sampling.add_discrete_noise(grid_values, code, scale,
-                                                 self._next_key(kind), 0)
+        grid_values = np.ascontiguousarray(grid_values)
+        key = self._next_key(kind, context=grid_values.view(np.uint8))
+        return exact_sampling.add_discrete_noise(grid_values, code, scale, key, 0)
 
     def discrete_noise(self, size, kind, scale):
         """``size`` draws of discrete Laplace or discrete Gaussian noise on ℤ."""
@@ -268,43 +279,75 @@ def as_random_source(rng):
 
 
 # ------------------------------------------------------------------ key derivation
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+class _NotCanonical(Exception):
+    """A parameter value with no faithful deterministic encoding."""
 
 
-def _canonical(value):
-    """A deterministic byte string for a parameter value (no memory addresses)."""
+def _canonical(value, depth=0):
+    """A deterministic byte string that changes whenever a parameter value does.
+
+    Faithful for numbers, strings, containers, arrays and array-likes (by their values),
+    estimators (by class and parameters), functions (by code, constants, defaults and
+    closure contents), partials (by function and arguments) and objects built of these
+    (by their attributes). Anything else raises :class:`_NotCanonical`: a ``repr`` may
+    be truncated or carry a memory address, and two different values must never get
+    one key.
+    """
+    if depth > 25:
+        raise _NotCanonical("parameter nested too deeply to encode")
+    rec = functools.partial(_canonical, depth=depth + 1)
     if value is None or isinstance(value, (bool, numbers.Number, str, bytes)):
-        return repr(value).encode()
+        return type(value).__name__.encode() + repr(value).encode()
     if isinstance(value, (list, tuple)):
-        return b"[" + b",".join(_canonical(v) for v in value) + b"]"
+        return b"[" + b",".join(rec(v) for v in value) + b"]"
+    if isinstance(value, (set, frozenset)):
+        return b"{" + b",".join(sorted(rec(v) for v in value)) + b"}"
     if isinstance(value, dict):
-        return b"{" + b",".join(_canonical(k) + b":" + _canonical(value[k])
-                                for k in sorted(value, key=repr)) + b"}"
-    if isinstance(value, np.ndarray):
+        return b"{" + b",".join(sorted(rec(k) + b":" + rec(v) for k, v in value.items())) + b"}"
+    if isinstance(value, np.ndarray) or sp.issparse(value):
         return b"array" + _digest_array(value)
-    if hasattr(value, "get_params"):
-        return (type(value).__qualname__.encode()
-                + _canonical(value.get_params(deep=False)))
     if isinstance(value, (np.random.Generator, np.random.RandomState, RandomSource)):
-        return type(value).__name__.encode()
-    if callable(value):
-        return (getattr(value, "__module__", "") + "." +
-                getattr(value, "__qualname__", type(value).__qualname__)).encode()
-    return _ADDRESS.sub("", repr(value)).encode()
+        return type(value).__name__.encode()  # seed material is handled separately
+    if hasattr(value, "get_params") and not isinstance(value, type):
+        return type(value).__qualname__.encode() + rec(value.get_params(deep=False))
+    if hasattr(value, "__array__") and not callable(value):  # pandas objects and the like
+        return b"arraylike" + _digest_array(np.asarray(value))
+    if isinstance(value, functools.partial):
+        return b"partial" + rec(value.func) + rec(value.args) + rec(value.keywords)
+    if isinstance(value, types.CodeType):
+        return (b"code" + value.co_code + rec(value.co_consts) + rec(value.co_names)
+                + rec(value.co_varnames))
+    if isinstance(value, (types.FunctionType, types.LambdaType)):
+        cells = tuple(c.cell_contents for c in (value.__closure__ or ()))
+        return (b"function" + f"{value.__module__}.{value.__qualname__}".encode()
+                + rec(value.__code__) + rec(value.__defaults__)
+                + rec(value.__kwdefaults__) + rec(cells))
+    if isinstance(value, (type, types.BuiltinFunctionType, types.ModuleType)) or (
+            callable(value) and getattr(value, "__qualname__", None) is not None
+            and not hasattr(value, "__dict__")):
+        return f"{getattr(value, '__module__', '')}.{value.__qualname__}".encode()
+    if hasattr(value, "__dict__"):  # e.g. a scikit-learn scorer: its attributes
+        return type(value).__qualname__.encode() + rec(vars(value))
+    raise _NotCanonical(f"no faithful encoding of {type(value).__name__}")
 
 
 _DIGEST_BLOCK = 4096  # rows per block of the canonical form (bounded extra memory)
 
 
 def _digest_array(a):
-    """A digest of an array's values that does not depend on its container.
+    """A digest of an array's values and of the kernel family that will read it.
 
     Numeric data is hashed as float64 in a canonical sparse form, block of rows by
     block of rows: for each row its count of nonzeros, then the column indices and
-    values of the nonzeros. So a dense array, any SciPy sparse format and float32 or
-    int storage of the same values give the same digest, and the same seed reproduces
-    the release whatever container the data came in. A column vector is hashed as a
-    vector. Non-numeric arrays are hashed through their ``repr``.
+    values of the nonzeros; so every SciPy sparse format gives one digest, and a
+    vector the same digest whatever its integer or float storage (labels, targets).
+    A matrix's digest also says whether it is dense or sparse and its dtype: those
+    choose the compiled loop and its floating-point order, and the SGD loops draw
+    their noise before they see the gradients, so two containers of one matrix must
+    not share noise on statistics that round differently. (Releases of a statistic are
+    protected regardless: :meth:`RandomSource.add_discrete_noise` also hashes the
+    exact values it is added to.) Non-numeric arrays are hashed through their
+    ``repr``.
     """
     h = hashlib.blake2b(digest_size=32)
     if not sp.issparse(a):
@@ -318,9 +361,10 @@ def _digest_array(a):
             h.update(repr(("vector", a.shape)).encode())
             h.update(np.ascontiguousarray(a, dtype="<f8").view(np.uint8).reshape(-1))
             return h.digest()
-    else:
+    kernel = ("sparse" if sp.issparse(a) else "dense", str(a.dtype))
+    if sp.issparse(a):
         a = sp.csr_array(a)
-    h.update(repr(("matrix", a.shape)).encode())
+    h.update(repr(("matrix", a.shape, kernel)).encode())
     for start in range(0, a.shape[0], _DIGEST_BLOCK):
         block = a[start:start + _DIGEST_BLOCK]
         if sp.issparse(block):
@@ -380,6 +424,15 @@ def fit_random_source(random_state, estimator, *data):
     material = hashlib.blake2b(_seed_material(random_state), digest_size=32).digest()
     params = {k: v for k, v in estimator.get_params(deep=False).items()
               if k != "random_state"}
-    message = [type(estimator).__qualname__.encode(), _canonical(params)]
+    try:
+        message = [type(estimator).__qualname__.encode(), _canonical(params)]
+    except _NotCanonical as exc:
+        # Fail closed: a key shared by two different parameter values would let two
+        # releases share noise. Fresh entropy keeps the guarantee and loses only the
+        # reproduction.
+        warnings.warn(f"{type(estimator).__name__}: random_state is ignored for this fit "
+                      f"({exc}); its noise is drawn from fresh entropy and will not "
+                      "reproduce.", RuntimeWarning, stacklevel=3)
+        return RandomSource.from_entropy()
     message += [_digest_array(a) if a is not None else b"None" for a in data]
     return RandomSource(_blake(b"\x00".join(message), key=material, person=_PERSON_FIT))

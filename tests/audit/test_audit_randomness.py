@@ -31,6 +31,15 @@ def _old_fit_random_source(random_state, estimator, *data):
     return RandomSource(gen.bytes(32))
 
 
+def _old_add_discrete_noise(self, grid_values, kind, scale):
+    """The old draw: keyed by the source and a counter only, not by the statistic."""
+    from skdpsparse._kernels import exact_sampling
+    from skdpsparse.utils._random import _NOISE_CODES
+
+    return exact_sampling.add_discrete_noise(grid_values, _NOISE_CODES[kind], scale,
+                                             self._next_key(kind), 0)
+
+
 def _fold_residuals(estimator, statistic, X):
     """(μ̂₁ − μ̂₀) − (μ₁ − μ₀) for the first two folds of a 10-fold cross-validation:
     zero when the two fold models share their noise."""
@@ -65,6 +74,7 @@ def test_clones_under_cross_validation_do_not_share_noise(case, monkeypatch):
     module = type(est).__module__
     with monkeypatch.context() as m:  # the old policy: the attack recovers the data
         m.setattr(f"{module}.fit_random_source", _old_fit_random_source)
+        m.setattr(RandomSource, "add_discrete_noise", _old_add_discrete_noise)
         # Shared noise cancels: only the grid rounding (γ ≈ 2^-29 σ) is left.
         assert np.max(np.abs(_fold_residuals(est, statistic, X))) < 1e-6 * sigma
     residual = _fold_residuals(est, statistic, X)  # the library: two independent noises

@@ -170,7 +170,7 @@ def test_sco_on_rows_whose_margin_overflows(oracle, code):
 
 
 @pytest.mark.parametrize("oracle", ["noise_smoothing", "cwme"])
-def test_sparse_input_matches_dense(oracle):
+def test_sparse_input_matches_dense(oracle, shared_noise):
     rng = np.random.default_rng(0)
     X = rng.standard_t(3, size=(400, 30)) * (rng.random((400, 30)) < 0.2)
     y = rng.normal(size=400)

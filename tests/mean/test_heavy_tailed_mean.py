@@ -196,7 +196,7 @@ def test_center_shifts_the_clipping_interval():
 
 @pytest.mark.parametrize("method", ["cwme", "noise_smoothing"])
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
-def test_sparse_input_matches_dense(method, fmt):
+def test_sparse_input_matches_dense(method, fmt, shared_noise):
     rng = np.random.default_rng(0)
     X = rng.standard_t(3, size=(300, 20)) * (rng.random((300, 20)) < 0.2)
     kw = dict(method=method, truncation=1.0, random_state=3)

@@ -164,7 +164,7 @@ def test_method_delta_mismatch_is_explained():
 
 
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "lil", "dok", "bsr"])
-def test_sparse_formats_match_dense(fmt):
+def test_sparse_formats_match_dense(fmt, shared_noise):
     X, _ = make_sparse_vectors(200, 300, 6, random_state=2)
     dense = DPSparseMeanEstimator(sparsity=6, random_state=5).fit(X.toarray()).mean_
     other = DPSparseMeanEstimator(sparsity=6, random_state=5).fit(X.asformat(fmt)).mean_

@@ -125,3 +125,21 @@ def test_no_short_integer_seed_anywhere_in_the_package():
                  for i, line in enumerate(path.read_text().splitlines(), 1)
                  if _SHORT_SEED.search(line)]
     assert offenders == []
+
+
+def test_parameters_are_encoded_faithfully_or_the_seed_is_refused():
+    from skdpsparse.utils._random import _canonical
+
+    assert _canonical({3, 1, 2}) == _canonical({2, 3, 1})  # no hash-seed dependence
+    assert _canonical(lambda y: y + 1) != _canonical(lambda y: y + 2)
+    k = 3
+    assert _canonical(lambda y: y + k) != _canonical((lambda k: lambda y: y + k)(4))
+
+    class Opaque:
+        __slots__ = ()
+
+    X = np.zeros((4, 2))
+    with pytest.warns(RuntimeWarning, match="random_state is ignored"):
+        a = fit_random_source(7, DPSparseMeanEstimator(method=Opaque()), X)
+        b = fit_random_source(7, DPSparseMeanEstimator(method=Opaque()), X)
+    assert _key(a) != _key(b)  # fresh entropy, not a shared key
