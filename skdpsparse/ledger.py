@@ -488,6 +488,7 @@ class _StoreTarget:
 
     def add(self, dataset, session):
         # Two active ledgers on one dataset charge it once: the budget is the data's.
+        # The entry goes to the session of the nearest (added first).
         self.sessions.setdefault(dataset, session)
 
     @contextlib.contextmanager
@@ -623,10 +624,11 @@ def _env_journals(value=None):
 
 
 def _active_journals():
-    """The journals of every ledger this fit is inside, each once."""
+    """The journals of every ledger this fit is inside, each once, nearest first:
+    this process's innermost ledger, ..., then those of other processes."""
     with _LOCK:
-        paths = [led._journal.path for led in _ACTIVE]
-    paths += _env_journals()
+        paths = [led._journal.path for led in reversed(_ACTIVE)]
+    paths += _env_journals()[::-1]
     for pid in _ancestors():
         paths += _pointer_journals(pid)
     unique = dict.fromkeys(p for p in paths if os.path.exists(p))

@@ -255,7 +255,7 @@ def test_nested_ledgers_on_one_store_charge_each_dataset_once(data, store):
             PrivacyLedger(store=store, dataset="a", timeout=1) as a_again:
         _pure_fit().fit(data)
     assert len(a.entries) == len(b.entries) == 1
-    assert a.history()["session"].tolist() == [a.session]
+    assert a.history()["session"].tolist() == [a_again.session]  # the innermost's
     assert a_again.entries == a.entries
 
 
