@@ -252,8 +252,9 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
         Width h of the smoothed hinge.
     classes : array-like of 2 labels or None, default=None
         Declared labels; ``None`` reads them from ``y``, which reveals them (a
-        :class:`~skdpsparse.exceptions.PrivacyLeakWarning` says so). Labels other
-        than ``classes[1]`` count as ``classes[0]``.
+        :class:`~skdpsparse.exceptions.PrivacyLeakWarning` says so). A label of ``y``
+        that is not declared is a ``ValueError`` naming ``classes`` (user guide,
+        "Validation errors").
     {shared}
 
     Attributes

@@ -108,7 +108,8 @@ default="logistic"
     classes : array-like of 2 labels or None, default=None
         The labels of a classifier, declared. ``None`` reads them from ``y``, which
         reveals which labels occur (a :class:`~skdpsparse.exceptions.PrivacyLeakWarning`
-        is issued). Labels other than ``classes[1]`` count as ``classes[0]``.
+        is issued). A label of ``y`` that is not declared is a ``ValueError`` naming
+        ``classes`` (user guide, "Validation errors").
     shuffle : bool, default=True
         Visit the rows in one secret random order (the same in every pass) rather
         than the data order; the guarantee holds for every order. Never stored.

@@ -316,8 +316,8 @@ class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin, 
     classes : array-like or None, default=None
         The label set, declared in advance. ``None`` takes the labels present in
         ``y``, which reveals them (a :class:`~skdpsparse.exceptions.PrivacyLeakWarning`
-        says so). Rows whose label is not declared count as negatives of every
-        one-vs-rest problem (as ``classes_[0]`` for two classes).
+        says so). A label of ``y`` that is not declared is a ``ValueError`` naming
+        ``classes`` (user guide, "Validation errors").
     {shared}
 
     Attributes
