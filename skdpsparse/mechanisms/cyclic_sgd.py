@@ -219,7 +219,7 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
                     fit_intercept, batch_size, epochs, delta, epsilon=None,
                     noise_multiplier=None, learning_rate="auto", clip_norm="auto",
                     weak_convexity=None, smoothness=None, penalty=None, alpha=0.0,
-                    l1_ratio=0.15, radius=None, box=None):
+                    l1_ratio=0.15, radius=None, box=None, accounting="composition"):
     """Noise, step size and guarantee of cyclic DP-SGD, from public quantities.
 
     Parameters
@@ -255,6 +255,18 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
     alpha, l1_ratio : float
     radius : float, optional
         h includes the indicator of {‖θ‖₂ ≤ r} over θ = (w, b): diameter 2r (eq. (19)).
+    accounting : {"composition", "last_iterate"}, default="composition"
+        ``"composition"``: the record's uses composed (Mironov 2017, Proposition 1),
+        which holds for the exact grid noise the library adds: each step releases an
+        integer vector (the displacement rounded to the grid plus discrete Gaussian
+        noise, (Δ²/2σ²)-zCDP by Canonne, Kamath and Steinke 2020, Theorem 14, the grid
+        rounding charged in the noise scale), and the iterates are a post-processing of
+        those releases. ``"last_iterate"``: the smallest of every bound of
+        :func:`~skdpsparse.accounting.last_iterate_rdp_bounds`. **Unproven with the
+        library's noise**: the last-iterate theorems (shift reduction) need noise that
+        can absorb any real shift, which a distribution on a grid cannot (its shifted
+        copies off the grid have disjoint supports); they hold for continuous Gaussian
+        noise, which no computer samples exactly.
     box : (float, float), optional
         h includes the indicator of [l, u]^p: diameter (u − l)√p, p = d + intercept.
 
@@ -294,8 +306,13 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
         diameter = None
     a, rho = {None: (0.0, 0.0), "l1": (alpha, 1.0), "l2": (alpha, 0.0),
               "elasticnet": (alpha, l1_ratio)}[penalty]
+    if accounting not in ("composition", "last_iterate"):
+        raise ValueError("accounting must be 'composition' or 'last_iterate', got "
+                         f"{accounting!r}")
+    # Without smoothness, last_iterate_rdp_bounds returns the composition bound only.
     params = dict(n_samples=n, batch_size=b, epochs=int(epochs), learning_rate=lr,
-                  clip_norm=clip, weak_convexity=m, smoothness=big_m,
+                  clip_norm=clip, weak_convexity=m if accounting == "last_iterate" else None,
+                  smoothness=big_m if accounting == "last_iterate" else None,
                   clipping_can_bind=not grad <= clip, domain_diameter=diameter)
     if noise_multiplier is None:
         if epsilon is None:
@@ -311,7 +328,7 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
     best = min(epsilons, key=epsilons.get)  # dicts keep LAST_ITERATE_BOUNDS order: ties go first
     sched = cyclic_schedule(n, b, int(epochs))
     sigma = displacement_noise_std(z, lr, clip, b)
-    accounting = dict(bound=best, order=orders[best], epsilons=epsilons,
+    report = dict(accounting=accounting, bound=best, order=orders[best], epsilons=epsilons,
                       weak_convexity=m, smoothness=big_m, gradient_bound=grad,
                       clipping_can_bind=params["clipping_can_bind"],
                       domain_diameter=diameter, n_steps=sched.n_steps,
@@ -336,7 +353,7 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
         alpha=float(a), l1_ratio=float(rho), radius=None if radius is None else float(radius),
         box=box, weak_convexity=m, smoothness=big_m, gradient_bound=grad,
         clipping_can_bind=params["clipping_can_bind"], domain_diameter=diameter,
-        noise_multiplier=z, noise_std=sigma, budget=budget, accounting=accounting)
+        noise_multiplier=z, noise_std=sigma, budget=budget, accounting=report)
 
 
 def _pass_steps(n, b, epochs):

@@ -74,7 +74,7 @@ def test_laplace_scores_give_a_sound_and_informative_bound(eps):
     assert A.audit_scores(-s0, -s1).epsilon_lb == pytest.approx(res.epsilon_lb)
 
 
-def test_patches_are_restored_and_calibration_cache_changes_nothing():
+def test_patches_are_restored_and_calibration_cache_changes_nothing(shared_noise):
     originals = (noise.add_noise_inplace, projection.add_noise_inplace,
                  heavy_tailed.add_noise_inplace, sparse_mean.bounded_mean,
                  heavy_tailed.trimmed_median_of_means, projection.discrete_gaussian_sigma)
@@ -138,7 +138,7 @@ def _linear_model_functions():
             op.plan_output_perturbation, ns.noisy_sgd_privacy)
 
 
-def test_linear_model_bounds_are_inflated_with_the_noise_kept():
+def test_linear_model_bounds_are_inflated_with_the_noise_kept(shared_noise):
     originals = _linear_model_functions()
     run_cyclic, run_noisy, run_op = cs.cyclic_sgd, ns.noisy_projected_sgd, op.output_perturbation
     X = np.array([[20.0, 0.0], [0.0, 0.5]])  # row 0 far outside R = 1
