@@ -255,7 +255,13 @@ def exponential_mechanism(scores, sensitivity, epsilon, rng, size=None):
     by rejection from the uniform proposal with exact coins
     (:meth:`~skdpsparse.utils.RandomSource.categorical_exp`), so no index has
     probability zero on one input and positive on its neighbour, as an inverse CDF on
-    a 53-bit uniform would give.
+    a 53-bit uniform would give. ``size`` > 1 draws are ``size`` runs of the mechanism:
+    they cost ``size``·ε by composition.
+
+    Timing: the rejection sampler makes n / Σᵢ exp(−uᵢ/2^b) proposals on average, a
+    function of the scores; the running time is a side channel that the guarantee
+    does not cover (as for every fit, see the user guide's "What the guarantee does not
+    cover").
 
     Returns
     -------
