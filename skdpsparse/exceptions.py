@@ -6,11 +6,24 @@ import warnings
 
 
 class PrivacyLeakWarning(UserWarning):
-    """A choice was made that may weaken or void the privacy guarantee.
+    """``fit`` read from the data something the guarantee assumes is fixed in advance.
 
-    Raised, for instance, when a bound that the guarantee depends on was not given
-    and could only be guessed from the data, or when a fixed ``random_state`` makes
-    the noise reproducible by anyone who knows the seed.
+    Raised today in one situation: a classifier with ``classes=None`` takes its label
+    set from ``y``, which reveals which labels occur, outside ``privacy_spent_``. The
+    estimators never guess a norm bound, a truncation level or a centre from the data,
+    so there is no other case to warn about.
+
+    A fixed ``random_state`` does not raise it. A seed is a deliberate choice for tests
+    and reports, and a warning on every seeded fit would fire in every test and every
+    scikit-learn check, drowning the warning that matters. With a seed, each fit's
+    noise key is a keyed hash of (seed, parameters, data)
+    (:func:`skdpsparse.utils.fit_random_source`), so fits with other data or
+    parameters (clones in ``GridSearchCV``, folds of ``cross_validate``) never share
+    noise; but whoever knows the seed can recompute the noise of a fit, and the
+    guarantee then holds only against those who do not. Releases should use
+    ``random_state=None`` (fresh operating-system entropy for every fit); the user
+    guide's "Randomness" section says so, and the estimators' ``random_state``
+    parameter documents it.
     """
 
 
