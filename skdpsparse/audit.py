@@ -29,7 +29,8 @@ statistic; ``tests/audit`` runs it at CI size and ``benchmarks/audit.py`` at ful
 The broken variants are made by :func:`scaled_noise` (noise scale multiplied by a
 factor), :func:`inflated_bounds` (contribution bounding with a bound larger than the
 one the noise is calibrated for) and :func:`float_noise` (the floating-point samplers
-the library used before its exact ones, which :func:`mironov_distinguisher` breaks), which temporarily replace functions of the package;
+the library used before its exact ones, which :func:`mironov_distinguisher` breaks),
+which temporarily replace functions of the package;
 :func:`memoized_calibration` caches the pure noise-calibration and planning functions
 (numbers in, numbers or a frozen plan out) so that thousands of runs are cheap, without
 changing a single output bit.

@@ -26,7 +26,8 @@ the discrete mechanism has exactly the privacy the caller computed for the conti
 parameters — ρ = Δ₂²/(2b²)-zCDP for the discrete Gaussian (Canonne, Kamath and
 Steinke 2020, Theorem 14), ε = Δ₁/b for the discrete Laplace. γ is the largest power
 of two with b/γ ≥ 2²⁹ and γ·spread/Δ ≤ 2⁻²⁰, so the noise is larger than b by a
-relative 2⁻²⁰ at most (unless that would need N > 2⁵⁰). The derivation is in ``doc/derivations/exact_sampling.rst``.
+relative 2⁻²⁰ at most (unless that would need N > 2⁵⁰). The derivation is in
+``doc/derivations/exact_sampling.rst``.
 
 Gaussian scales must therefore come from
 :func:`skdpsparse.accounting.discrete.discrete_gaussian_sigma` (or a zCDP ρ), never
@@ -85,7 +86,7 @@ def _check_scale(scale, name):
 
 
 @functools.lru_cache(maxsize=4096)  # exact rationals: worth caching for per-step callers
-def plan_grid_noise(kind, scale, sensitivity, n_changed):
+def plan_grid_noise(kind, scale, sensitivity, n_changed, true_sensitivity=None):
     """The grid and integer scale that give noise ``kind`` of scale ``scale`` the
     privacy of its continuous calibration for ``sensitivity`` (module docstring).
 
@@ -98,6 +99,10 @@ def plan_grid_noise(kind, scale, sensitivity, n_changed):
         Δ₁ (Laplace) or Δ₂ (Gaussian) of the statistic, positive.
     n_changed : int
         The most coordinates in which two neighbouring statistics can differ.
+    true_sensitivity : float, optional
+        The sensitivity of the statistic as the code computes it, when it exceeds the
+        ``sensitivity`` the caller calibrated ``scale`` for (floating-point error of a
+        mean, say): N = ⌈(b/Δ)(Δ_true/γ + spread)⌉ keeps the privacy of b for Δ.
 
     Returns
     -------
@@ -120,8 +125,11 @@ def plan_grid_noise(kind, scale, sensitivity, n_changed):
     exponent = min(log_scale - _GRID_BITS,
                    math.frexp(sensitivity / spread)[1] - 1 - _INFLATION_BITS)
     exponent = max(exponent, log_scale - 48)
-    exact = (Fraction(scale) / Fraction(2) ** exponent
-             + Fraction(scale) * spread / Fraction(sensitivity))
+    true = sensitivity if true_sensitivity is None else float(true_sensitivity)
+    if not true >= sensitivity:
+        raise ValueError("true_sensitivity must be at least sensitivity.")
+    exact = (Fraction(scale) / Fraction(sensitivity)
+             * (Fraction(true) / Fraction(2) ** exponent + spread))
     grid_scale = math.ceil(exact)
     if grid_scale > 1 << 50:
         raise ValueError("the grid noise would need a scale above 2^50: the statistic "
@@ -140,7 +148,8 @@ def _to_grid(values, exponent):
     return np.rint(scaled).astype(np.int64)
 
 
-def add_noise_inplace(values, rng, kind, scale, *, sensitivity, n_changed=None):
+def add_noise_inplace(values, rng, kind, scale, *, sensitivity, n_changed=None,
+                      true_sensitivity=None):
     """Release ``values`` plus Laplace or Gaussian noise of scale ``scale``, exactly.
 
     Parameters
@@ -158,6 +167,8 @@ def add_noise_inplace(values, rng, kind, scale, *, sensitivity, n_changed=None):
         Δ₁ (Laplace) or Δ₂ (Gaussian) of ``values``.
     n_changed : int, optional
         The most coordinates in which neighbouring statistics can differ; default all.
+    true_sensitivity : float, optional
+        See :func:`plan_grid_noise`.
 
     Returns
     -------
@@ -171,7 +182,8 @@ def add_noise_inplace(values, rng, kind, scale, *, sensitivity, n_changed=None):
     if _check_scale(scale, "sigma" if kind == "gaussian" else "scale") == 0 or values.size == 0:
         return values
     plan = plan_grid_noise(kind, scale, sensitivity,
-                           values.size if n_changed is None else min(n_changed, values.size))
+                           values.size if n_changed is None else min(n_changed, values.size),
+                           true_sensitivity)
     grid = _to_grid(values.reshape(-1), plan.exponent)
     as_random_source(rng).add_discrete_noise(grid, kind, plan.grid_scale)
     values[...] = np.ldexp(grid.astype(np.float64), plan.exponent).reshape(values.shape)

@@ -14,11 +14,12 @@ Algorithm 5): a private mean of per-example gradients is a private mean of vecto
 """
 
 import functools
+import math
 
 import numpy as np
 import scipy.sparse as sp
 
-from .. import _kernels
+from .._kernels.fixed_point import bounded_fixed_sum, fixed_point_bits
 from .._kernels.projections import project_l1_then_l2_nb
 from ..accounting import ApproxDP, DiscreteGaussianEvent, DiscreteLaplaceEvent, PureDP, with_event
 from ..accounting.discrete import discrete_gaussian_sigma
@@ -55,14 +56,42 @@ def bounded_mean(X, norm_bound, sparsity):
     """
     l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
     n, d = X.shape
+    frac_bits = mean_fixed_point_bits(n, norm_bound)
     if sp.issparse(X):
         X = as_canonical_csr(X)
-        sums = _kernels.csr_bounded_column_sum_threaded(
-            X.indptr, X.indices, X.data, d, l2_bound, l1_bound
-        )
+        sums = bounded_fixed_sum((X.indptr, X.indices, X.data), d, l2_bound, l1_bound,
+                                 frac_bits)
     else:
-        sums = _kernels.dense_bounded_column_sum(np.asarray(X), l2_bound, l1_bound)
-    return np.asarray(sums, dtype=np.float64) / n
+        sums = bounded_fixed_sum(np.asarray(X), d, l2_bound, l1_bound, frac_bits)
+    # The exact sum, then two roundings (to float64, and the division by n).
+    return np.ldexp(sums.astype(np.float64), -frac_bits) / n
+
+
+def mean_fixed_point_bits(n, norm_bound):
+    """F of the exact sums behind :func:`bounded_mean` (no int64 overflow)."""
+    return fixed_point_bits(n, float(norm_bound)) if norm_bound > 0 else 0
+
+
+def bounded_mean_sensitivity(n, n_cols, *, norm_bound, sparsity, kind):
+    """(claimed, computed) sensitivity of :func:`bounded_mean` for noise ``kind``.
+
+    Claimed: 2L/n (ℓ2, Gaussian) or 2L√s/n (ℓ1, Laplace), the paper's. Computed: what
+    the floats :func:`bounded_mean` returns can move, charged by the noise plan
+    (:func:`~skdpsparse.mechanisms.noise.plan_grid_noise`): a scaled row is within the
+    bounds up to a relative 2⁻³⁰ (the float norm and scaling; rows of up to 2²⁰
+    entries), each of the two changed rows' entries is rounded to 2⁻ᶠ (one quantum per
+    coordinate in all), the sum is exact, and its conversion to float and division by n
+    are two roundings of a value at most L(1 + 2⁻³⁰): at most 5·2⁻⁵³·L per coordinate
+    for the two datasets. Over the m = ``n_cols`` coordinates that can differ this adds
+    √m (ℓ2) or m (ℓ1) times that per-coordinate slack.
+    """
+    l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
+    claimed = 2.0 * (l1_bound if kind == "laplace" else l2_bound) / n
+    per_coord = (math.ldexp(1.0, -mean_fixed_point_bits(n, norm_bound)) / n
+                 + 5.0 * 2.0**-53 * l2_bound * (1.0 + 2.0**-30))
+    spread = n_cols if kind == "laplace" else math.isqrt(n_cols - 1) + 1
+    computed = claimed * (1.0 + 2.0**-30) + per_coord * spread
+    return claimed, computed * (1.0 + 2.0**-50)  # float rounding of this sum, upwards
 
 
 @functools.lru_cache(maxsize=4096)  # numbers in, numbers out; bias-reduced SGD calls it per step
@@ -126,8 +155,9 @@ def projection_mechanism(mean, n, *, epsilon, delta, norm_bound, sparsity, rng,
     )
     l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
     z = np.array(mean, dtype=np.float64, copy=True)
-    add_noise_inplace(z, rng, kind, scale,
-                      sensitivity=2.0 * (l1_bound if kind == "laplace" else l2_bound) / n)
+    claimed, computed = bounded_mean_sensitivity(n, z.size, norm_bound=norm_bound,
+                                                 sparsity=sparsity, kind=kind)
+    add_noise_inplace(z, rng, kind, scale, sensitivity=claimed, true_sensitivity=computed)
     if project:
         # Onto K (the ℓ1 ball of radius L√s), then onto the ℓ2 ball of radius L, which
         # also contains the bounded mean: a projection onto a convex set containing the

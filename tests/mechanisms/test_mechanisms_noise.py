@@ -88,3 +88,14 @@ def test_bad_arguments():
         add_noise_inplace(np.array([np.nan]), src, "gaussian", 1.0, sensitivity=1.0)
     with pytest.raises(TypeError, match="sensitivity"):
         add_noise_inplace(np.zeros(3), src, "gaussian", 1.0)  # no silent default
+
+
+def test_plan_charges_a_computed_sensitivity_above_the_claimed_one():
+    # The statistic as computed can move by Δ_true > Δ (floating-point error): the
+    # plan keeps the privacy of b for Δ, (Δ_true/γ + spread)/N ≤ Δ/b, exactly.
+    plan = plan_grid_noise("gaussian", 0.37, 0.01, 64, 0.01 * (1 + 1e-6))
+    gamma = Fraction(2) ** plan.exponent
+    assert (Fraction(0.01 * (1 + 1e-6)) / gamma + 8) / plan.grid_scale <= \
+        Fraction(0.01) / Fraction(0.37)
+    with pytest.raises(ValueError, match="true_sensitivity"):
+        plan_grid_noise("gaussian", 0.37, 0.01, 64, 0.005)

@@ -70,8 +70,8 @@ def test_a_generator_deep_copied_by_clone_still_gives_distinct_keys_per_dataset(
 def test_public_generator_and_children_are_independent_of_the_noise():
     src = RandomSource(bytes(32))
     public = src.public_generator("sensing operator").integers(0, 2**62, size=4)
-    again = RandomSource(bytes(32)).public_generator("sensing operator").integers(0, 2**62,
-                                                                                   size=4)
+    again = RandomSource(bytes(32)).public_generator("sensing operator")
+    again = again.integers(0, 2**62, size=4)
     np.testing.assert_array_equal(public, again)  # a function of the key and label
     children = src.spawn(3)
     assert len({c._key for c in children} | {src._key}) == 4
