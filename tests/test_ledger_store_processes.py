@@ -250,9 +250,9 @@ def _writer(store, own_session, barrier, results):
 
 
 def test_concurrent_writers_lose_nothing_and_never_exceed_the_limit(store):
-    # fork where it exists: the writers start in milliseconds (spawned ones would
-    # each import scikit-learn first); elsewhere spawn.
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    # fork on Linux: the writers start in milliseconds (spawned ones would each import
+    # scikit-learn first); spawn elsewhere (macOS's fork is unsafe with its libraries).
+    method = "fork" if sys.platform.startswith("linux") else "spawn"
     ctx = multiprocessing.get_context(method)
     barrier, results = ctx.Barrier(N_PROCESSES), ctx.Queue()
     with PrivacyLedger(store=store, dataset="d", limit=PureDP(LIMIT)) as ledger:
