@@ -123,7 +123,7 @@ def test_predict_proba_only_for_logistic():
     assert not hasattr(hinge, "predict_proba")
 
 
-def test_csr_is_not_densified_and_matches_dense(monkeypatch):
+def test_csr_is_not_densified_and_matches_dense(monkeypatch, shared_noise):
     rng = np.random.default_rng(6)
     X = rng.standard_normal((300, 40))
     X[rng.random(X.shape) < 0.8] = 0
