@@ -238,8 +238,11 @@ def test_zcdp_to_epsilon_monotone(rho, f, delta):
 @FAST
 @given(rho=rho_st, f=st.floats(1.0001, 10.0), eps=st.floats(0.0, 50.0))
 def test_zcdp_to_delta_monotone(rho, f, eps):
-    assert zcdp_to_delta(rho, eps * f) <= zcdp_to_delta(rho, eps)
-    assert zcdp_to_delta(rho, eps) <= zcdp_to_delta(rho * f, eps)
+    # Up to the minimiser's precision over orders (near δ = 1 the minimum is flat:
+    # hypothesis found δ(31, 2) = 1 - 1e-13 against δ(31, 4) = 1).
+    slack = 1e-9
+    assert zcdp_to_delta(rho, eps * f) <= zcdp_to_delta(rho, eps) * (1 + slack) + 1e-12
+    assert zcdp_to_delta(rho, eps) <= zcdp_to_delta(rho * f, eps) * (1 + slack) + 1e-12
 
 
 @FAST
