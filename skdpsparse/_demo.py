@@ -250,10 +250,25 @@ DEMOS = [demo_sparse_mean, demo_heavy_tailed_mean, demo_heavy_tailed_regression,
 
 
 def run_demo():
-    """Run every demo section; returns a process exit code."""
+    """Run every demo section inside a ledger with a budget store, then print what the
+    store recorded; returns a process exit code."""
+    import os
+    import tempfile
+
+    from .ledger import PrivacyLedger
+
     print("skdpsparse demo: privacy spent and utility reached, per estimator")
-    for demo in DEMOS:
-        start = time.perf_counter()
-        demo()
-        print(f"({time.perf_counter() - start:.1f} s)")
+    with tempfile.TemporaryDirectory() as folder:
+        with PrivacyLedger(store=os.path.join(folder, "budget.sqlite"),
+                           dataset="demo") as ledger:
+            for demo in DEMOS:
+                start = time.perf_counter()
+                demo()
+                print(f"({time.perf_counter() - start:.1f} s)")
+        _section("The budget store: the demo's fits, as recorded")
+        rows = ledger.history()  # a DataFrame with pandas, else a list of dicts
+        rows = rows.to_dict("records") if hasattr(rows, "to_dict") else rows
+        for row in rows:
+            print(f"{row['id']:>3} {row['time']:%H:%M:%S} pid {row['pid']:<7} "
+                  f"{str(row['guarantee']):<30} {row['source']}")
     return 0
