@@ -437,14 +437,15 @@ def _csr_parts(X):
 @given(st.floats(-1.7e308, 1.7e308), st.floats(0.0, 1e300) | st.sampled_from([0.4, 0.1, 1e-9]),
        st.sampled_from([1e16, -1e16, 0.0]) | st.floats(-1e20, 1e20))
 def test_cwme_interval_ends_are_rounded_inwards(c_any, tau, c_big):
-    """The ends of the clipping interval (what ±1.7e308 is clipped to, with n = m = 1)
-    are exactly the floats nearest to c ∓ 3τ on the inside, so hi − lo ≤ 6τ in exact
-    arithmetic whatever the magnitude of the centre (c = 1e16, τ = 0.4 had ends c ∓ 2,
-    width 4 > 2.4)."""
+    """The ends of the clipping interval (what ∓the largest float is clipped to, with
+    n = m = 1) are exactly the floats nearest to c ∓ 3τ on the inside, so hi − lo ≤ 6τ
+    in exact arithmetic whatever the magnitude of the centre (c = 1e16, τ = 0.4 had
+    ends c ∓ 2, width 4 > 2.4)."""
+    top = np.finfo(np.float64).max
     for c in (c_any, c_big):
         center = np.array([c])
-        lo = cwme_dense(np.array([[-1.7e308]]), tau, 1, center)[0]
-        hi = cwme_dense(np.array([[1.7e308]]), tau, 1, center)[0]
+        lo = cwme_dense(np.array([[-top]]), tau, 1, center)[0]
+        hi = cwme_dense(np.array([[top]]), tau, 1, center)[0]
         assert lo == ref_interval_end(c, tau, -1) and hi == ref_interval_end(c, tau, 1)
         assert lo <= c <= hi
         assert Fraction(hi) - Fraction(lo) <= 6 * Fraction(tau)
