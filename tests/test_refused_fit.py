@@ -62,14 +62,8 @@ ESTIMATORS = [
 ]
 
 
-#: The same, with the estimators whose refused refit still keeps the earlier fit.
-#: PrivateParameterSelection (skdpsparse/model_selection, owned elsewhere) sets nothing
-#: before charging but keeps an earlier fit's attributes when a refit is refused; it
-#: should release through utils._data.release like the others.
-REFIT_ESTIMATORS = [
-    pytest.param(*p.values, id=p.id, marks=pytest.mark.xfail(
-        strict=True, reason="model_selection keeps an earlier fit after a refused refit"))
-    if p.id == "private_selection" else p for p in ESTIMATORS]
+#: The same estimators, refitted.
+REFIT_ESTIMATORS = ESTIMATORS
 
 
 def _data(task, d=3):

@@ -14,9 +14,8 @@ from ..mechanisms.noisy_sgd import (
     provable_privacy,
     rdp_noise_multiplier,
 )
-from ..ledger import charge_budget
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..utils._data import check_fit_input
+from ..utils._data import check_fit_input, fit_input, release
 from ._base import OneVsRestClassifierMixin, declared_classes, one_vs_rest_targets
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
@@ -176,24 +175,6 @@ class _BaseNoisySGD(BaseEstimator):
                      learning_rate_=eta, lipschitz_=lip)
         return coef, intercept, n_iter, attrs
 
-    def _release(self, attrs):
-        """Charge ``privacy_spent_`` to the active ledgers, then set every fitted
-        attribute at once.
-
-        A fit the ledger refuses releases nothing: the attributes that input
-        validation set (``n_features_in_``, ``feature_names_in_``) and those of an
-        earlier fit are removed too, so the estimator is left unfitted.
-        """
-        try:
-            charge_budget(self, attrs["privacy_spent_"])
-        except BaseException:
-            for key in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
-                delattr(self, key)
-            raise
-        for key, value in attrs.items():
-            setattr(self, key, value)
-        return self
-
     def _decision(self, X):
         check_is_fitted(self)
         X = check_fit_input(self, X, reset=False)
@@ -230,7 +211,8 @@ class DPNoisySGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseNoisy
     classes : array-like or None, default=None
         The label set, declared in advance. ``None`` reads it from ``y``, which reveals
         which labels occur (a :class:`~skdpsparse.exceptions.PrivacyLeakWarning` says
-        so). Rows with an undeclared label are negatives of every one-vs-rest run.
+        so). A label of ``y`` outside ``classes`` is a ``ValueError`` naming
+        ``classes``, raised before anything is charged or set.
 
     Attributes
     ----------
@@ -292,14 +274,14 @@ class DPNoisySGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseNoisy
         """
         validate_params(self, self._parameter_constraints)
         self._check_y(y)
-        X, y = check_fit_input(self, X, y)
+        (X, y), inputs = fit_input(self, X, y)  # sets nothing: see release
         classes = declared_classes(self, y)
         targets = one_vs_rest_targets(y, classes)
         loss_param = float(self.smoothing) if self.loss == "smoothed_hinge" else 1.0
         coef, intercept, n_iter, attrs = self._fit_runs(X, targets, self.loss, loss_param,
                                                         None)
-        return self._release(dict(attrs, classes_=classes, coef_=coef, intercept_=intercept,
-                                  n_iter_=n_iter))
+        return release(self, dict(attrs, **inputs, classes_=classes, coef_=coef,
+                                  intercept_=intercept, n_iter_=n_iter))
 
 
 class DPNoisySGDRegressor(RegressorMixin, _BaseNoisySGD):
@@ -379,14 +361,14 @@ class DPNoisySGDRegressor(RegressorMixin, _BaseNoisySGD):
         """
         validate_params(self, self._parameter_constraints)
         self._check_y(y)
-        X, y = check_fit_input(self, X, y, y_numeric=True)
+        (X, y), inputs = fit_input(self, X, y, y_numeric=True)  # sets nothing: see release
         squared = self.loss == "squared"
         coef, intercept, n_iter, attrs = self._fit_runs(
             X, np.asarray(y, dtype=np.float64)[None, :], self.loss,
             1.0 if squared else float(self.huber_threshold),
             float(self.label_bound) if squared else None)
-        return self._release(dict(attrs, coef_=coef[0], intercept_=float(intercept[0]),
-                                  n_iter_=int(n_iter[0])))
+        return release(self, dict(attrs, **inputs, coef_=coef[0],
+                                  intercept_=float(intercept[0]), n_iter_=int(n_iter[0])))
 
     def predict(self, X):
         """Predictions X w + b.
@@ -405,4 +387,3 @@ class DPNoisySGDRegressor(RegressorMixin, _BaseNoisySGD):
         tags = super().__sklearn_tags__()
         tags.regressor_tags.poor_score = True  # noise by design
         return tags
-

@@ -18,7 +18,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._privacy_spent import SELECTION_MARK, check_private_steps
 from ..accounting import ZCDP, ApproxDP, PureDP, zcdp_to_epsilon
-from ..ledger import _charges_suspended, charge_budget
+from ..ledger import _charges_suspended
+from ..utils._data import release
 from ..mechanisms.private_selection import (
     gamma_for_failure_prob,
     private_mean_loss,
@@ -321,15 +322,12 @@ callable, default="accuracy"
             draw, gamma=gamma, max_runs=split["max_runs"], rng=rng)
         best.set_params(**{s: None for s in seed_names})  # the seed would reveal the noise
         total = split["total"]
-        charge_budget(self, total)  # may refuse: nothing is set before this line
-        self.best_estimator_ = best
-        self.best_params_ = dict(params)
-        self.privacy_spent_ = total
-        self.run_budget_ = PureDP(run_eps) if run_delta == 0 else ApproxDP(run_eps, run_delta)
-        self.score_noise_scale_ = bound / n / split["score_epsilon"]
-        self.gamma_ = gamma
-        self.max_runs_ = split["max_runs"]
-        self.n_candidates_ = m
+        # Charges first; a refusal leaves the selection unfitted (an earlier fit too).
+        release(self, dict(
+            best_estimator_=best, best_params_=dict(params), privacy_spent_=total,
+            run_budget_=PureDP(run_eps) if run_delta == 0 else ApproxDP(run_eps, run_delta),
+            score_noise_scale_=bound / n / split["score_epsilon"], gamma_=gamma,
+            max_runs_=split["max_runs"], n_candidates_=m))
         # The released model was chosen among runs: skdpsparse.privacy_spent reports
         # the selection's total for it (and for its private step) while it is not refit.
         owner = _owner(best, _privacy_names(best)[0])
@@ -407,4 +405,3 @@ callable, default="accuracy"
         tags.input_tags.sparse = sub.input_tags.sparse
         tags.target_tags.required = True
         return tags
-

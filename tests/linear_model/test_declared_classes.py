@@ -69,9 +69,6 @@ def _fitted(est):
     return [k for k in vars(est) if k.endswith("_") and not k.startswith("_")]
 
 
-@pytest.mark.xfail(strict=True, reason="skdpsparse/linear_model/_noisy_sgd.py (owned "
-                   "elsewhere) validates X with check_fit_input, which sets n_features_in_ "
-                   "before the labels are checked; utils._data.fit_input does not")
 def test_noisy_sgd_validation_error_sets_nothing():
     est = DPNoisySGDClassifier(classes=[0, 1], random_state=0)
     with pytest.raises(ValueError, match="classes="):
