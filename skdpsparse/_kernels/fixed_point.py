@@ -11,18 +11,15 @@ about real arithmetic (``mechanisms/projection.py``).
 """
 
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numba import njit
 
+from . import sparse_rows
 from ._common import bounding_scale_nb
 
 __all__ = ["bounded_fixed_sum", "fixed_point_bits"]
-
-# Below this many stored entries a second thread costs more than it saves.
-_THREADED_MIN_NNZ = 1 << 21
 
 
 def fixed_point_bits(n_rows, entry_bound):
@@ -86,14 +83,8 @@ def bounded_fixed_sum(X_parts, n_cols, l2_bound, l1_bound, frac_bits, n_threads=
         return _dense_fixed_sum(np.asarray(X_parts), float(l2_bound), float(l1_bound), scale)
     indptr, indices, data = X_parts
     n_rows = indptr.shape[0] - 1
-    if n_threads is None:
-        n_threads = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                        else (os.cpu_count() or 1))
-    nnz = int(indptr[-1]) if n_rows >= 0 else 0
-    if n_threads <= 1 or nnz < _THREADED_MIN_NNZ or n_rows < 2 * n_threads:
-        n_threads = 1
-    cuts = np.searchsorted(indptr, np.linspace(0, nnz, n_threads + 1)).clip(0, n_rows)
-    cuts[0], cuts[-1] = 0, n_rows
+    cuts = sparse_rows.row_ranges(indptr, n_threads)
+    n_threads = len(cuts) - 1
     partials = [np.zeros(int(n_cols), dtype=np.int64) for _ in range(n_threads)]
     args = (float(l2_bound), float(l1_bound), scale)
     if n_threads == 1:

@@ -264,6 +264,22 @@ def csr_bounded_column_sum(indptr, indices, data, n_cols, l2_bound, l1_bound):
 _THREADED_MIN_NNZ = 1 << 21
 
 
+def row_ranges(indptr, n_threads=None):
+    """Cuts of ``range(n_rows)`` into contiguous ranges balanced by stored entries:
+    ``min(4, available CPUs)`` ranges by default, a single one when threads would cost
+    more than they save (few entries or rows)."""
+    n_rows = indptr.shape[0] - 1
+    if n_threads is None:
+        n_threads = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                        else (os.cpu_count() or 1))
+    nnz = int(indptr[-1]) if n_rows >= 0 else 0
+    if n_threads <= 1 or nnz < _THREADED_MIN_NNZ or n_rows < 2 * n_threads:
+        n_threads = 1
+    cuts = np.searchsorted(indptr, np.linspace(0, nnz, n_threads + 1)).clip(0, max(n_rows, 0))
+    cuts[0], cuts[-1] = 0, max(n_rows, 0)
+    return cuts
+
+
 def csr_bounded_column_sum_threaded(indptr, indices, data, n_cols, l2_bound, l1_bound,
                                     n_threads=None):
     """:func:`csr_bounded_column_sum` split over threads by ranges of rows.
@@ -274,16 +290,10 @@ def csr_bounded_column_sum_threaded(indptr, indices, data, n_cols, l2_bound, l1_
     so the result is deterministic for a given ``n_threads``. Thread-safe: it uses
     Python threads over a ``nogil`` kernel, not numba's threading layer.
     """
-    n_rows = indptr.shape[0] - 1
-    if n_threads is None:
-        n_threads = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                        else (os.cpu_count() or 1))
-    nnz = int(indptr[-1]) if n_rows >= 0 else 0
-    if n_threads <= 1 or nnz < _THREADED_MIN_NNZ or n_rows < 2 * n_threads:
+    cuts = row_ranges(indptr, n_threads)
+    n_threads = len(cuts) - 1
+    if n_threads == 1:
         return csr_bounded_column_sum(indptr, indices, data, n_cols, l2_bound, l1_bound)
-    targets = np.linspace(0, nnz, n_threads + 1)
-    cuts = np.searchsorted(indptr, targets).clip(0, n_rows)
-    cuts[0], cuts[-1] = 0, n_rows
     partials = [np.zeros(n_cols, dtype=np.float64) for _ in range(n_threads)]
     with ThreadPoolExecutor(max_workers=n_threads) as pool:
         futures = [pool.submit(csr_bounded_column_sum_rows, indptr, indices, data,

@@ -4,6 +4,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import skdpsparse._kernels.fixed_point as fp
+import skdpsparse._kernels.sparse_rows as sparse_rows
 from skdpsparse.mechanisms.projection import bounded_mean, mean_fixed_point_bits
 
 
@@ -20,7 +21,7 @@ def _csr_parts(X):
 
 
 def test_same_sums_for_every_thread_count_and_container(monkeypatch):
-    monkeypatch.setattr(fp, "_THREADED_MIN_NNZ", 0)  # thread even small inputs
+    monkeypatch.setattr(sparse_rows, "_THREADED_MIN_NNZ", 0)  # thread even small inputs
     X = _rows()
     F = fp.fixed_point_bits(X.shape[0], 1.0)
     dense = fp.bounded_fixed_sum(X, X.shape[1], 1.0, 3.0, F)
