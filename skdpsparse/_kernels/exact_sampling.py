@@ -175,14 +175,9 @@ def _bernoulli_exp_fraction(io, r, num, den):
 
 @numba.njit(cache=True, _nrt=False, inline="always")
 def _bernoulli_exp_minus_one(io, r):
-    """Bernoulli(exp(−1)): Algorithm 1 with γ = 1, where Bernoulli(γ/k) = Bernoulli(1/k)."""
-    k = 1
-    while True:
-        a, r = _bernoulli_reciprocal(io, r, k)
-        if not a:
-            break
-        k += 1
-    return k % 2 == 1, r
+    """Bernoulli(exp(−1)): Algorithm 1 with γ = 1 (Bernoulli(1/1) takes no bits, so the
+    coins are Bernoulli(1/k) alone)."""
+    return _bernoulli_exp_fraction(io, r, 1, 1)
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
