@@ -191,7 +191,7 @@ def _models():
         ("DPCyclicSGD b=2048, E=20, alpha=1e-3",
          lambda e, s: DPCyclicSGD(epsilon=e, delta=DELTA, classes=[0, 1], batch_size=2048,
                                   epochs=20, alpha=1e-3, random_state=s)),
-        ("DPNoisySGDClassifier (seed 001, rdp)",
+        ("DPNoisySGDClassifier (Arora et al. 2020, rdp)",
          lambda e, s: DPNoisySGDClassifier(epsilon=e, delta=DELTA, noise_calibration="rdp",
                                            classes=[0, 1], random_state=s)),
     ]

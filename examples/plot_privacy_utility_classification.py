@@ -13,7 +13,7 @@ DP-SGD that adds Gaussian noise to every coordinate and knows nothing of sparsit
 * :class:`~skdpsparse.linear_model.DPOutputPerturbationClassifier` — seed 002,
   Algorithm 3: regularized ERM, then noise calibrated to the minimizer's
   sensitivity.
-* :class:`~skdpsparse.linear_model.DPNoisySGDClassifier` — seed 001, Algorithm 1:
+* :class:`~skdpsparse.linear_model.DPNoisySGDClassifier` — Arora et al. 2020, Algorithm 1:
   noisy projected SGD in linear time over half the data.
 * :class:`~skdpsparse.linear_model.DPCyclicSGD` — seed 003: cyclic DP-SGD with
   clipping and dense Gaussian noise, released at its last iterate. It is the

@@ -13,7 +13,7 @@ from 0.25 to 8 (δ = 10⁻⁶), against scikit-learn's non-private
 * :class:`~skdpsparse.linear_model.DPHeavyTailedRegressor` — seed 004: projected
   gradient descent whose gradient is a private heavy-tailed mean (no bound on the
   features or targets needed).
-* :class:`~skdpsparse.linear_model.DPNoisySGDRegressor` — seed 001, Algorithm 1:
+* :class:`~skdpsparse.linear_model.DPNoisySGDRegressor` — Arora et al. 2020, Algorithm 1:
   noisy projected SGD over half the data.
 * :class:`~skdpsparse.linear_model.DPBiasReducedSGDRegressor` — seed 002,
   Algorithms 5–6: SGD on the Huber loss whose gradients are private *sparse* means;
@@ -152,7 +152,7 @@ plt.show()
 # needs no bound on features or targets at all) overtakes output perturbation at
 # moderate ε, and the dense baseline (many cheap steps on a well-conditioned
 # problem) comes closest to Ridge at ε = 8, while it is far worse than predicting 0
-# at ε = 0.25. Noisy SGD with seed 001's step size, and the bias-reduced sparse SGD
+# at ε = 0.25. Noisy SGD with Arora et al. 2020's step size, and the bias-reduced sparse SGD
 # of seed 002 (whose private means each run at a small fraction of ε; it improves
 # with ε), stay above the constant prediction at every ε here: their rates are for
 # large n. Which estimator to use thus depends on the budget, and choosing among

@@ -99,7 +99,7 @@ def demo_cyclic_sgd():
 
 
 def demo_noisy_sgd():
-    """DPNoisySGDClassifier on sparse classification data (seed 001, Algorithm 1).
+    """DPNoisySGDClassifier on sparse classification data (Arora et al. 2020, Algorithm 1).
 
     The default calibration is the provable one (each row enters at most one noisy
     gradient step, so a run is one discrete Gaussian release of sensitivity 2L, and

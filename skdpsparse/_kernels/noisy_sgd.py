@@ -1,4 +1,4 @@
-"""Inner loop of noisy projected SGD with fresh/stale steps (seed 001, Algorithm 1).
+"""Inner loop of noisy projected SGD with fresh/stale steps (Arora et al. 2020, Algorithm 1).
 
 Arora, Marinov and Ullah (2020), as reconstructed in the recovered notes
 (``osmd_and_private_selection.md`` §1.2): at step t an index y_t is drawn uniformly
@@ -139,7 +139,7 @@ def dense_noisy_sgd_block(X, y, theta, fresh_sum, seen, n_seen, target, rows, no
             seen[i] = True
             n_seen += 1
         else:
-            # Noise-only step: what makes amplification by subsampling work (seed 001 §3).
+            # Noise-only step: what makes amplification by subsampling work (Arora et al. 2020 §3).
             scale = eta * noise_spacing if noise_spacing > 0.0 else eta
             for j in range(dim):
                 theta[j] -= scale * noise[t, j]

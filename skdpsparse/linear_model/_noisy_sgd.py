@@ -1,4 +1,4 @@
-"""Linear models by noisy projected SGD over half the data (seed 001, Algorithm 1)."""
+"""Linear models by noisy projected SGD over half the data (Arora et al. 2020, Algorithm 1)."""
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -53,13 +53,13 @@ _SHARED_DOC = """epsilon : float, default=1.0
         a valid target. The two others are **unproven** (their subsampling argument
         treats the set of seen rows as fixed in each step, although it is hidden
         state shared across steps) and kept as options: ``"paper"``,
-        σ = 8L√log(2/δ)/(√n ε) with seed 001 Remark 1's split δ = δ′ = δ̄/3,
+        σ = 8L√log(2/δ)/(√n ε) with Arora et al. 2020 Remark 1's split δ = δ′ = δ̄/3,
         ε = ε̄/(8√log(1/δ′)) (Theorem 6; the per-step δ halved), far more noise than
         its own accounting needs outside tiny ε̄, and ``fit`` raises if no accounting
         certifies (ε̄, δ̄) for that σ (large ε̄ with large n); ``"rdp"``, the smallest
         σ whose subsampled-RDP accounting meets (ε̄, δ̄).
     learning_rate : "paper" or float, default="paper"
-        η. ``"paper"``: D/(√n (L + σ√p)), p = dim (w, b) (seed 001 Theorems 4 and 6).
+        η. ``"paper"``: D/(√n (L + σ√p)), p = dim (w, b) (Arora et al. 2020 Theorems 4 and 6).
     verbose : int, default=0
         ≥ 1 prints progress of each run (steps taken, fresh examples seen).
     random_state : None, int or numpy.random.Generator, default=None
@@ -107,7 +107,7 @@ _ALGORITHM_DOC = """Seed 001 (Arora, Marinov and Ullah 2020, "Private Stochastic
     the random index sequence is a mixture with data-independent weights, and Rényi
     divergence is jointly quasi-convex (van Erven and Harremoës 2014, "Rényi
     divergence and Kullback-Leibler divergence", Theorem 13), so the bound holds for
-    it too. The paper's accounting (seed 001 Theorem 6) and a subsampled-RDP
+    it too. The paper's accounting (Arora et al. 2020 Theorem 6) and a subsampled-RDP
     accountant are offered as ``noise_calibration="paper"`` and ``"rdp"``; both are
     **unproven**: they treat the set of seen rows as fixed in each step, although it
     is hidden state shared across steps."""
@@ -137,8 +137,9 @@ class _BaseNoisySGD(BaseEstimator):
             accounts = {"provable": budget.epsilon}
         else:
             if self.noise_calibration == "paper":
-                # K one-vs-rest runs share (ε̄, δ̄) by basic composition: ε̄/K, δ̄/K each.
-                sigma = paper_noise_std(n, eps / K, delta / K, lip)  # seed 001 Thm 6, Rem. 1
+                # K one-vs-rest runs share (ε̄, δ̄) by basic composition: ε̄/K, δ̄/K each
+                # (Arora et al. 2020, Theorem 6 and Remark 1).
+                sigma = paper_noise_std(n, eps / K, delta / K, lip)
                 z = sigma / (2.0 * lip)
             else:
                 z = rdp_noise_multiplier(n, eps, delta, K)  # sensitivity 2L
@@ -149,7 +150,7 @@ class _BaseNoisySGD(BaseEstimator):
             if budget.epsilon > eps * (1.0 + 1e-9):
                 raise ValueError(
                     f"epsilon={self.epsilon!r}: with noise_calibration='paper' the noise "
-                    f"of seed 001 Theorem 6 is certified only to epsilon="
+                    f"of Arora et al. 2020 Theorem 6 is certified only to epsilon="
                     f"{budget.epsilon:.4g} for n={n} (outside the theorem's regime "
                     "eps <= 1/(2 sqrt(n)), and no other accounting gives less); use the "
                     "default noise_calibration='provable' or a smaller epsilon.")

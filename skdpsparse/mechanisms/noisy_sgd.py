@@ -1,7 +1,7 @@
-"""Noisy projected SGD with fresh and noise-only steps, and its privacy (seed 001).
+"""Noisy projected SGD with fresh and noise-only steps, and its privacy (Arora et al. 2020).
 
 Arora, Marinov and Ullah 2020, "Private Stochastic Convex Optimization: Efficient
-Algorithms for Non-smooth Objectives" (arXiv:2002.09609; seed 001), Algorithm 1
+Algorithms for Non-smooth Objectives" (arXiv:2002.09609), Algorithm 1
 (noisy online stochastic mirror descent with Φ = ½‖·‖², i.e. noisy projected SGD),
 as this module runs it:
 
@@ -123,7 +123,7 @@ for a given σ (the provable one is valid for every σ).
 References
 ----------
 .. [AMU20] R. Arora, T. V. Marinov, E. Ullah. Private stochastic convex optimization:
-   efficient algorithms for non-smooth objectives. arXiv:2002.09609 (seed 001).
+   efficient algorithms for non-smooth objectives. arXiv:2002.09609 (Arora et al. 2020).
 .. [BS16] M. Bun, T. Steinke. Concentrated differential privacy: simplifications,
    extensions, and lower bounds. TCC 2016. arXiv:1605.02065.
 .. [CKS20] C. Canonne, G. Kamath, T. Steinke. The discrete Gaussian for differential
@@ -233,7 +233,7 @@ def lipschitz_constant(loss, norm_bound, fit_intercept, *, radius=None, label_bo
 def remark1_split(epsilon, delta):
     """Seed 001 Remark 1: a target (ε̄, δ̄) as Theorem 6's (ε, δ, δ′).
 
-    δ = δ′ = δ̄/3 and ε = ε̄/(8√log(1/δ′)) (seed 001 Remark 1).
+    δ = δ′ = δ̄/3 and ε = ε̄/(8√log(1/δ′)) (Arora et al. 2020 Remark 1).
 
     Returns
     -------
@@ -244,7 +244,7 @@ def remark1_split(epsilon, delta):
 
 
 def paper_noise_std(n, epsilon, delta, lipschitz):
-    """σ of seed 001 Theorem 6 for the target (ε̄, δ̄) = (``epsilon``, ``delta``).
+    """σ of Arora et al. 2020 Theorem 6 for the target (ε̄, δ̄) = (``epsilon``, ``delta``).
 
     σ = 8L√log(2/δ)/(√n ε) with (ε, δ) from :func:`remark1_split`: Theorem 6's
     σ = 8L√log(1/δ)/(√n ε) with the per-step δ halved (module docstring, "Paper"),
@@ -255,7 +255,7 @@ def paper_noise_std(n, epsilon, delta, lipschitz):
 
 
 def paper_step_size(n, radius, lipschitz, noise_std, dim):
-    """η = D/(√n (L + σ√p)) of seed 001 Theorems 4 and 6, p = dim θ."""
+    """η = D/(√n (L + σ√p)) of Arora et al. 2020 Theorems 4 and 6, p = dim θ."""
     return float(radius) / (math.sqrt(n) * (lipschitz + noise_std * math.sqrt(dim)))
 
 
@@ -270,7 +270,7 @@ def paper_regime(n, epsilon_step, delta):
 
 
 def paper_epsilon(n, noise_multiplier, delta):
-    """ε of seed 001 Theorem 6 for a run with noise multiplier z = σ/(2L), at total δ̄
+    """ε of Arora et al. 2020 Theorem 6 for a run with noise multiplier z = σ/(2L), at total δ̄
     (unproven as run here: module docstring, "Paper").
 
     The run is Theorem 6's algorithm for ε = 4√log(2/δ)/(√n z) (σ = 8L√log(2/δ)/(√n ε)
@@ -479,7 +479,7 @@ class NoisySGDResult(NamedTuple):
 def noisy_projected_sgd(X, y, *, loss, noise_std, step_size, radius, norm_bound,
                         fit_intercept=True, loss_param=1.0, label_bound=None, rng,
                         verbose=0, name="noisy SGD"):
-    """Run seed 001 Algorithm 1 once on a linear model (module docstring).
+    """Run Arora et al. 2020 Algorithm 1 once on a linear model (module docstring).
 
     Parameters
     ----------

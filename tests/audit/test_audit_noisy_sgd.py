@@ -1,5 +1,5 @@
 """Privacy audit of :class:`~skdpsparse.linear_model.DPNoisySGDRegressor` end to end
-(seed 001 Algorithm 1, noisy projected SGD over half the data; Huber loss, no
+(Arora et al. 2020 Algorithm 1, noisy projected SGD over half the data; Huber loss, no
 intercept, CSR input; release ``coef_``, the average of the fresh iterates).
 
 Neighbours: row 0 is 10R·e₀ on a column no other row touches with target ∓10⁶, so

@@ -1,4 +1,4 @@
-"""Kernels of noisy projected SGD (seed 001, Algorithm 1) against a plain NumPy loop."""
+"""Kernels of noisy projected SGD (Arora et al. 2020, Algorithm 1) against a plain NumPy loop."""
 
 import numpy as np
 import pytest
@@ -19,7 +19,7 @@ PARAM = {SMOOTHED_HINGE: 0.7, HUBER: 0.4}
 
 def reference_run(X, y, rows, noise, eta, radius, norm_bound, code, param, fit_intercept,
                   spacing=0.0):
-    """Algorithm 1 step by step on dense float64 data (notes §1.2); with ``spacing``
+    """Arora et al. 2020 Algorithm 1 step by step on dense float64 data; with ``spacing``
     γ > 0 the gradient is rounded to the grid γℤ and ``noise`` is in grid units."""
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape

@@ -1,4 +1,4 @@
-"""DPNoisySGDClassifier / DPNoisySGDRegressor (seed 001): API, privacy report, utility."""
+"""DPNoisySGDClassifier / DPNoisySGDRegressor (Arora et al. 2020): API, privacy report, utility."""
 
 import math
 import warnings
@@ -262,7 +262,7 @@ def test_default_is_the_provable_discrete_gaussian_bound(eps):
 
 
 def test_provable_default_never_raises_at_large_epsilon():
-    """The old default (seed 001 Theorem 6) raised ValueError for ε ≥ 4 at large n."""
+    """The old default (Arora et al. 2020 Theorem 6) raised ValueError for ε ≥ 4 at large n."""
     X = np.zeros((100_000, 1))
     y = np.r_[np.zeros(50_000), np.ones(50_000)]
     for eps in (4.0, 64.0):

@@ -1,4 +1,4 @@
-"""Noisy projected SGD of seed 001: noise, stopping time, paper and RDP accounting."""
+"""Noisy projected SGD of Arora et al. 2020: noise, stopping time, paper and RDP accounting."""
 
 import math
 
