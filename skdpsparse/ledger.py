@@ -493,14 +493,17 @@ class _StoreTarget:
 
     @contextlib.contextmanager
     def reserve(self, budget, record):
-        """One write transaction: for each dataset, check its limit with ``budget``
-        added and insert the entry; committed when the block ends without error."""
+        """One write transaction: for each dataset (in the order of their names, the
+        same in every process), lock it, check its limit with ``budget`` added and
+        insert the entry; committed when the block ends without error."""
         with _store(self.path, self.timeout).transaction() as txn:
-            for dataset, session in self.sessions.items():
-                limit = txn.limit(dataset)  # the store's, which no ledger can loosen
+            for dataset, session in sorted(self.sessions.items()):
+                # The store's limit, which no ledger can loosen; the lock (a server's
+                # row lock) holds off every other charge on the dataset until commit.
+                limit = txn.limit(dataset, lock=True)
                 if limit is not None:
                     events = _spent_events(txn.spent(dataset),
-                                           f"dataset {dataset!r} in {self.path}")
+                                           f"dataset {dataset!r} in {txn.path}")
                     _check_limit_events(_from_json(dict(limit)), events + [event_of(budget)],
                                         f"{record['source']} on dataset {dataset!r}")
                 txn.append(dataset, dict(record, session=session))
@@ -518,12 +521,20 @@ def _spent_events(groups, where):
     return events
 
 
-def _store(path, timeout):
-    """The SQLite store at ``path``; sqlite3 is imported only when a store is used
-    (some Python builds lack it, and ``import skdpsparse`` must not need it)."""
-    from ._ledger_store import SQLiteStore
+def _store(location, timeout):
+    """The store at ``location`` (an SQLite file's path or a server's URL); sqlite3 and
+    SQLAlchemy are imported only when a store is used (some Python builds lack
+    sqlite3, and ``import skdpsparse`` must not need either)."""
+    from ._ledger_store import open_store
 
-    return SQLiteStore(path, timeout)
+    return open_store(location, timeout)
+
+
+def _shown(location):
+    """The store's name in messages (a server URL without its password)."""
+    from ._ledger_store import shown
+
+    return shown(location)
 
 
 def _charge(targets, budget, record):
@@ -702,16 +713,10 @@ def _composed_total(limit, rows, delta):
 
 
 def _store_path(store):
-    """The absolute path of a store given as a path; a URL is refused (server
-    databases are not supported yet)."""
-    path = os.fspath(store)
-    if not isinstance(path, str) or not path:
-        raise TypeError(f"store must be the path of an SQLite file, got {store!r}.")
-    if "://" in path:
-        raise ValueError(f"store={path!r}: only SQLite files are supported (give a file "
-                         "path); server databases by URL are not implemented yet.")
-    # Workers may run in another directory: every process must name the same file.
-    return os.path.realpath(path)
+    """The absolute path of an SQLite store, or the URL of a server store."""
+    from ._ledger_store import store_location
+
+    return store_location(store)
 
 
 def _check_timeout(timeout):
@@ -876,18 +881,19 @@ class PrivacyLedger:
                 if not self.create:
                     known = ", ".join(repr(n) for n in txn.datasets()) or "none"
                     raise LedgerStoreError(
-                        f"no dataset {self.dataset!r} in the budget store {self._store_path}"
+                        f"no dataset {self.dataset!r} in the budget store {txn.path}"
                         f" (datasets: {known}); create=False refuses to start a new one.")
+                # Unless another session created it meanwhile (a server lets two
+                # transactions get here): then its limit stands, read below.
                 txn.create_dataset(self.dataset, mine)
-                return
-            stored = txn.limit(self.dataset)
+            stored = txn.limit(self.dataset, lock=True)
             if mine is None or mine == stored:
                 return
             if stored is None:  # a limit where there was none only restricts
                 txn.set_limit(self.dataset, mine)
                 return
             raise ValueError(
-                f"the dataset {self.dataset!r} in {self._store_path} has the limit "
+                f"the dataset {self.dataset!r} in {txn.path} has the limit "
                 f"{_from_json(dict(stored))}, not {self.limit}: a ledger cannot change it. "
                 "Omit limit= to use the recorded one; for a stricter limit on this "
                 "session only, nest an in-memory PrivacyLedger(limit=...) inside.")
@@ -939,7 +945,7 @@ class PrivacyLedger:
         with _store(self._store_path, self.timeout).transaction(write=False) as txn:
             limit = txn.limit(self.dataset)
             entries = txn.entries(self.dataset)
-        where = f"dataset {self.dataset!r} in {self._store_path}"
+        where = f"dataset {self.dataset!r} in {txn.path}"
         rows = [_history_row(e, i, self.dataset, where) for i, e in enumerate(entries, 1)]
         return (None if limit is None else _from_json(dict(limit))), rows
 
@@ -1022,7 +1028,7 @@ class PrivacyLedger:
         limit, rows = self._state()  # one snapshot: the lines and the total agree
         lines = [f"{len(rows)} private fits"]
         if self._store_path is not None:
-            lines[0] += (f" on dataset {self.dataset!r} in {self._store_path} (limit: "
+            lines[0] += (f" on dataset {self.dataset!r} in {_shown(self._store_path)} (limit: "
                          f"{'none' if limit is None else limit})")
         for row in rows:
             budget = row["guarantee"]

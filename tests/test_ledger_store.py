@@ -265,8 +265,12 @@ def test_arguments(store):
         PrivacyLedger(store=store)
     with pytest.raises(ValueError, match="store="):
         PrivacyLedger(dataset="d")
-    with pytest.raises(ValueError, match="not implemented"):
-        PrivacyLedger(store="postgresql://user@host/db", dataset="d")
+    with pytest.raises(ValueError, match="must be a PostgreSQL database"):
+        PrivacyLedger(store="mysql://user@host/db", dataset="d")
+    with pytest.raises(ValueError, match="not a database URL"):
+        PrivacyLedger(store="://nothing", dataset="d")
+    with pytest.raises(TypeError, match="store must be"):
+        PrivacyLedger(store=3, dataset="d")
     with pytest.raises(ValueError, match="timeout"):
         PrivacyLedger(store=store, dataset="d", timeout=0)
     with pytest.raises(RuntimeError, match="active"):
