@@ -7,6 +7,7 @@ constant multiple of one run, whatever the number of runs.
 """
 
 import copy
+import time
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -22,15 +23,13 @@ from ..ledger import _charges_suspended
 from ..utils._data import release
 from ..mechanisms.private_selection import (
     gamma_for_failure_prob,
-    private_mean_loss,
     random_stopping_selection,
     split_budget_for_random_stopping,
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
+from ._selection_scoring import resolve_scoring
 
 __all__ = ["PrivateParameterSelection"]
-
-_SCORINGS = ("accuracy", "neg_mean_squared_error", "neg_mean_absolute_error")
 
 
 def _names(params, leaf):
@@ -66,21 +65,6 @@ def _within(spent, epsilon, delta):
     if isinstance(spent, ZCDP):
         return delta > 0 and zcdp_to_epsilon(spent.rho, delta) <= epsilon * tol
     return False
-
-
-def _per_example_losses(scoring, y, y_pred):
-    """One loss per example (lower is better), before clipping."""
-    y, y_pred = np.asarray(y), np.asarray(y_pred)
-    if callable(scoring):
-        return np.asarray(scoring(y, y_pred), dtype=np.float64)
-    if y_pred.shape != y.shape:
-        y_pred = y_pred.reshape(y.shape)
-    if scoring == "accuracy":  # the 0-1 loss
-        wrong = y_pred != y
-        return (wrong.reshape(len(y), -1).any(axis=1)).astype(np.float64)
-    diff = y_pred.astype(np.float64) - y.astype(np.float64)
-    per = diff * diff if scoring == "neg_mean_squared_error" else np.abs(diff)
-    return per.reshape(len(y), -1).mean(axis=1)
 
 
 def _best_has(attr):
@@ -143,14 +127,28 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
     delta : float or None, default=1e-6
         Total δ in [0, 1), at most ε/10. ``0`` or ``None``: pure ε-DP (the inner
         estimator is then fit with ``delta=0``).
-    scoring : {"accuracy", "neg_mean_squared_error", "neg_mean_absolute_error"} or \
-callable, default="accuracy"
-        What is minimised on the training data: the 0-1 loss (B = 1), the squared or
-        absolute error clipped to B = ``score_bound``, or ``scoring(y, y_pred)``
-        returning one loss per example (clipped to [0, ``score_bound``]; NaN counts
-        as the bound).
+    scoring : str, scorer or callable, default="accuracy"
+        What each run is judged by on the training data. Per-example losses, whose
+        mean has sensitivity B/n: ``"accuracy"`` (the 0-1 loss, B = 1),
+        ``"neg_mean_squared_error"`` and ``"neg_mean_absolute_error"`` (the error
+        clipped to B = ``score_bound``), or a callable ``loss(y, y_pred)`` returning one
+        loss per example (clipped to [0, ``score_bound``]; NaN counts as the bound).
+        Or any scikit-learn scorer: a name from :func:`sklearn.metrics.get_scorer_names`
+        (``"f1"``, ``"roc_auc"``, ``"r2"``, ...) or an object from
+        :func:`sklearn.metrics.make_scorer` (e.g. ``make_scorer(f1_score)``), which is
+        evaluated by subsample and aggregate: on ``score_chunks`` disjoint chunks of
+        the rows, each chunk's score clipped into ``score_range``, sensitivity
+        (high − low)/k (see :mod:`skdpsparse.model_selection._selection_scoring`).
+        Everything is checked before the first fit.
     score_bound : float, default=1.0
-        B of the error scorings and of a callable; ignored for ``"accuracy"``.
+        B of the error scorings and of a per-example callable; ignored otherwise.
+    score_range : (float, float), default=(0.0, 1.0)
+        (low, high) into which a scorer's chunk scores are clipped; the default is the
+        range of accuracy, F1, precision, recall and ROC AUC. Set it for others, e.g.
+        ``(-1.0, 1.0)`` for ``"r2"``. Ignored for per-example losses.
+    score_chunks : "auto" or int, default="auto"
+        k, the number of chunks of a scorer: ``"auto"`` takes as many as keep at least
+        50 rows each, at most 1000 (from n only, which is public).
     gamma : "auto" or float, default="auto"
         Stopping probability γ in (0, 1]. ``"auto"``:
         :func:`~skdpsparse.mechanisms.private_selection.gamma_for_failure_prob`
@@ -167,6 +165,11 @@ callable, default="accuracy"
     random_state : None, int or numpy.random.Generator, default=None
         ``None`` draws fresh noise; an int makes the noise (and the inner seeds)
         reproducible by anyone who knows it: for tests and reports only.
+    verbose : bool or int, default=0
+        ``True``/``1``: one line per run (the setting drawn and its fit time);
+        ``2``: also the run's private score. The number of runs is secret (it is
+        not covered by the guarantee): progress output is for the person running
+        the search, never for publication.
 
     Attributes
     ----------
@@ -210,8 +213,11 @@ callable, default="accuracy"
     _parameter_constraints = {
         "epsilon": [Interval("real", 0, None, closed="neither")],
         "delta": [Interval("real", 0, 1, closed="left"), None],
-        "scoring": [Options(*_SCORINGS), InstanceOf(Callable, description="callable")],
+        "scoring": [InstanceOf(str, Callable, description="str or callable")],
         "score_bound": [Interval("real", 0, None, closed="neither")],
+        "score_range": [InstanceOf(tuple, list, description="(low, high)")],
+        "score_chunks": [Options("auto"), Interval("integer", 1, None, closed="left")],
+        "verbose": [InstanceOf(bool), Interval("integer", 0, None, closed="left")],
         "gamma": [Options("auto"), Interval("real", 0, 1, closed="right")],
         "failure_prob": [Interval("real", 0, 1, closed="neither")],
         "budget_split": [Options("tight", "paper")],
@@ -221,19 +227,23 @@ callable, default="accuracy"
     }
 
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-6, scoring="accuracy",
-                 score_bound=1.0, gamma="auto", failure_prob=0.1, budget_split="tight",
-                 score_fraction=0.5, random_state=None):
+                 score_bound=1.0, score_range=(0.0, 1.0), score_chunks="auto", gamma="auto",
+                 failure_prob=0.1, budget_split="tight", score_fraction=0.5,
+                 random_state=None, verbose=0):
         self.estimator = estimator
         self.param_grid = param_grid
         self.epsilon = epsilon
         self.delta = delta
         self.scoring = scoring
         self.score_bound = score_bound
+        self.score_range = score_range
+        self.score_chunks = score_chunks
         self.gamma = gamma
         self.failure_prob = failure_prob
         self.budget_split = budget_split
         self.score_fraction = score_fraction
         self.random_state = random_state
+        self.verbose = verbose
 
     def _candidates(self):
         try:
@@ -279,6 +289,9 @@ callable, default="accuracy"
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the "
                              "target y is None.")
+        scoring = resolve_scoring(
+            self.scoring, score_bound=float(self.score_bound), score_range=self.score_range,
+            score_chunks=self.score_chunks, y=y, owner=type(self).__name__)
         plans = self._candidates()
         delta = 0.0 if self.delta is None else float(self.delta)
         m = len(plans)
@@ -288,7 +301,6 @@ callable, default="accuracy"
             float(self.epsilon), delta, gamma=gamma, split=self.budget_split,
             score_fraction=float(self.score_fraction))
         run_eps, run_delta = split["run_epsilon"], split["run_delta"]
-        bound = 1.0 if self.scoring == "accuracy" else float(self.score_bound)
         n = np.asarray(y).shape[0]  # public; the inner estimator checks it against X
         rng = fit_random_source(self.random_state, self, X, y)
 
@@ -302,20 +314,21 @@ callable, default="accuracy"
                 est.set_params(**{delta_name: run_delta})
             # 256-bit seeds: each run's key is as hard to search as the outer key.
             est.set_params(**{s: rng.secret_int() for s in seed_names})
+            start = time.perf_counter()
             with _charges_suspended():  # charged once below, as part of the total
                 est.fit(X, y)
+            seconds = time.perf_counter() - start
             spent = getattr(_owner(est, eps_name), "privacy_spent_", None)
             if not _within(spent, run_eps, run_delta):
                 raise ValueError(
                     f"{type(est).__name__} reported privacy_spent_={spent!r} for a run "
                     f"budget of (epsilon={run_eps:.4g}, delta={run_delta:.4g}); the "
                     "selection's guarantee needs every fit within it. Nothing was released.")
-            losses = _per_example_losses(self.scoring, y, est.predict(X))
-            if losses.shape != (n,):
-                raise ValueError(f"scoring must give one loss per example, shape ({n},); "
-                                 f"got shape {losses.shape}.")
-            score = private_mean_loss(losses, loss_bound=bound,
-                                      epsilon=split["score_epsilon"], rng=rng)
+            score = scoring.private_loss(est, X, y, epsilon=split["score_epsilon"], rng=rng)
+            if self.verbose:
+                noisy = f", private loss {score:.4g}" if self.verbose > 1 else ""
+                print(f"[{type(self).__name__}] run {k + 1}: {params} fitted in "
+                      f"{seconds:.2f} s{noisy}", flush=True)
             return (params, est, seed_names), score
 
         (params, best, seed_names), _, _ = random_stopping_selection(
@@ -326,7 +339,7 @@ callable, default="accuracy"
         release(self, dict(
             best_estimator_=best, best_params_=dict(params), privacy_spent_=total,
             run_budget_=PureDP(run_eps) if run_delta == 0 else ApproxDP(run_eps, run_delta),
-            score_noise_scale_=bound / n / split["score_epsilon"], gamma_=gamma,
+            score_noise_scale_=scoring.sensitivity(n) / split["score_epsilon"], gamma_=gamma,
             max_runs_=split["max_runs"], n_candidates_=m))
         # The released model was chosen among runs: skdpsparse.privacy_spent reports
         # the selection's total for it (and for its private step) while it is not refit.

@@ -187,7 +187,14 @@ def test_gamma_auto_depends_on_the_number_of_settings():
     (dict(gamma=1.5), "gamma"),
     (dict(gamma="fast"), "gamma"),
     (dict(failure_prob=1.0), "failure_prob"),
-    (dict(scoring="f1"), "scoring"),
+    (dict(scoring="f1_typo"), "scoring"),
+    (dict(scoring=3), "scoring"),
+    (dict(scoring=lambda y: y), "scoring"),
+    (dict(scoring="f1", score_range=(1.0, 0.0)), "score_range"),
+    (dict(scoring="f1", score_range=(0.0, np.inf)), "score_range"),
+    (dict(scoring="f1", score_chunks=0), "score_chunks"),
+    (dict(scoring="f1", score_chunks=101), "score_chunks"),
+    (dict(verbose=-1), "verbose"),
     (dict(score_bound=-1.0), "score_bound"),
     (dict(budget_split="loose"), "budget_split"),
     (dict(score_fraction=1.0), "score_fraction"),
@@ -329,3 +336,88 @@ def test_learned_steps_are_refused(prep):
     with pytest.raises(ValueError, match="without a privacy guarantee"):
         PrivateParameterSelection(Pipeline([("prep", prep), ("clf", _ThresholdDP())]),
                                   {"clf__threshold": [0.5]}, random_state=0).fit(X, y)
+
+
+# ------------------------------------------------- scikit-learn scorers (issue 21)
+def test_a_whole_set_metric_as_a_callable_is_refused_before_any_fit():
+    """The user's report: scoring=f1_score failed only after 5.7 s of fitting. A
+    callable scoring(y, y_pred) must return one loss per row; f1_score returns one
+    number, and that is found on two rows before any fit."""
+    from sklearn.metrics import f1_score
+
+    X, y = _data(300)
+    _CountingDP.fits = 0
+    with pytest.raises(ValueError, match="'scoring'.*make_scorer"):
+        PrivateParameterSelection(_CountingDP(), {"threshold": [0.0, 1.0]},
+                                  scoring=f1_score).fit(X, y)
+    assert _CountingDP.fits == 0
+
+
+@pytest.mark.parametrize("scoring", ["f1", "make_scorer(f1_score)", "balanced_accuracy"])
+def test_scikit_learn_scorers_select_the_better_setting(scoring):
+    from sklearn.metrics import f1_score, make_scorer
+
+    if scoring == "make_scorer(f1_score)":
+        scoring = make_scorer(f1_score)
+    X, y = _data(4000)
+    search = _search(scoring=scoring, epsilon=4.0, random_state=0).fit(X, y)
+    assert search.best_params_ == {"threshold": 0.0}
+    # k = 4000 // 50 = 80 chunks, range (0, 1): Laplace scale (1/80)/ε_score.
+    eps_score = search.run_budget_.epsilon * 1.0  # score_fraction 0.5 of ε₁ each
+    assert search.score_noise_scale_ == pytest.approx((1 / 80) / eps_score)
+
+
+def test_chunked_scorer_sensitivity_holds_for_f1_on_neighbours():
+    """Replacing one row moves the mean of the k clipped chunk F1 scores by at most
+    1/k, for the worst neighbours we can construct (flipping the label of a row whose
+    chunk has a single positive makes that chunk's F1 jump from 1 to 0), while the
+    full-data F1 of the same pair moves by far more than 1/n: calibrating the
+    whole-set score to 1/n (the broken variant) would be wrong."""
+    from sklearn.metrics import f1_score, make_scorer
+
+    from skdpsparse.model_selection._selection_scoring import ChunkedScorer
+
+    est = _ThresholdDP(threshold=0.0).fit(*_data(10))
+    n, k = 400, 20
+    X = np.full((n, 3), -1.0)  # everything predicted negative ...
+    X[0, 0] = 1.0  # ... but row 0, a true positive
+    y = np.zeros(n, dtype=int)
+    y[0] = 1
+    y2 = y.copy()
+    y2[0] = 0  # the neighbour: row 0 becomes a false positive
+    scorer = ChunkedScorer(make_scorer(f1_score, zero_division=0.0), (0.0, 1.0), k)
+    order = np.random.default_rng(1).permutation(n)
+    gap = abs(scorer.chunk_losses(est, X, y, order).mean()
+              - scorer.chunk_losses(est, X, y2, order).mean())
+    assert gap == pytest.approx(1 / k)  # attained, never exceeded
+    assert scorer.sensitivity(n) == 1 / k
+    full_gap = abs(f1_score(y, est.predict(X)) - f1_score(y2, est.predict(X), zero_division=0))
+    assert full_gap == 1.0 > 1 / n
+
+
+def test_chunked_scorer_never_exceeds_its_sensitivity_on_random_neighbours():
+    from sklearn.metrics import make_scorer, recall_score
+
+    from skdpsparse.model_selection._selection_scoring import ChunkedScorer
+
+    rng = np.random.default_rng(2)
+    est = _ThresholdDP(threshold=0.3).fit(*_data(10))
+    scorer = ChunkedScorer(make_scorer(recall_score, zero_division=0.0), (0.0, 1.0), 8)
+    for _ in range(200):
+        X, y = _data(64, seed=int(rng.integers(1 << 30)))
+        X2, y2 = X.copy(), y.copy()
+        i = rng.integers(64)
+        X2[i], y2[i] = rng.normal(size=3) * 3, 1 - y2[i]
+        order = rng.permutation(64)
+        gap = abs(scorer.chunk_losses(est, X, y, order).mean()
+                  - scorer.chunk_losses(est, X2, y2, order).mean())
+        assert gap <= scorer.sensitivity(64) + 1e-12
+
+
+def test_verbose_prints_one_line_per_run(capsys):
+    X, y = _data(500)
+    search = _search(verbose=True, random_state=0).fit(X, y)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln]
+    assert lines and all(ln.startswith("[PrivateParameterSelection] run ") for ln in lines)
+    assert lines[0].startswith("[PrivateParameterSelection] run 1: {'threshold': ")
+    assert search.best_params_ == {"threshold": 0.0}
