@@ -16,61 +16,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from skdpsparse.linear_model import (
-    DPBiasReducedSGDClassifier,
-    DPBiasReducedSGDRegressor,
-    DPCyclicSGD,
-    DPHeavyTailedRegressor,
-    DPNoisySGDClassifier,
-    DPNoisySGDRegressor,
-    DPOutputPerturbationClassifier,
-    DPOutputPerturbationRegressor,
-)
-from skdpsparse.mean import DPHeavyTailedMean, DPSparseMeanEstimator
-from skdpsparse.model_selection import PrivateParameterSelection
+from skdpsparse.utils._test_instances import estimator_instances
 
 MAX_EXAMPLES = int(os.environ.get("HYPOTHESIS_MAX_EXAMPLES", "25"))
 SETTINGS = settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 
 #: (name, factory, task, released attribute); task None (unsupervised), "regression"
-#: or "classification" (binary labels 0/1). Extend as estimators land.
+#: or "classification" (binary labels 0/1). The configurations live in one place.
 ESTIMATORS = [
-    ("sparse_mean", lambda: DPSparseMeanEstimator(random_state=0), None, "mean_"),
-    ("sparse_mean_pure", lambda: DPSparseMeanEstimator(delta=0, sparsity=2, random_state=0),
-     None, "mean_"),
-    ("heavy_tailed_mean", lambda: DPHeavyTailedMean(random_state=0), None, "mean_"),
-    ("heavy_tailed_nsme", lambda: DPHeavyTailedMean(method="noise_smoothing", random_state=0),
-     None, "mean_"),
-    ("heavy_tailed_regressor", lambda: DPHeavyTailedRegressor(max_iter=5, random_state=0),
-     "regression", "coef_"),
-    ("heavy_tailed_regressor_cwme",
-     lambda: DPHeavyTailedRegressor(mean_oracle="cwme", alpha=0.5, random_state=0),
-     "regression", "coef_"),
-    ("cyclic_sgd_logistic", lambda: DPCyclicSGD(epochs=2, batch_size=4, classes=[0, 1],
-                                                random_state=0), "classification", "coef_"),
-    ("cyclic_sgd_huber", lambda: DPCyclicSGD(loss="huber", penalty="l1", epochs=2,
-                                             batch_size=4, random_state=0),
-     "regression", "coef_"),
-    ("noisy_sgd_classifier", lambda: DPNoisySGDClassifier(noise_calibration="rdp",
-                                                          classes=[0, 1], random_state=0),
-     "classification", "coef_"),
-    ("noisy_sgd_regressor", lambda: DPNoisySGDRegressor(noise_calibration="rdp",
-                                                        random_state=0),
-     "regression", "coef_"),
-    ("output_perturbation_classifier",
-     lambda: DPOutputPerturbationClassifier(classes=[0, 1], random_state=0),
-     "classification", "coef_"),
-    ("output_perturbation_regressor_pure",
-     lambda: DPOutputPerturbationRegressor(loss="huber", delta=0, random_state=0),
-     "regression", "coef_"),
-    ("bias_reduced_sgd_classifier",
-     lambda: DPBiasReducedSGDClassifier(classes=[0, 1], random_state=0),
-     "classification", "coef_"),
-    ("bias_reduced_sgd_regressor_boosted",
-     lambda: DPBiasReducedSGDRegressor(loss="squared", boosting="noisy_min", n_runs=2,
-                                       random_state=0),
-     "regression", "coef_"),
+    (inst.id, inst.make, inst.task, inst.released)
+    for inst in estimator_instances([
+        "sparse_mean", "sparse_mean_pure", "heavy_tailed_mean", "heavy_tailed_nsme",
+        "heavy_tailed_regressor", "heavy_tailed_regressor_cwme", "cyclic_sgd_logistic",
+        "cyclic_sgd_huber", "noisy_sgd_classifier", "noisy_sgd_regressor",
+        "output_perturbation_classifier", "output_perturbation_regressor_pure",
+        "bias_reduced_sgd_classifier", "bias_reduced_sgd_regressor_boosted"])
 ]
 IDS = [e[0] for e in ESTIMATORS]
 SPARSE_FORMATS = ["csr", "csc", "coo", "lil", "dok", "bsr", "dia"]
@@ -201,21 +162,9 @@ def test_seeds_reproduce_and_unseeded_fits_never_share_noise(name, factory, task
 #: Largest finite magnitudes: norms, margins and products of such rows overflow.
 EXTREME = [1.7e308, -1.7e308, 1e308, -1e308, 8.9e307, -3e307]
 EXTREME_ESTIMATORS = ESTIMATORS + [
-    # Large iterates: products x_j·θ_j of a raw extreme row overflow on their own.
-    ("noisy_sgd_regressor_wide",
-     lambda: DPNoisySGDRegressor(noise_calibration="rdp", radius=10.0, learning_rate=1.0,
-                                 random_state=0), "regression", "coef_"),
-    ("noisy_sgd_classifier_wide",
-     lambda: DPNoisySGDClassifier(noise_calibration="rdp", radius=10.0, learning_rate=1.0,
-                                  classes=[0, 1], random_state=0), "classification", "coef_"),
-    ("heavy_tailed_regressor_wide",
-     lambda: DPHeavyTailedRegressor(max_iter=3, radius=10.0, learning_rate=50.0,
-                                    random_state=0), "regression", "coef_"),
-    ("private_selection",
-     lambda: PrivateParameterSelection(
-         DPOutputPerturbationClassifier(classes=[0, 1]), {"alpha": [0.1, 1.0]},
-         random_state=0),
-     "classification", "best_estimator_.coef_"),
+    (inst.id, inst.make, inst.task, inst.released)
+    for inst in estimator_instances(["noisy_sgd_regressor_wide", "noisy_sgd_classifier_wide",
+                                     "heavy_tailed_regressor_wide", "private_selection"])
 ]
 EXTREME_SETTINGS = settings(max_examples=max(MAX_EXAMPLES // 3, 6), deadline=None,
                             derandomize=True, suppress_health_check=[HealthCheck.too_slow])

@@ -13,52 +13,18 @@ import pytest
 
 from skdpsparse import BudgetExceededError, PrivacyLedger
 from skdpsparse.accounting import PureDP
-from skdpsparse.linear_model import (
-    DPBiasReducedSGDClassifier,
-    DPBiasReducedSGDRegressor,
-    DPCyclicSGD,
-    DPHeavyTailedRegressor,
-    DPNoisySGDClassifier,
-    DPNoisySGDRegressor,
-    DPOutputPerturbationClassifier,
-    DPOutputPerturbationRegressor,
-)
-from skdpsparse.mean import DPHeavyTailedMean, DPSparseMeanEstimator
-from skdpsparse.model_selection import PrivateParameterSelection
+from skdpsparse.utils._test_instances import estimator_instances
 
 pd = pytest.importorskip("pandas")
 
 ESTIMATORS = [
-    pytest.param(lambda: DPSparseMeanEstimator(random_state=0), None, id="sparse_mean"),
-    pytest.param(lambda: DPHeavyTailedMean(random_state=0), None, id="heavy_tailed_mean"),
-    pytest.param(lambda: DPHeavyTailedMean(method="noise_smoothing", random_state=0), None,
-                 id="heavy_tailed_nsme"),
-    pytest.param(lambda: DPHeavyTailedRegressor(max_iter=2, random_state=0), "regression",
-                 id="heavy_tailed_regressor"),
-    pytest.param(lambda: DPCyclicSGD(epochs=1, batch_size=5, classes=[0, 1], random_state=0),
-                 "classification", id="cyclic_sgd_classifier"),
-    pytest.param(lambda: DPCyclicSGD(loss="squared", epochs=1, batch_size=5, random_state=0),
-                 "regression", id="cyclic_sgd_regressor"),
-    pytest.param(lambda: DPOutputPerturbationClassifier(classes=[0, 1], random_state=0),
-                 "classification", id="output_perturbation_classifier"),
-    pytest.param(lambda: DPOutputPerturbationClassifier(classes=[0, 1], radius=1.0,
-                                                        method="exponential", tau=1.0,
-                                                        delta=0, random_state=0),
-                 "classification", id="sparse_exponential"),
-    pytest.param(lambda: DPOutputPerturbationRegressor(random_state=0), "regression",
-                 id="output_perturbation_regressor"),
-    pytest.param(lambda: DPBiasReducedSGDClassifier(classes=[0, 1], random_state=0),
-                 "classification", id="bias_reduced_classifier"),
-    pytest.param(lambda: DPBiasReducedSGDRegressor(random_state=0), "regression",
-                 id="bias_reduced_regressor"),
-    pytest.param(lambda: PrivateParameterSelection(
-        DPOutputPerturbationClassifier(classes=[0, 1]), {"alpha": [0.1, 1.0]},
-        random_state=0), "classification", id="private_selection"),
-    pytest.param(lambda: DPNoisySGDClassifier(classes=[0, 1], noise_calibration="rdp",
-                                              random_state=0),
-                 "classification", id="noisy_sgd_classifier"),
-    pytest.param(lambda: DPNoisySGDRegressor(noise_calibration="rdp", random_state=0),
-                 "regression", id="noisy_sgd_regressor"),
+    pytest.param(inst.make, inst.task, id=inst.id)
+    for inst in estimator_instances([
+        "sparse_mean", "heavy_tailed_mean", "heavy_tailed_nsme", "heavy_tailed_regressor",
+        "cyclic_sgd_logistic", "cyclic_sgd_huber", "output_perturbation_classifier",
+        "sparse_exponential", "output_perturbation_regressor", "bias_reduced_sgd_classifier",
+        "bias_reduced_sgd_regressor", "private_selection", "noisy_sgd_classifier",
+        "noisy_sgd_regressor"])
 ]
 
 
