@@ -211,7 +211,7 @@ class ServerStore:
 
                     # SET LOCAL takes no bound parameter: the number is ours, not input.
                     run(f"SET LOCAL lock_timeout = {max(1, round(self.timeout * 1000))}", {})
-                    if create:
+                    if create and not self._has_tables(run):
                         run(f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK})", {})
                         for statement in schema(self.id_column):
                             run(statement, {"version": str(SCHEMA_VERSION)})
@@ -220,3 +220,11 @@ class ServerStore:
                     yield txn
         except sqlalchemy.exc.DBAPIError as err:
             raise _store_error(err, self.path, self.timeout, connected) from err
+
+    @staticmethod
+    def _has_tables(run):
+        # Checked first so that a store in use is not touched by DDL, whose table
+        # locks would make opening a ledger wait for every charge in progress.
+        found = run("SELECT to_regclass('ledger_meta'), to_regclass('ledger_datasets'), "
+                    "to_regclass('ledger_entries')", {})
+        return all(name is not None for name in found[0])

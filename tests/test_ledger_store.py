@@ -1,5 +1,6 @@
 """Issue 23: a privacy budget that persists. ``PrivacyLedger(store=, dataset=)`` keeps
-its entries in an SQLite database, adds every session on a dataset to the same total,
+its entries in an SQLite database or on a PostgreSQL server (the tests of the
+behaviour both share run on both), adds every session on a dataset to the same total,
 holds them to the dataset's limit, refuses atomically, and says so when the store is
 corrupt, altered or missing instead of reading it as empty.
 
@@ -32,6 +33,7 @@ from skdpsparse.accounting import (
 from skdpsparse.datasets import make_heavy_tailed
 from skdpsparse.ledger import LedgerStoreError, _json_params
 from skdpsparse.mean import DPHeavyTailedMean
+from test_ledger_store_postgres import any_store  # noqa: F401 - fixture
 
 Z = analytic_gaussian_sigma(1.0, 1.0, 1e-6)  # a (1, 1e-6)-DP Gaussian, Δ = 1
 
@@ -56,6 +58,12 @@ def _pure_fit(epsilon=1.0):
 
 
 def _rows(store, sql="SELECT * FROM ledger_entries"):
+    """Rows read without skdpsparse: sqlite3 for a file, psycopg for a server."""
+    if "://" in store:
+        import psycopg
+
+        with psycopg.connect(store) as conn:
+            return conn.execute(sql).fetchall()
     with sqlite3.connect(store) as conn:
         return conn.execute(sql).fetchall()
 
@@ -93,20 +101,20 @@ SECOND_SCRIPT = """
 """
 
 
-def test_the_total_persists_across_scripts_and_the_limit_holds(data, store):
+def test_the_total_persists_across_scripts_and_the_limit_holds(data, any_store):
     """Two fits here, then a second interpreter on the same dataset gets one more:
     the limit of 3 counts the first script's two."""
-    with PrivacyLedger(store=store, dataset="patients", limit=PureDP(3.0)) as first:
+    with PrivacyLedger(store=any_store, dataset="patients", limit=PureDP(3.0)) as first:
         _pure_fit().fit(data)
         _pure_fit().fit(data)
-    out = _run_script(SECOND_SCRIPT, store)
+    out = _run_script(SECOND_SCRIPT, any_store)
     assert out.returncode == 0, out.stderr
     second = json.loads(out.stdout.strip().splitlines()[-1])
     assert second == {"fitted": 1, "refused": 2, "total": str(PureDP(3.0))}
     assert len(first.entries) == 3 and first.total() == PureDP(3.0)  # read from the store
-    sessions = {row[0] for row in _rows(store, "SELECT session FROM ledger_entries")}
+    sessions = {row[0] for row in _rows(any_store, "SELECT session FROM ledger_entries")}
     assert len(sessions) == 2
-    with PrivacyLedger(store=store, dataset="other") as other:  # datasets are separate
+    with PrivacyLedger(store=any_store, dataset="other") as other:  # datasets are separate
         _pure_fit().fit(data)
     assert len(other.entries) == 1 and len(first.entries) == 3
 
@@ -135,10 +143,10 @@ def test_a_relative_path_names_one_file_wherever_the_process_runs(data, tmp_path
 
 
 # ------------------------------------------------------------------- what is kept
-def test_history_records_each_fit(data, store):
+def test_history_records_each_fit(data, any_store):
     est = DPHeavyTailedMean(epsilon=0.5, truncation=np.float64(2.0), n_groups=np.int64(5),
                             random_state=0)
-    with PrivacyLedger(store=store, dataset="patients") as ledger:
+    with PrivacyLedger(store=any_store, dataset="patients") as ledger:
         est.fit(data)
         ledger.charge(_gaussian(), source="a Gaussian count")
     history = ledger.history()
@@ -154,15 +162,15 @@ def test_history_records_each_fit(data, store):
     assert pd.isna(manual["estimator"]) and manual["source"] == "a Gaussian count"
     assert manual["event"] == GaussianEvent(Z) and manual["guarantee"].event == GaussianEvent(Z)
     # The raw table: JSON a script in any language can read back.
-    (budget, event, params), = _rows(store, "SELECT budget, event, params FROM "
+    (budget, event, params), = _rows(any_store, "SELECT budget, event, params FROM "
                                             "ledger_entries WHERE estimator IS NULL")
     assert json.loads(budget) == {"type": "ApproxDP", "epsilon": 1.0, "delta": 1e-6}
     assert json.loads(event) == {"type": "GaussianEvent", "noise_multiplier": Z, "count": 1}
     assert params is None
 
 
-def test_history_without_pandas_is_a_list_of_records(store, monkeypatch):
-    with PrivacyLedger(store=store, dataset="d") as ledger:
+def test_history_without_pandas_is_a_list_of_records(any_store, monkeypatch):
+    with PrivacyLedger(store=any_store, dataset="d") as ledger:
         ledger.charge(PureDP(0.5))
     monkeypatch.setitem(sys.modules, "pandas", None)  # `import pandas` now fails
     history = ledger.history()
@@ -181,14 +189,14 @@ def test_parameters_json_with_a_repr_fallback():
     json.dumps(params)
 
 
-def test_total_composes_the_stored_events_as_the_in_memory_ledger(store):
+def test_total_composes_the_stored_events_as_the_in_memory_ledger(any_store):
     budgets = [_gaussian()] * 6 + [with_event(PureDP(0.5), LaplaceEvent(2.0)),
                                    with_event(ZCDP(0.01), ZCDPEvent(0.01)),
                                    ApproxDP(0.1, 1e-7)]
-    with PrivacyLedger(store=store, dataset="d") as stored:
+    with PrivacyLedger(store=any_store, dataset="d") as stored:
         for budget in budgets[:5]:
             stored.charge(budget)
-    with PrivacyLedger(store=store, dataset="d") as stored_again:  # a later session
+    with PrivacyLedger(store=any_store, dataset="d") as stored_again:  # a later session
         for budget in budgets[5:]:
             stored_again.charge(budget)
     with PrivacyLedger() as reference:
@@ -202,8 +210,8 @@ def test_total_composes_the_stored_events_as_the_in_memory_ledger(store):
 
 
 # -------------------------------------------------------------------------- limits
-def test_a_refused_fit_writes_nothing_anywhere_and_releases_nothing(data, store):
-    with PrivacyLedger(store=store, dataset="d", limit=PureDP(1.5)):
+def test_a_refused_fit_writes_nothing_anywhere_and_releases_nothing(data, any_store):
+    with PrivacyLedger(store=any_store, dataset="d", limit=PureDP(1.5)):
         with PrivacyLedger() as inner:  # no limit of its own
             _pure_fit().fit(data)
             refused = _pure_fit()
@@ -211,34 +219,34 @@ def test_a_refused_fit_writes_nothing_anywhere_and_releases_nothing(data, store)
                 refused.fit(data)
             assert not hasattr(refused, "mean_") and not hasattr(refused, "privacy_spent_")
         assert len(inner.entries) == 1  # the store's refusal wrote nothing here either
-    assert len(_rows(store)) == 1
+    assert len(_rows(any_store)) == 1
     # The other way round: the in-memory ledger refuses, the store gets nothing.
-    with PrivacyLedger(store=store, dataset="e"), PrivacyLedger(limit=PureDP(0.5)):
+    with PrivacyLedger(store=any_store, dataset="e"), PrivacyLedger(limit=PureDP(0.5)):
         with pytest.raises(BudgetExceededError):
             _pure_fit().fit(data)
-    assert len(_rows(store)) == 1
+    assert len(_rows(any_store)) == 1
 
 
-def test_the_limit_belongs_to_the_dataset(data, store):
-    with PrivacyLedger(store=store, dataset="d", limit=PureDP(2.0)):
+def test_the_limit_belongs_to_the_dataset(data, any_store):
+    with PrivacyLedger(store=any_store, dataset="d", limit=PureDP(2.0)):
         _pure_fit().fit(data)
     with pytest.raises(ValueError, match="cannot change it"):
-        PrivacyLedger(store=store, dataset="d", limit=PureDP(10.0)).__enter__()
-    with PrivacyLedger(store=store, dataset="d", limit=PureDP(2.0)) as same:
+        PrivacyLedger(store=any_store, dataset="d", limit=PureDP(10.0)).__enter__()
+    with PrivacyLedger(store=any_store, dataset="d", limit=PureDP(2.0)) as same:
         _pure_fit().fit(data)
         with pytest.raises(BudgetExceededError):
             _pure_fit(0.01).fit(data)
     assert same.total() == PureDP(2.0)
     # A dataset with no limit gets one when a ledger first gives it (that only restricts).
-    with PrivacyLedger(store=store, dataset="open"):
+    with PrivacyLedger(store=any_store, dataset="open"):
         _pure_fit().fit(data)
-    with PrivacyLedger(store=store, dataset="open", limit=PureDP(1.5)):
+    with PrivacyLedger(store=any_store, dataset="open", limit=PureDP(1.5)):
         with pytest.raises(BudgetExceededError):
             _pure_fit().fit(data)
     # An ApproxDP limit's delta is the target of total().
-    with PrivacyLedger(store=store, dataset="g", limit=ApproxDP(3.2, 1e-5)):
+    with PrivacyLedger(store=any_store, dataset="g", limit=ApproxDP(3.2, 1e-5)):
         pass
-    with PrivacyLedger(store=store, dataset="g") as ledger:
+    with PrivacyLedger(store=any_store, dataset="g") as ledger:
         for _ in range(10):
             ledger.charge(_gaussian())
         with pytest.raises(BudgetExceededError):
@@ -247,12 +255,12 @@ def test_the_limit_belongs_to_the_dataset(data, store):
     assert "limit: (3.2, 1e-05)-DP" in ledger.summary()
 
 
-def test_nested_ledgers_on_one_store_charge_each_dataset_once(data, store):
+def test_nested_ledgers_on_one_store_charge_each_dataset_once(data, any_store):
     """Two datasets of one store share one transaction (a second BEGIN IMMEDIATE
     would wait on the first: timeout=1 turns that into an error, not a hang)."""
-    with PrivacyLedger(store=store, dataset="a", timeout=1) as a, \
-            PrivacyLedger(store=store, dataset="b", timeout=1) as b, \
-            PrivacyLedger(store=store, dataset="a", timeout=1) as a_again:
+    with PrivacyLedger(store=any_store, dataset="a", timeout=1) as a, \
+            PrivacyLedger(store=any_store, dataset="b", timeout=1) as b, \
+            PrivacyLedger(store=any_store, dataset="a", timeout=1) as a_again:
         _pure_fit().fit(data)
     assert len(a.entries) == len(b.entries) == 1
     assert a.history()["session"].tolist() == [a_again.session]  # the innermost's

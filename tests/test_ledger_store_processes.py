@@ -1,8 +1,9 @@
 """The budget store across real processes: grid-search workers under every joblib
 backend write to it, a process killed mid-fit or mid-transaction leaves whole entries
 only, a lock held by another process gives a clear error, and concurrent writers lose
-no entry and never exceed the limit. No database is mocked: every test uses SQLite
-files and real processes.
+no entry and never exceed the limit. No database is mocked: every test uses real
+processes and an SQLite file or, where the test says ``any_store``, also a database on
+a real PostgreSQL server (test_ledger_store_postgres.py starts it).
 """
 
 import json
@@ -24,6 +25,8 @@ from skdpsparse.datasets import make_heavy_tailed
 from skdpsparse.ledger import LedgerStoreError, charge_budget
 from skdpsparse.mean import DPHeavyTailedMean
 from test_ledger_processes import BACKENDS, _use, start_method  # noqa: F401 - fixture
+from test_ledger_store_postgres import any_store  # noqa: F401 - fixture
+from test_ledger_store_postgres import entries as _server_entries
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::skdpsparse.exceptions.PrivacyLeakWarning",
@@ -44,7 +47,9 @@ def store(tmp_path):
 
 
 def _entries(store):
-    """Every row, read with the plain sqlite3 module (no skdpsparse code involved)."""
+    """Every row, read with the plain sqlite3 module or psycopg (no skdpsparse code)."""
+    if "://" in store:
+        return _server_entries(store)
     with sqlite3.connect(store) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         conn.row_factory = sqlite3.Row
@@ -87,17 +92,18 @@ PRELUDE = """
 
 # -------------------------------------------------------------------------- workers
 @pytest.mark.parametrize("backend, method", BACKENDS)
-def test_grid_search_workers_write_to_the_store(data, store, start_method, backend, method):
+def test_grid_search_workers_write_to_the_store(data, any_store, start_method, backend,
+                                                method):
     """6 fits of 1-DP in workers against the dataset's 4-DP limit, of which 1 was
     spent by an earlier session: 3 run, 3 are refused (NaN scores)."""
-    with PrivacyLedger(store=store, dataset="d", limit=PureDP(4.0)):
+    with PrivacyLedger(store=any_store, dataset="d", limit=PureDP(4.0)):
         DPHeavyTailedMean(epsilon=1.0, delta=0, truncation=2.0).fit(data)
     grid = GridSearchCV(DPHeavyTailedMean(epsilon=1.0, delta=0, random_state=0),
                         {"truncation": [2.0, 3.0]}, cv=3, refit=False)
     with _use(backend, method):  # pools started before this session's ledger
-        with PrivacyLedger(store=store, dataset="d") as ledger:
+        with PrivacyLedger(store=any_store, dataset="d") as ledger:
             grid.fit(data)
-    entries = _entries(store)
+    entries = _entries(any_store)
     assert len(entries) == 4 and ledger.total() == PureDP(4.0)
     scores = np.concatenate([grid.cv_results_[f"split{i}_test_score"] for i in range(3)])
     assert np.isnan(scores).sum() == 3
@@ -108,11 +114,11 @@ def test_grid_search_workers_write_to_the_store(data, store, start_method, backe
 
 
 # --------------------------------------------------------------------------- crashes
-def test_a_crash_between_charge_and_release_leaves_the_whole_entry(data, store):
+def test_a_crash_between_charge_and_release_leaves_the_whole_entry(data, any_store):
     """The fit is charged, then its process dies before setting any fitted attribute:
     the entry is stored whole (the budget was spent: whatever the process did next
     is not the ledger's to know), and the next session counts it."""
-    child = _script(PRELUDE.format(store=store) + """
+    child = _script(PRELUDE.format(store=any_store) + """
     import skdpsparse.ledger
 
     real = skdpsparse.ledger._charge  # what charge_budget calls, wherever it is imported
@@ -128,19 +134,20 @@ def test_a_crash_between_charge_and_release_leaves_the_whole_entry(data, store):
     """)
     out, err = child.communicate(timeout=120)
     assert child.returncode == 3, err
-    entry, = _entries(store)
+    entry, = _entries(any_store)
     _assert_whole(entry)
     assert entry["pid"] == int(out.split()[0])
-    with PrivacyLedger(store=store, dataset="d") as ledger:
+    with PrivacyLedger(store=any_store, dataset="d") as ledger:
         with pytest.raises(BudgetExceededError):
             DPHeavyTailedMean(epsilon=1.0, delta=0, truncation=2.0).fit(data)
     assert ledger.total() == PureDP(1.0)
 
 
-def test_a_crash_inside_the_transaction_leaves_no_entry(data, store):
+def test_a_crash_inside_the_transaction_leaves_no_entry(data, any_store):
     """The process dies after its INSERT, before COMMIT (the rollback journal it
-    leaves shows the write transaction was open): the store holds no trace of it."""
-    child = _script(PRELUDE.format(store=store) + """
+    leaves shows the write transaction was open; a server sees its connection drop):
+    the store holds no trace of it."""
+    child = _script(PRELUDE.format(store=any_store) + """
     from skdpsparse.ledger import _charge, _record
 
     est = DPHeavyTailedMean(epsilon=1.0, delta=0)
@@ -153,19 +160,20 @@ def test_a_crash_inside_the_transaction_leaves_no_entry(data, store):
     """)
     _, err = child.communicate(timeout=120)
     assert child.returncode == 3, err
-    assert os.path.getsize(store + "-journal") > 0  # the insert's, left by the crash
-    entry, = _entries(store)  # the fit before the crash; not the uncommitted charge
+    if "://" not in any_store:
+        assert os.path.getsize(any_store + "-journal") > 0  # the insert's, left by the crash
+    entry, = _entries(any_store)  # the fit before the crash; not the uncommitted charge
     _assert_whole(entry)
-    with PrivacyLedger(store=store, dataset="d") as ledger:
+    with PrivacyLedger(store=any_store, dataset="d") as ledger:
         DPHeavyTailedMean(epsilon=0.5, delta=0, truncation=2.0).fit(data)
     assert ledger.total() == PureDP(1.5)
 
 
-def test_a_writer_killed_at_any_moment_leaves_whole_entries(store):
+def test_a_writer_killed_at_any_moment_leaves_whole_entries(any_store):
     """Kill -9 a process charging as fast as it can: every stored entry is whole, and
     there are as many as it reported committed (or one more, committed before it
     could say so)."""
-    child = _script(PRELUDE.format(store=store) + """
+    child = _script(PRELUDE.format(store=any_store) + """
     from skdpsparse.ledger import charge_budget
 
     est = DPHeavyTailedMean(epsilon=1.0, delta=0)
@@ -182,7 +190,7 @@ def test_a_writer_killed_at_any_moment_leaves_whole_entries(store):
     child.kill()
     child.wait(timeout=60)
     committed = max([committed] + [int(x) for x in child.stdout.read().split()])
-    entries = _entries(store)
+    entries = _entries(any_store)
     assert committed <= len(entries) <= committed + 1
     for entry in entries:
         _assert_whole(entry)
@@ -249,14 +257,15 @@ def _writer(store, own_session, barrier, results):
     results.put((os.getpid(), (accepted, None if ledger is None else ledger.session, span)))
 
 
-def test_concurrent_writers_lose_nothing_and_never_exceed_the_limit(store):
+def test_concurrent_writers_lose_nothing_and_never_exceed_the_limit(any_store):
     # fork on Linux: the writers start in milliseconds (spawned ones would each import
     # scikit-learn first); spawn elsewhere (macOS's fork is unsafe with its libraries).
     method = "fork" if sys.platform.startswith("linux") else "spawn"
     ctx = multiprocessing.get_context(method)
     barrier, results = ctx.Barrier(N_PROCESSES), ctx.Queue()
-    with PrivacyLedger(store=store, dataset="d", limit=PureDP(LIMIT)) as ledger:
-        writers = [ctx.Process(target=_writer, args=(store, i % 2 == 0, barrier, results))
+    with PrivacyLedger(store=any_store, dataset="d", limit=PureDP(LIMIT)) as ledger:
+        writers = [ctx.Process(target=_writer,
+                               args=(any_store, i % 2 == 0, barrier, results))
                    for i in range(N_PROCESSES)]
         for w in writers:
             w.start()
@@ -270,7 +279,7 @@ def test_concurrent_writers_lose_nothing_and_never_exceed_the_limit(store):
     elapsed = max(end for _, end in spans) - min(start for start, _ in spans)
     print(f"{N_PROCESSES} processes x {N_CHARGES} charges ({method}): {elapsed:.2f} s, "
           f"{N_PROCESSES * N_CHARGES / elapsed:.0f} charges/s")
-    entries = _entries(store)
+    entries = _entries(any_store)
     assert sum(accepted.values()) == len(entries) == round(LIMIT / EPS)  # none lost
     per_process = {pid: sum(e["pid"] == pid for e in entries) for pid in accepted}
     assert per_process == accepted
@@ -281,7 +290,7 @@ def test_concurrent_writers_lose_nothing_and_never_exceed_the_limit(store):
     assert all(e["session"] == session[e["pid"]] for e in entries)
 
 
-def test_threads_of_one_process(store):
+def test_threads_of_one_process(any_store):
     import threading
 
     est = DPHeavyTailedMean(epsilon=0.1, delta=0)
@@ -294,7 +303,7 @@ def test_threads_of_one_process(store):
             except BudgetExceededError:
                 refused.append(1)
 
-    with PrivacyLedger(store=store, dataset="d", limit=PureDP(7.0)) as ledger:
+    with PrivacyLedger(store=any_store, dataset="d", limit=PureDP(7.0)) as ledger:
         threads = [threading.Thread(target=spend) for _ in range(4)]
         for t in threads:
             t.start()
