@@ -17,7 +17,7 @@ _POSITIVE = Interval("real", 0, None, closed="neither")
 _COMMON_CONSTRAINTS = {
     "epsilon": [_POSITIVE],
     "delta": [Interval("real", 0, 1, closed="left"), None],
-    "alpha": [_POSITIVE, Options("auto")],
+    "alpha": [_POSITIVE, Options("auto", "theorem")],
     "objective": [Options("erm", "population")],
     "method": [Options("output_perturbation", "exponential")],
     "fit_intercept": [InstanceOf(bool, np.bool_, description="bool")],
@@ -39,12 +39,19 @@ _SHARED_DOC = """epsilon : float, default=1.0
         δ in [0, 1). δ > 0: Gaussian noise for the ℓ2 sensitivity, (ε, δ)-DP. ``0`` or
         ``None``: Laplace noise for Theorem 5.1's ℓ1 sensitivity, ε-DP (smooth losses
         and ``radius=None`` only; otherwise use ``method="exponential"``).
-    alpha : float or "auto", default="auto"
+    alpha : float, "auto" or "theorem", default="auto"
         λ of the objective mean loss + (λ/2)‖θ‖² (scikit-learn's ``Ridge`` alpha is
-        n·λ). ``"auto"``: Theorem 5.1 or 5.6 (``objective``) from n, d, s, ε, δ and the
-        declared bounds only (n and d are public under replacement neighbours).
+        n·λ). ``"auto"``: the smallest λ ≥ 1/n (scikit-learn's ``C=1``) at which the
+        noise moves the margin of a bounded row by at most 0.1 (classification) or
+        0.1·B (regression) in standard deviation
+        (:func:`~skdpsparse.mechanisms.output_perturbation.choose_alpha_noise`): λ
+        falls like 1/(εn), so accuracy rises with ε towards the non-private model.
+        ``"theorem"``: Theorem 5.1 or 5.6 (``objective``), which minimizes a
+        worst-case bound and regularizes much harder (flat in ε on real data). Both
+        use n, d, s, ε, δ and the declared bounds only (n and d are public under
+        replacement neighbours).
     objective : {"erm", "population"}, default="erm"
-        Which risk ``alpha="auto"`` targets: empirical (Theorem 5.1) or population
+        Which risk ``alpha="theorem"`` targets: empirical (Theorem 5.1) or population
         (Theorem 5.6).
     method : {"output_perturbation", "exponential"}, default="output_perturbation"
         Algorithm 3, or Algorithm 4 (the sparse exponential mechanism: ε-DP for any

@@ -2,8 +2,10 @@
 
 Release the minimizer of the λ-regularized empirical risk of a linear model plus
 Gaussian (δ > 0) or Laplace (δ = 0) noise, then the point of the feasible set 𝒳 nearest
-to it in ℓ∞ (:func:`~skdpsparse._kernels.linf_nearest_in_l2_ball`). Theorem 5.1 (ERM)
-and Theorem 5.6 (population risk) choose λ.
+to it in ℓ∞ (:func:`~skdpsparse._kernels.linf_nearest_in_l2_ball`). By default λ is the
+smallest that keeps the noise on a margin at a tenth of its scale
+(:func:`choose_alpha_noise`); Theorem 5.1 (ERM) and Theorem 5.6 (population risk)
+choose it with ``alpha="theorem"`` (:func:`choose_alpha`).
 
 Setting and notation
 --------------------
@@ -112,6 +114,7 @@ __all__ = [
     "bound_inputs",
     "bound_rows",
     "choose_alpha",
+    "choose_alpha_noise",
     "loss_constants",
     "minimizer_sensitivity",
     "output_perturbation",
@@ -320,6 +323,64 @@ def choose_alpha(objective, n, n_params, epsilon, delta, *, constants_at, radius
     return math.exp(brentq(h, lo, hi, xtol=1e-12))
 
 
+#: κ of :func:`choose_alpha_noise`: the noise may move the margin of a row of norm
+#: ≤ R by a standard deviation of κ times the margin scale (1 for the logit of a
+#: classifier, B for a regression target).
+NOISE_MARGIN = 0.1
+
+
+def _noise_scale(d2, d1, n_problems, tol, epsilon, delta, calibration):
+    """The per-coordinate noise scale of the plan (Gaussian σ or Laplace b)."""
+    if delta > 0:
+        sensitivity = math.sqrt(n_problems) * (1.0 + tol) * d2
+        return discrete_gaussian_sigma(sensitivity, epsilon, delta, calibration)
+    return laplace_scale(n_problems * (1.0 + tol) * d1, epsilon)
+
+
+def choose_alpha_noise(n, margin_noise, margin_scale, *, kappa=NOISE_MARGIN):
+    """λ of ``alpha="auto"``: the smallest λ ≥ 1/n whose noise keeps margins readable.
+
+    Theorem 5.1's λ (:func:`choose_alpha`, ``alpha="theorem"``) minimizes a worst-case
+    excess-risk bound; its bias term assumes the worst data, so it regularizes as
+    hard at ε = 8 as the noise would allow at much smaller ε, and accuracy stays flat
+    in ε on real data (issue 18). Here λ is instead the smallest value at which the
+    noise moves the margin ⟨θ̃ − θ̂, x̄⟩ of any contribution-bounded row by at most
+    κ·m in standard deviation (σ·G₂ ≤ κm: m = 1, the unit of a logit, for
+    classification; m = B for regression), and never below 1/n, scikit-learn's
+    default regularization (``C=1``: λ = 1/n). σ(λ) decreases in λ (σ ∝ Λ(λ)/λ and Λ
+    does not grow with λ), so the root is unique. Only public numbers enter (n, p, K,
+    ε, δ and the declared bounds), and as ε grows λ falls like 1/(εn) towards the
+    non-private 1/n, so the model approaches the non-private one. κ = 0.1 was chosen
+    on the validation splits of ``benchmarks/bench_real_data.py`` (text and one-hot
+    classification; never on their test splits); it is a default, not a theorem.
+
+    Parameters
+    ----------
+    n : int
+    margin_noise : callable
+        λ ↦ σ(λ)·G₂, the standard deviation of the noise on a margin.
+    margin_scale : float
+        m.
+    kappa : float
+
+    Returns
+    -------
+    float
+    """
+    floor = 1.0 / n
+    target = kappa * margin_scale
+    if margin_noise(floor) <= target:
+        return floor
+
+    def h(u):
+        return math.log(margin_noise(math.exp(u))) - math.log(target)
+
+    lo, hi = math.log(floor), math.log(floor) + 5.0
+    while h(hi) > 0:
+        lo, hi = hi, hi + 5.0
+    return math.exp(brentq(h, lo, hi, xtol=1e-10))
+
+
 @dataclass(frozen=True)
 class OutputPerturbationPlan:
     """Everything Algorithm 3 decides before seeing data (public numbers only).
@@ -398,9 +459,12 @@ def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0,
     epsilon, delta : float
         δ > 0: Gaussian noise, (ε, δ)-DP. δ = 0: Laplace noise, ε-DP; needs a smooth
         loss and ``radius=None`` (Theorem 5.1's ℓ1 sensitivity uses both).
-    alpha : float or "auto"
-        λ, or "auto" for :func:`choose_alpha` with ``objective``.
+    alpha : float, "auto" or "theorem"
+        λ; ``"auto"``: :func:`choose_alpha_noise` (the noise moves a margin by at most
+        0.1 of its scale, and λ ≥ 1/n); ``"theorem"``: :func:`choose_alpha` with
+        ``objective`` (Theorem 5.1 or 5.6).
     objective : {"erm", "population"}
+        Which theorem ``alpha="theorem"`` uses.
     norm_bound, sparsity, intercept_scaling, label_bound, radius
         R, s (None: d), c (0: no intercept), B and D of the module doc.
     calibration : {"analytic", "classic"}
@@ -430,9 +494,21 @@ def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0,
                               sparsity=s, intercept_scaling=intercept_scaling,
                               label_bound=label_bound, alpha=lam, radius=radius)
 
-    if isinstance(alpha, str):
+    if alpha == "theorem":
         alpha = choose_alpha(objective, n, p, epsilon, delta, constants_at=constants_at,
                              radius=radius, n_problems=n_problems)
+    elif alpha == "auto":
+        margin = 1.0 if loss in CLASSIFICATION_LOSSES else float(label_bound)
+
+        def margin_noise(lam):
+            constants = constants_at(lam)
+            d2, d1 = minimizer_sensitivity(constants, lam, n, p)
+            return constants.feature_l2 * _noise_scale(d2, d1, n_problems, tol, epsilon,
+                                                       delta, calibration)
+
+        alpha = choose_alpha_noise(n, margin_noise, margin)
+    elif isinstance(alpha, str):
+        raise ValueError(f"alpha must be a positive float, 'auto' or 'theorem', got {alpha!r}")
     alpha = float(alpha)
     constants = constants_at(alpha)
     d2, d1 = minimizer_sensitivity(constants, alpha, n, p)

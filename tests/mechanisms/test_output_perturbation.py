@@ -37,6 +37,7 @@ def _solve(X, y, plan, **bounds):
 def _plan(n, d, loss, **kw):
     kw.setdefault("epsilon", 1.0)
     kw.setdefault("delta", 1e-6)
+    kw.setdefault("alpha", "theorem")  # these tests were written for Theorem 5.1's λ
     return plan_output_perturbation(n, d, 1, loss=loss, loss_param=LOSS_PARAM[loss], **kw)
 
 
@@ -556,7 +557,7 @@ def test_alpha_auto_for_every_smoothing(h, delta):
     formula for every h."""
     n, d = 10_000, 50
     plan = plan_output_perturbation(n, d, 1, loss="smoothed_hinge", loss_param=h,
-                                    epsilon=1.0, delta=delta, alpha="auto", sparsity=5)
+                                    epsilon=1.0, delta=delta, alpha="theorem", sparsity=5)
     assert 0 < plan.alpha < math.inf and plan.constants.zero_loss > 0
     at_alpha = choose_alpha("erm", n, d + 1, 1.0, delta, radius=None,
                             constants_at=lambda lam: loss_constants(
@@ -564,3 +565,42 @@ def test_alpha_auto_for_every_smoothing(h, delta):
                                 intercept_scaling=1.0, label_bound=1.0, alpha=lam,
                                 radius=None))
     assert plan.alpha == pytest.approx(at_alpha, rel=1e-9)
+
+
+# ------------------------------------------------------- alpha="auto" (issue 18)
+@pytest.mark.parametrize("loss, margin", [("logistic", 1.0), ("squared", 3.0)])
+def test_auto_alpha_puts_the_margin_noise_at_a_tenth_of_its_scale(loss, margin):
+    """σ·G₂ = 0.1·m at the chosen λ (m = 1 for a logit, B for a target), checked
+    against the plan's own noise scale (an independent recomputation)."""
+    n, d = 20_000, 300
+    plan = plan_output_perturbation(n, d, 1, loss=loss, loss_param=LOSS_PARAM[loss],
+                                    epsilon=1.0, delta=1e-6, alpha="auto", sparsity=5,
+                                    label_bound=margin, intercept_scaling=0.5)
+    assert plan.alpha > 1.0 / n
+    assert plan.noise_scale * plan.constants.feature_l2 == pytest.approx(0.1 * margin,
+                                                                         rel=1e-6)
+
+
+def test_auto_alpha_falls_with_epsilon_to_the_non_private_floor():
+    n, d = 5_000, 100
+    alphas = [plan_output_perturbation(n, d, 1, loss="logistic", epsilon=e, delta=1e-6,
+                                       alpha="auto", intercept_scaling=0.1).alpha
+              for e in (0.5, 1.0, 2.0, 4.0, 8.0, 1e6)]
+    assert all(a > b for a, b in zip(alphas[:4], alphas[1:5]))
+    # Roughly 1/ε while the floor is not reached (Λ(λ) changes a little with λ).
+    assert alphas[0] / alphas[1] == pytest.approx(2.0, rel=0.25)
+    assert alphas[-1] == 1.0 / n
+
+
+def test_theorem_alpha_is_choose_alpha_and_unknown_strings_are_refused():
+    n, d = 10_000, 50
+    plan = plan_output_perturbation(n, d, 1, loss="logistic", epsilon=1.0, delta=1e-6,
+                                    alpha="theorem", sparsity=5)
+    ref = choose_alpha("erm", n, d + 1, 1.0, 1e-6, radius=None,
+                       constants_at=lambda lam: loss_constants(
+                           "logistic", loss_param=1.0, norm_bound=1.0, sparsity=5,
+                           intercept_scaling=1.0, label_bound=1.0, alpha=lam, radius=None))
+    assert plan.alpha == pytest.approx(ref, rel=1e-9)
+    with pytest.raises(ValueError, match="alpha"):
+        plan_output_perturbation(n, d, 1, loss="logistic", epsilon=1.0, delta=1e-6,
+                                 alpha="theory")
