@@ -26,6 +26,7 @@ finite), next to a clipped Gaussian mean.
 """
 
 import os
+import sys
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -146,6 +147,12 @@ axes[0].set_ylabel(r"$\ell_2$ error $\|\hat\mu - \mu\|_2$ (mean over seeds)")
 fig.suptitle(f"Heavy-tailed means, (ε, δ) = ({EPSILON:g}, {DELTA:g})")
 fig.tight_layout(rect=(0, 0.1, 1, 1))
 fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8)
+# Run as a script, the figures are also saved next to where it runs (the gallery
+# keeps its own copies).
+if "sphinx_gallery" not in sys.modules:
+    stem = os.path.splitext(os.path.basename(__file__))[0]
+    for num in plt.get_fignums():
+        plt.figure(num).savefig(f"{stem}_{num}.png", dpi=120)
 plt.show()
 
 # %%

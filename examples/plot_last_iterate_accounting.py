@@ -27,6 +27,7 @@ numbers about the algorithm only.
 """
 
 import os
+import sys
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -119,6 +120,12 @@ for ax in axes:
 fig.suptitle(f"Cyclic DP-SGD: noise for (ε, δ = {DELTA:g}), n = {N}, b = {BATCH}, C = {CLIP:g}")
 fig.tight_layout(rect=(0, 0.09, 1, 1))
 fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8.5)
+# Run as a script, the figures are also saved next to where it runs (the gallery
+# keeps its own copies).
+if "sphinx_gallery" not in sys.modules:
+    stem = os.path.splitext(os.path.basename(__file__))[0]
+    for num in plt.get_fignums():
+        plt.figure(num).savefig(f"{stem}_{num}.png", dpi=120)
 plt.show()
 
 # %%

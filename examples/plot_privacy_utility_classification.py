@@ -26,6 +26,7 @@ DP-SGD that adds Gaussian noise to every coordinate and knows nothing of sparsit
 """
 
 import os
+import sys
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -130,6 +131,12 @@ ax.set_ylabel("test accuracy")
 ax.set_title(f"Sparse logistic task: n = {N_TRAIN}, d = {D}, s = {S} nonzeros per row")
 ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
 fig.tight_layout()
+# Run as a script, the figures are also saved next to where it runs (the gallery
+# keeps its own copies).
+if "sphinx_gallery" not in sys.modules:
+    stem = os.path.splitext(os.path.basename(__file__))[0]
+    for num in plt.get_fignums():
+        plt.figure(num).savefig(f"{stem}_{num}.png", dpi=120)
 plt.show()
 
 # %%

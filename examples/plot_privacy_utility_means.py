@@ -19,6 +19,7 @@ exactly, so the non-private sample mean has an error too: the statistical floor.
 """
 
 import os
+import sys
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -129,6 +130,12 @@ for ax, errs, floor, title in panels:
     ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
 fig.suptitle(f"Private means against ε (δ = {DELTA:g} where δ > 0)")
 fig.tight_layout()
+# Run as a script, the figures are also saved next to where it runs (the gallery
+# keeps its own copies).
+if "sphinx_gallery" not in sys.modules:
+    stem = os.path.splitext(os.path.basename(__file__))[0]
+    for num in plt.get_fignums():
+        plt.figure(num).savefig(f"{stem}_{num}.png", dpi=120)
 plt.show()
 
 # %%

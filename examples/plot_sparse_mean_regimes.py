@@ -25,6 +25,7 @@ figure) and against n at fixed d (second figure), next to those rates.
 """
 
 import os
+import sys
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -137,6 +138,12 @@ ax.set_title(f"Sparse mean, n = {N_FIXED}, s = {S}, "
              f"(ε, δ) = ({EPSILON:g}, {DELTA:g})")
 ax.legend(fontsize=8)
 fig.tight_layout()
+# Run as a script, the figures are also saved next to where it runs (the gallery
+# keeps its own copies).
+if "sphinx_gallery" not in sys.modules:
+    stem = os.path.splitext(os.path.basename(__file__))[0]
+    for num in plt.get_fignums():
+        plt.figure(num).savefig(f"{stem}_{num}.png", dpi=120)
 plt.show()
 
 # %%
@@ -180,6 +187,12 @@ ax.set_ylabel(r"$\ell_2$ error $\|\hat z - \bar z\|_2$ (mean over seeds)")
 ax.set_title(f"Sparse mean, d = {D_FIXED}, s = {S}, (ε, δ) = ({EPSILON:g}, {DELTA:g})")
 ax.legend(fontsize=8)
 fig.tight_layout()
+# Run as a script, the figures are also saved next to where it runs (the gallery
+# keeps its own copies).
+if "sphinx_gallery" not in sys.modules:
+    stem = os.path.splitext(os.path.basename(__file__))[0]
+    for num in plt.get_fignums():
+        plt.figure(num).savefig(f"{stem}_{num}.png", dpi=120)
 plt.show()
 
 # %%

@@ -36,5 +36,8 @@ def test_example_runs(path, monkeypatch, tmp_path):
     try:
         runpy.run_path(str(path), run_name="__main__")
         assert plt.get_fignums(), f"{path.name} made no matplotlib figure"
+        # Run as a script, an example saves every figure it made (issue 21).
+        saved = sorted(p.name for p in tmp_path.glob(f"{path.stem}_*.png"))
+        assert len(saved) == len(plt.get_fignums()), (path.name, saved)
     finally:
         plt.close("all")
