@@ -31,6 +31,16 @@ class BudgetExceededError(RuntimeError):
     """A fit would spend more privacy budget than a ledger allows."""
 
 
+class InvalidParameterError(ValueError, TypeError):
+    """A parameter (of an estimator, a budget or a mechanism) has a wrong type or value.
+
+    One error type for every bad parameter, whatever layer checks it, and both a
+    ``ValueError`` and a ``TypeError`` (scikit-learn's convention), so that
+    ``epsilon="a"`` on an estimator and ``PureDP("a")`` fail the same way and code
+    written for either built-in error keeps working. The message names the parameter.
+    """
+
+
 def warn_privacy_leak(message):
     """Issue a :class:`PrivacyLeakWarning` attributed to the user's code.
 

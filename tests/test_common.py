@@ -82,3 +82,20 @@ def test_every_fit_reports_what_it_spent_within_what_it_was_given(inst):
     if hasattr(spent, "epsilon"):
         assert 0 < spent.epsilon <= eps * (1 + 1e-9), (inst.id, spent, eps)
     assert skdpsparse.privacy_spent(est) is not None
+
+
+@pytest.mark.parametrize("inst", ONE_PER_CLASS, ids=lambda i: i.id)
+def test_a_bad_parameter_is_one_error_type_at_every_layer(inst):
+    """``epsilon="a"`` on an estimator and ``PureDP("a")`` raise the same error, which
+    is both a ValueError and a TypeError (scikit-learn's convention), naming it."""
+    from skdpsparse.accounting import PureDP
+    from skdpsparse.exceptions import InvalidParameterError
+
+    assert issubclass(InvalidParameterError, ValueError)
+    assert issubclass(InvalidParameterError, TypeError)
+    X, y = _data(inst.task)
+    est = inst.make().set_params(epsilon="a")
+    with pytest.raises(InvalidParameterError, match="epsilon"):
+        est.fit(X) if inst.task is None else est.fit(X, y)
+    with pytest.raises(InvalidParameterError, match="epsilon"):
+        PureDP("a")

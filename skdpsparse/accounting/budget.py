@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize
 
+from ..exceptions import InvalidParameterError
+
 __all__ = [
     "ApproxDP",
     "PureDP",
@@ -49,30 +51,31 @@ _TINY_EPSILON = float(np.finfo(float).tiny)
 def _real(value, name):
     """Return ``value`` as a Python float; reject bools and non-numbers (TypeError)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
+        raise InvalidParameterError(
+            f"{name} must be a real number, got {value!r} ({type(value).__name__})")
     return float(value)
 
 
 def _positive(value, name):
     v = _real(value, name)
     if not (v > 0 and math.isfinite(v)):
-        raise ValueError(f"{name} must be positive and finite, got {value!r}")
+        raise InvalidParameterError(f"{name} must be positive and finite, got {value!r}")
     return v
 
 
 def _nonnegative(value, name):
     v = _real(value, name)
     if not (v >= 0 and math.isfinite(v)):
-        raise ValueError(f"{name} must be non-negative and finite, got {value!r}")
+        raise InvalidParameterError(f"{name} must be non-negative and finite, got {value!r}")
     return v
 
 
 def _delta(value, name="delta", *, allow_zero=True):
     v = _real(value, name)
     if allow_zero and not 0 <= v < 1:
-        raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+        raise InvalidParameterError(f"{name} must be in [0, 1), got {value!r}")
     if not allow_zero and not 0 < v < 1:
-        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
+        raise InvalidParameterError(f"{name} must be in (0, 1), got {value!r}")
     return v
 
 

@@ -8,6 +8,8 @@ import numbers
 
 import numpy as np
 
+from ..exceptions import InvalidParameterError
+
 
 class Interval:
     """A real (or integer) interval constraint; ``None`` bounds are infinite.
@@ -78,8 +80,9 @@ def validate_params(estimator, constraints):
     """Check every hyperparameter of ``estimator`` against ``constraints``.
 
     ``constraints`` maps a parameter name to a list of allowed constraints; ``None``
-    in the list allows the value None. Raises ``ValueError`` (``TypeError`` for a wrong
-    type) with a message naming the parameter and the estimator.
+    in the list allows the value None. Raises
+    :class:`~skdpsparse.exceptions.InvalidParameterError` (both a ``ValueError`` and a
+    ``TypeError``) with a message naming the parameter and the estimator.
     """
     params = estimator.get_params(deep=False)
     for name, allowed in constraints.items():
@@ -91,7 +94,7 @@ def validate_params(estimator, constraints):
         described = [str(c) for c in allowed if c is not None]
         if None in allowed:
             described.append("None")
-        raise ValueError(
+        raise InvalidParameterError(
             f"The {name!r} parameter of {type(estimator).__name__} must be "
             f"{' or '.join(described)}. Got {value!r} instead."
         )
