@@ -156,7 +156,7 @@ if "sphinx_gallery" not in sys.modules:
 plt.show()
 
 # %%
-# What to conclude. Both estimators of seed 004 follow the −1/2 slope that
+# What to conclude. Both estimators of Kamath, Liu and Zhang (2022) follow the −1/2 slope that
 # Corollary 4.2 predicts for k = 2 (the fitted slopes are printed above): their
 # error keeps falling as n grows, with no bound on the norm of a row. The clipped
 # Gaussian mean with C fixed in advance stops improving: once its noise, of order

@@ -5,9 +5,9 @@ DP-SGD noise: last-iterate versus composition accounting
 
 DP-SGD is usually accounted as if every iterate were published: the privacy loss of
 one record is the composition of the Gaussian steps that touch it. When only the
-*last* iterate is released and the loss is smooth, seed 003 (Kong and Ribero,
+*last* iterate is released and the loss is smooth, Kong and Ribero (2024,
 *Privacy of the last iterate in cyclically-sampled DP-SGD on nonconvex composite
-losses*) proves a smaller loss: the noise added after a record's last use keeps
+losses*) prove a smaller loss: the noise added after a record's last use keeps
 hiding it (privacy amplification by iteration). Its Theorem 4.5 bounds the Rényi
 divergence of the last iterate by that of one Gaussian step times
 

@@ -10,16 +10,16 @@ accuracy with scikit-learn's non-private
 :class:`~sklearn.linear_model.LogisticRegression` and with a *dense* DP baseline,
 DP-SGD that adds Gaussian noise to every coordinate and knows nothing of sparsity.
 
-* :class:`~skdpsparse.linear_model.DPOutputPerturbationClassifier` — seed 002,
+* :class:`~skdpsparse.linear_model.DPOutputPerturbationClassifier` — Ghazi et al. (2024),
   Algorithm 3: regularized ERM, then noise calibrated to the minimizer's
   sensitivity.
 * :class:`~skdpsparse.linear_model.DPNoisySGDClassifier` — Arora et al. 2020, Algorithm 1:
   noisy projected SGD in linear time over half the data.
-* :class:`~skdpsparse.linear_model.DPCyclicSGD` — seed 003: cyclic DP-SGD with
+* :class:`~skdpsparse.linear_model.DPCyclicSGD` — Kong and Ribero (2024): cyclic DP-SGD with
   clipping and dense Gaussian noise, released at its last iterate. It is the
   **dense DP baseline** here: the standard DP-SGD recipe (with a tighter
   accounting of the last iterate).
-* :class:`~skdpsparse.linear_model.DPBiasReducedSGDClassifier` — seed 002,
+* :class:`~skdpsparse.linear_model.DPBiasReducedSGDClassifier` — Ghazi et al. (2024),
   Algorithms 5–6: SGD whose gradients are private *sparse* means (projection
   mechanism) with a bias-reduction trick; included when the installed skdpsparse
   provides it.
@@ -147,12 +147,12 @@ plt.show()
 # four times the budget for the same accuracy (at ε = 8 it reaches what output
 # perturbation reaches at ε = 2): every step adds noise to all d = 1000
 # coordinates, while each gradient has only s + 1 nonzeros. The two SGD methods of
-# the seeds with their theoretical step sizes, noisy SGD over half the data (seed
-# 001) and the bias-reduced sparse SGD (seed 002, whose private means each run at
+# the seeds with their theoretical step sizes, noisy SGD over half the data (Arora et
+# al. 2020) and the bias-reduced sparse SGD (Ghazi et al. 2024, whose private means each run at
 # ε/32), stay near chance at this n: their guarantees are rates whose constants
 # need far more data or a larger ε (``benchmarks/bench_bias_reduced_sgd.py``
 # explores where the latter starts to learn). The bias-reduced SGD also reports
 # spending *less* than its target: its privacy filter stops the run before the
-# budget is used up (seed 002, Algorithm 6 and Lemma 6.3). None of the estimators
+# budget is used up (Ghazi et al. 2024, Algorithm 6 and Lemma 6.3). None of the estimators
 # was tuned on the test data; tuning hyperparameters privately is the job of
 # :class:`~skdpsparse.model_selection.PrivateParameterSelection`.

@@ -7,10 +7,10 @@ The error of the two private mean estimators of skdpsparse as the budget ε vari
 from 0.25 to 8 (δ = 10⁻⁶), against the non-private sample mean and a dense DP
 baseline:
 
-* :class:`~skdpsparse.mean.DPSparseMeanEstimator` on sparse rows (seed 002,
+* :class:`~skdpsparse.mean.DPSparseMeanEstimator` on sparse rows (Ghazi et al. 2024,
   Section 3), against the Gaussian mechanism on the same bounded rows
   (``method="gaussian"``: the dense DP baseline, noise on every coordinate).
-* :class:`~skdpsparse.mean.DPHeavyTailedMean` on heavy-tailed rows (seed 004,
+* :class:`~skdpsparse.mean.DPHeavyTailedMean` on heavy-tailed rows (Kamath, Liu and Zhang 2022,
   Section 4), against a clipped Gaussian mean (rows scaled to norm ≤ C, Gaussian
   noise for the sensitivity 2C/n), the usual dense recipe.
 
@@ -141,7 +141,7 @@ plt.show()
 # %%
 # What to conclude. On sparse rows the sparse mean estimator is better than the
 # dense Gaussian mechanism at every ε — by more than an order of magnitude at small
-# ε — because its error grows with s·log d instead of d (seed 002, Table 1);
+# ε — because its error grows with s·log d instead of d (Ghazi et al. 2024, Table 1);
 # even with pure DP (δ = 0) the projection mechanism beats dense (ε, δ) noise. As ε
 # grows, its error approaches the sampling error of the non-private mean, which no
 # estimator can beat. On heavy-tailed rows the noise-smoothing mean improves

@@ -7,20 +7,20 @@ The private regressors of skdpsparse on one generated sparse regression task, fo
 from 0.25 to 8 (δ = 10⁻⁶), against scikit-learn's non-private
 :class:`~sklearn.linear_model.Ridge` and a dense DP baseline:
 
-* :class:`~skdpsparse.linear_model.DPOutputPerturbationRegressor` — seed 002,
+* :class:`~skdpsparse.linear_model.DPOutputPerturbationRegressor` — Ghazi et al. (2024),
   Algorithm 3: regularized least squares, then noise calibrated to the minimizer's
   sensitivity.
-* :class:`~skdpsparse.linear_model.DPHeavyTailedRegressor` — seed 004: projected
+* :class:`~skdpsparse.linear_model.DPHeavyTailedRegressor` — Kamath, Liu and Zhang (2022): projected
   gradient descent whose gradient is a private heavy-tailed mean (no bound on the
   features or targets needed).
 * :class:`~skdpsparse.linear_model.DPNoisySGDRegressor` — Arora et al. 2020, Algorithm 1:
   noisy projected SGD over half the data.
-* :class:`~skdpsparse.linear_model.DPBiasReducedSGDRegressor` — seed 002,
+* :class:`~skdpsparse.linear_model.DPBiasReducedSGDRegressor` — Ghazi et al. (2024),
   Algorithms 5–6: SGD on the Huber loss whose gradients are private *sparse* means;
   included when the installed skdpsparse provides it.
 * :class:`~skdpsparse.linear_model.DPCyclicSGD` with ``loss="squared"`` — the
   **dense DP baseline**: DP-SGD with per-example clipping and Gaussian noise on
-  every coordinate (seed 003's last-iterate accounting).
+  every coordinate (Kong and Ribero (2024), last-iterate accounting).
 """
 
 import os
@@ -160,7 +160,7 @@ plt.show()
 # moderate ε, and the dense baseline (many cheap steps on a well-conditioned
 # problem) comes closest to Ridge at ε = 8, while it is far worse than predicting 0
 # at ε = 0.25. Noisy SGD with Arora et al. 2020's step size, and the bias-reduced sparse SGD
-# of seed 002 (whose private means each run at a small fraction of ε; it improves
+# of Ghazi et al. (2024) (whose private means each run at a small fraction of ε; it improves
 # with ε), stay above the constant prediction at every ε here: their rates are for
 # large n. Which estimator to use thus depends on the budget, and choosing among
 # them on the data costs privacy too (see
