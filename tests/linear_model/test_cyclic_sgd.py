@@ -236,7 +236,8 @@ def test_rows_above_norm_bound_are_scaled_not_rejected(shared_noise):
 
 def test_prox_maps_are_applied():
     X, y = _blobs(500, d=30)
-    kw = dict(classes=[0, 1], random_state=0, epsilon=2.0)
+    # The former default schedule (b = 256, E = 5): 10 noisy prox steps.
+    kw = dict(classes=[0, 1], random_state=0, epsilon=2.0, batch_size=256, epochs=5)
     lasso = DPCyclicSGD(penalty="l1", alpha=0.05, **kw).fit(X, y)
     assert np.sum(lasso.coef_ == 0.0) >= 10
     assert np.all(DPCyclicSGD(penalty="l2", **kw).fit(X, y).coef_ != 0.0)
@@ -358,3 +359,17 @@ def test_pipeline_and_grid_search():
                         {"norm_bound": [1.0, 3.0], "epochs": [1, 3]}, cv=3).fit(X, y)
     assert grid.best_score_ > 0.8
     assert clone(grid.best_estimator_).get_params()["classes"] == [0, 1]
+
+
+@pytest.mark.parametrize("n, expected", [(100, (20, 100)), (1000, (20, 256)),
+                                         (50_000, (20, 10_000))])
+def test_auto_schedule_is_about_100_steps_of_large_batches(n, expected):
+    """batch_size="auto", epochs="auto": E = 20 and b = ⌈E·n/100⌉ within [256, n],
+    from n alone (issue 18)."""
+    est = DPCyclicSGD(classes=[0, 1])
+    assert est._schedule(n) == expected
+    X, y = _blobs(1000, d=5)
+    fitted = DPCyclicSGD(classes=[0, 1], random_state=0).fit(X, y)
+    assert (fitted.n_iter_, fitted.batch_size_) == (20, 256)
+    assert fitted.n_steps_ == math.ceil(20 * 1000 / 256)
+    assert DPCyclicSGD(epochs=3, batch_size=7)._schedule(10_000) == (3, 7)

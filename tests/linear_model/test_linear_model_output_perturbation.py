@@ -209,3 +209,45 @@ def test_exponential_method_hinge():
     theta = np.append(clf.coef_[0], clf.intercept_[0] / clf.intercept_scaling_)
     np.testing.assert_allclose(theta / clf.tau_, np.round(theta / clf.tau_), atol=1e-9)
     assert np.linalg.norm(theta) <= 1.0 + 1e-9
+
+
+# ----------------------------------------------------- label bounds (issue 18)
+def test_undeclared_label_bound_warns_before_fitting_and_clips_to_one():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4)) / 2
+    y = 50.0 + X @ np.ones(4)
+    with pytest.warns(UserWarning, match="label_bound was not declared"):
+        reg = DPOutputPerturbationRegressor(random_state=0).fit(X, y)
+    assert reg.label_bound_ == 1.0
+    # The warning is data-independent: it comes before the input is even read.
+    with pytest.warns(UserWarning, match="label_bound was not declared"):
+        with pytest.raises(ValueError):
+            DPOutputPerturbationRegressor().fit(np.full((3, 2), np.nan), [1.0, 2.0, 3.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        DPOutputPerturbationRegressor(label_bound=60.0, random_state=0).fit(X, y)
+
+
+def test_private_label_bound_composes_and_tracks_the_targets_scale():
+    """label_bound='private': B is a grid point near the 0.95-quantile of |y|, and
+    privacy_spent_ is ε_B + (ε − ε_B) = ε with the model's δ (basic composition)."""
+    pytest.importorskip("skdpsparse.mechanisms.quantile")  # H4's private quantiles
+    rng = np.random.default_rng(1)
+    n, d = 20_000, 5
+    X = rng.normal(size=(n, d)) / np.sqrt(d)
+    y = 100.0 * (X @ np.ones(d)) + 50.0
+    reg = DPOutputPerturbationRegressor(epsilon=2.0, label_bound="private",
+                                        random_state=0).fit(X, y)
+    true_q = np.quantile(np.abs(y), 0.95)
+    assert true_q / 1.2 <= reg.label_bound_ <= true_q * 1.2
+    assert reg.privacy_spent_.epsilon == pytest.approx(2.0)
+    assert reg.privacy_spent_.delta == pytest.approx(1e-6)
+    pure = DPOutputPerturbationRegressor(epsilon=2.0, delta=0, label_bound="private",
+                                         random_state=0).fit(X, y)
+    assert type(pure.privacy_spent_).__name__ == "PureDP"
+    assert pure.privacy_spent_.epsilon == pytest.approx(2.0)
+    # The fit is usable where B = 1 clips every target (issue 18: R² −2.05).
+    assert reg.score(X, y) > 0.5
+    with pytest.raises(ValueError, match="label_bound_fraction"):
+        DPOutputPerturbationRegressor(label_bound="private",
+                                      label_bound_fraction=1.0).fit(X, y)
