@@ -1,0 +1,301 @@
+"""The linear-model rows of ``bench_real_data.py``.
+
+For one task and one seed: every applicable private estimator of the library with its
+defaults and with what a user knows publicly (``Task.public``), the same estimators
+tuned on the validation split (reported with the privacy the tuning spends), the
+non-private scikit-learn model, the trivial baseline and a DP-SGD recipe written here,
+not in the library. diffprivlib runs in its own process (``bench_real_data.py``).
+
+Scores are on the test split: accuracy for classification, R² for regression. The
+test split is never used to choose anything.
+
+The DP-SGD recipe (Abadi et al. 2016, "Deep learning with differential privacy"):
+Poisson sampling of each row with probability q = 2000/n, ~20 epochs (T = ⌈20/q⌉
+steps), per-example gradients clipped to norm C = 1, N(0, σ²C²) added to their sum,
+the sum divided by the expected batch size 2000, plain SGD at step 1/M (M the
+smoothness over rows of norm ≤ √2, with the intercept's constant feature). σ is the
+smallest noise multiplier for which the RDP accountant of Google's ``dp_accounting``
+(Mironov, Talwar and Zhang 2019, "Rényi differential privacy of the sampled Gaussian
+mechanism") gives (ε, δ) after T steps. Its unit is the one of that analysis: adding
+or removing one row (the library's estimators protect the replacement of a row,
+which costs up to twice as much): the recipe is favoured, not handicapped. Regression
+targets are divided by the public bound B when there is one (and multiplied back).
+"""
+
+import math
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.metrics import accuracy_score, r2_score
+
+__all__ = ["linear_rows", "dp_sgd_recipe", "recipe_noise_multiplier", "score"]
+
+
+def score(kind, y_true, y_pred):
+    """Accuracy or R²."""
+    if kind == "classification":
+        return float(accuracy_score(y_true, y_pred))
+    return float(r2_score(y_true, y_pred))
+
+
+# --------------------------------------------------------------------- DP-SGD recipe
+
+_SIGMA_CACHE = {}
+
+
+def recipe_noise_multiplier(q, steps, epsilon, delta):
+    """Smallest σ (to 0.5 %) with (ε, δ) after ``steps`` Poisson-sampled Gaussians."""
+    import dp_accounting
+
+    key = (round(q, 12), int(steps), float(epsilon), float(delta))
+    if key in _SIGMA_CACHE:
+        return _SIGMA_CACHE[key]
+
+    def eps_of(sigma):
+        acc = dp_accounting.rdp.RdpAccountant()
+        event = dp_accounting.PoissonSampledDpEvent(
+            q, dp_accounting.GaussianDpEvent(sigma))
+        acc.compose(event, int(steps))
+        return acc.get_epsilon(delta)
+
+    lo, hi = 0.3, 1.0
+    while eps_of(hi) > epsilon:
+        lo, hi = hi, hi * 2.0
+    while hi / lo > 1.005:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if eps_of(mid) > epsilon else (lo, mid)
+    _SIGMA_CACHE[key] = hi
+    return hi
+
+
+def dp_sgd_recipe(X, y, kind, epsilon, delta, seed, *, label_bound=None,
+                  batch_size=2000, epochs=20, clip=1.0):
+    """Train the recipe; return a ``predict`` function."""
+    X = sp.csr_matrix(X)
+    n, d = X.shape
+    q = min(1.0, batch_size / n)
+    steps = int(math.ceil(epochs / q))
+    sigma = recipe_noise_multiplier(q, steps, epsilon, delta)
+    rng = np.random.default_rng(1_000_003 + seed)
+    scale = float(label_bound) if (kind == "regression" and label_bound) else 1.0
+    target = (2.0 * y - 1.0) if kind == "classification" else y / scale
+    row_norm = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel() + 1.0)
+    smooth = 0.25 * 2.0 if kind == "classification" else 2.0  # ℓ''·max‖(x, 1)‖²
+    lr = 1.0 / smooth
+    expected = q * n
+    w, b = np.zeros(d), 0.0
+    for _ in range(steps):
+        idx = np.flatnonzero(rng.random(n) < q)
+        Xb = X[idx]
+        z = Xb @ w + b
+        if kind == "classification":
+            g = -target[idx] * expit(-target[idx] * z)
+        else:
+            g = z - target[idx]
+        g = g * np.minimum(1.0, clip / np.maximum(np.abs(g) * row_norm[idx], 1e-300))
+        noise = rng.normal(0.0, sigma * clip, d + 1)
+        w -= lr * (Xb.T @ g + noise[:d]) / expected
+        b -= lr * (g.sum() + noise[d]) / expected
+
+    def predict(Xt):
+        z = np.asarray(Xt @ w).ravel() + b
+        if kind == "classification":
+            return (z > 0).astype(np.int64)
+        return z * scale
+
+    return predict
+
+
+# ------------------------------------------------------------------------- the rows
+
+
+def _label(text, **kw):
+    return text.format(**kw)
+
+
+def _private_specs(task, tuned):
+    """(row name, factory(ε, seed) -> estimator) of the library's estimators."""
+    from skdpsparse.linear_model import (DPCyclicSGD, DPHeavyTailedRegressor,
+                                         DPOutputPerturbationClassifier,
+                                         DPOutputPerturbationRegressor)
+
+    pub = task.public
+    s = pub.get("sparsity")
+    specs = []
+    if task.kind == "classification":
+        cls = pub["classes"]
+        specs.append(("OutputPerturbation (defaults)",
+                      lambda e, r: DPOutputPerturbationClassifier(
+                          epsilon=e, classes=cls, random_state=r)))
+        specs.append((f"OutputPerturbation (sparsity={s}, norm_bound=1)",
+                      lambda e, r: DPOutputPerturbationClassifier(
+                          epsilon=e, classes=cls, sparsity=s, norm_bound=1.0,
+                          random_state=r)))
+        specs.append(("CyclicSGD (defaults; norm_bound=1 is public)",
+                      lambda e, r: DPCyclicSGD(epsilon=e, classes=cls, random_state=r)))
+    else:
+        B = pub.get("label_bound")
+        specs.append(("OutputPerturbation (defaults)",
+                      lambda e, r: DPOutputPerturbationRegressor(epsilon=e, random_state=r)))
+        if B is not None:
+            specs.append((f"OutputPerturbation (sparsity={s}, label_bound={B:g})",
+                          lambda e, r: DPOutputPerturbationRegressor(
+                              epsilon=e, sparsity=s, label_bound=B, random_state=r)))
+        if _has_private_label_bound():
+            specs.append((f"OutputPerturbation (sparsity={s}, label_bound='private')",
+                          lambda e, r: DPOutputPerturbationRegressor(
+                              epsilon=e, sparsity=s, label_bound="private",
+                              random_state=r)))
+        specs.append(("CyclicSGD squared (defaults)",
+                      lambda e, r: DPCyclicSGD("squared", epsilon=e, random_state=r)))
+        specs.append(("HeavyTailedRegressor (defaults)",
+                      lambda e, r: DPHeavyTailedRegressor(epsilon=e, random_state=r)))
+    return specs
+
+
+def _has_private_label_bound():
+    from skdpsparse.linear_model import DPOutputPerturbationRegressor
+
+    constraints = DPOutputPerturbationRegressor._parameter_constraints["label_bound"]
+    return any("private" in repr(getattr(c, "options", c)) for c in constraints)
+
+
+def _slow_specs(task):
+    """H6's SGD estimators (minutes per fit before their rework): ``--slow`` only."""
+    from skdpsparse.linear_model import (DPBiasReducedSGDClassifier,
+                                         DPBiasReducedSGDRegressor, DPNoisySGDClassifier,
+                                         DPNoisySGDRegressor)
+
+    if task.kind == "classification":
+        cls = task.public["classes"]
+        return [("NoisySGD (defaults)",
+                 lambda e, r: DPNoisySGDClassifier(epsilon=e, classes=cls, random_state=r)),
+                ("BiasReducedSGD (defaults)",
+                 lambda e, r: DPBiasReducedSGDClassifier(epsilon=e, classes=cls,
+                                                         random_state=r))]
+    return [("NoisySGD (defaults)", lambda e, r: DPNoisySGDRegressor(epsilon=e, random_state=r)),
+            ("BiasReducedSGD (defaults)",
+             lambda e, r: DPBiasReducedSGDRegressor(epsilon=e, random_state=r))]
+
+
+def _tuning_grids(task):
+    """(row name, [factory(ε, seed)]): k candidates, the best on validation is kept."""
+    from skdpsparse.linear_model import (DPCyclicSGD, DPOutputPerturbationClassifier,
+                                         DPOutputPerturbationRegressor)
+
+    pub = task.public
+    s = pub.get("sparsity")
+    multiples = (1.0, 10.0, 100.0, 1000.0)  # λ·n: public numbers only
+    schedules = ((5, 256), (10, 1024), (20, "auto"), (50, 1 << 30))
+    if task.kind == "classification":
+        cls = pub["classes"]
+        op = [lambda e, r, m=m: _AlphaTimesN(DPOutputPerturbationClassifier(
+                  epsilon=e, classes=cls, sparsity=s, random_state=r), m)
+              for m in multiples]
+        cyc = [lambda e, r, E=E, b=b: DPCyclicSGD(epsilon=e, classes=cls, epochs=E,
+                                                   batch_size=b, random_state=r)
+               for E, b in schedules]
+    else:
+        B = pub.get("label_bound") or "private"
+        op = [lambda e, r, m=m: _AlphaTimesN(DPOutputPerturbationRegressor(
+                  epsilon=e, sparsity=s, label_bound=B, random_state=r), m)
+              for m in multiples]
+        cyc = [lambda e, r, E=E, b=b: DPCyclicSGD("squared", epsilon=e, epochs=E,
+                                                   batch_size=b, random_state=r)
+               for E, b in schedules]
+    return [("OutputPerturbation tuned: alpha·n in {1, 10, 100, 1000}", op),
+            ("CyclicSGD tuned: (epochs, batch) in {(5,256), (10,1024), (20,auto), (50,n)}",
+             cyc)]
+
+
+class _AlphaTimesN:
+    """An estimator fitted with alpha = multiple / n (n public)."""
+
+    def __init__(self, est, multiple):
+        self.est, self.multiple = est, multiple
+
+    def fit(self, X, y):
+        self.est.set_params(alpha=self.multiple / X.shape[0]).fit(X, y)
+        return self
+
+    def predict(self, X):
+        return self.est.predict(X)
+
+
+def _baselines(task, Xtr, ytr, Xte, yte):
+    out = {}
+    if task.kind == "classification":
+        majority = np.bincount(ytr).argmax()
+        out["trivial: majority class"] = score(task.kind, yte, np.full(yte.shape, majority))
+        model = LogisticRegression(max_iter=2000).fit(Xtr, ytr)
+        out["non-private: sklearn LogisticRegression"] = score(task.kind, yte,
+                                                               model.predict(Xte))
+    else:
+        out["trivial: training mean"] = score(task.kind, yte, np.full(yte.shape, ytr.mean()))
+        model = Ridge(alpha=1.0).fit(Xtr, ytr)
+        out["non-private: sklearn Ridge"] = score(task.kind, yte, model.predict(Xte))
+    return out
+
+
+def linear_rows(task, seeds, epsilons, delta, *, tune=True, slow=False, log=print):
+    """Scores of every row: {row: {eps or None: [score per seed]}}, and notes."""
+    from .datasets import split
+
+    table, notes, timing = {}, {}, {}
+
+    def put(row, eps, value):
+        table.setdefault(row, {}).setdefault(eps, []).append(value)
+
+    specs = _private_specs(task, tune) + (_slow_specs(task) if slow else [])
+    grids = _tuning_grids(task) if tune else []
+    for seed in seeds:
+        (Xtr, ytr), (Xva, yva), (Xte, yte) = split(task, seed)
+        for row, value in _baselines(task, Xtr, ytr, Xte, yte).items():
+            put(row, None, value)
+        for eps in epsilons:
+            for row, make in specs:
+                t0 = time.perf_counter()
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    try:
+                        est = make(eps, seed).fit(Xtr, ytr)
+                        value = score(task.kind, yte, est.predict(Xte))
+                    except Exception as err:  # a refused fit is a result too
+                        value = float("nan")
+                        notes[row] = f"fit failed: {type(err).__name__}: {err}"[:200]
+                for w in caught:
+                    if not issubclass(w.category, DeprecationWarning):
+                        notes.setdefault(row + " [warns]", str(w.message)[:200])
+                timing.setdefault(row, []).append(time.perf_counter() - t0)
+                put(row, eps, value)
+            for row, candidates in grids:
+                best, best_val = None, -math.inf
+                for make in candidates:
+                    try:
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
+                            est = make(eps, seed).fit(Xtr, ytr)
+                        val = score(task.kind, yva, est.predict(Xva))
+                    except Exception:  # noqa: BLE001 - a failed candidate is skipped
+                        continue
+                    if val > best_val:
+                        best, best_val = est, val
+                value = float("nan") if best is None else score(task.kind, yte,
+                                                                best.predict(Xte))
+                put(row, eps, value)
+                notes[row] = (f"best of {len(candidates)} fits on the validation split: "
+                              f"spends {len(candidates)}·ε on the training rows (basic "
+                              "composition), and the selection is not private in the "
+                              "validation rows")
+            B = task.public.get("label_bound")
+            predict = dp_sgd_recipe(Xtr, ytr, task.kind, eps, delta, seed, label_bound=B)
+            put("DP-SGD recipe (Poisson q=2000/n, 20 epochs, C=1, RDP)", eps,
+                score(task.kind, yte, predict(Xte)))
+        log(f"  {task.name}: seed {seed} done")
+    for row, ts in timing.items():
+        notes.setdefault(row + " [time]", f"{np.median(ts):.1f} s per fit (median)")
+    return table, notes
