@@ -3,9 +3,9 @@
 Two ways to pick the best of several private candidates:
 
 * :func:`report_noisy_min` — a fixed list of scores, each of sensitivity Δ, plus
-  Laplace noise; the argmin is ε-DP (seed 002, Section 7, Algorithm 7, with the
+  Laplace noise; the argmin is ε-DP (Ghazi et al. 2024, Section 7, Algorithm 7, with the
   scale corrected for non-monotone scores, see its notes).
-* Random stopping (Liu and Talwar 2019 [LT19]_, the selection of seed 000
+* Random stopping (Liu and Talwar 2019 [LT19]_, the selection of Ghazi et al. (2024 v2)
   Algorithm 5 / Theorem 6.1): run a private mechanism Q that returns
   ``(candidate, private score)`` again and again with fresh randomness, keep the best
   so far, and after every run stop with probability γ (at most T runs). If Q is
@@ -25,8 +25,12 @@ data, not noise calibrated to a sensitivity.
 References
 ----------
 .. [LT19] J. Liu, K. Talwar. Private selection from private candidates. STOC 2019,
-   arXiv:1811.07971. Statements as recorded in
-   ``papers/recovered/osmd_and_private_selection.md`` §2.6.
+   arXiv:1811.07971, Theorems 3.2 and 3.4; the statements used are in the
+   documentation's derivation "Private selection".
+.. [GGKKM24] B. Ghazi, C. Guzmán, P. Kamath, R. Kumar, P. Manurangsi.
+   Differentially private optimization with sparse gradients. 2024. "v1" is the first
+   version (boosting by report-noisy-min, Algorithm 7), "v2" the revised one (private
+   selection with random stopping, Algorithm 5 and Theorem 6.1).
 .. [DR14] C. Dwork, A. Roth. The algorithmic foundations of differential privacy.
    2014. Thm 3.6 (Laplace mechanism), Claim 3.9 (report noisy max).
 .. [DWZK19] Z. Ding, Y. Wang, D. Zhang, D. Kifer. Free gap information from the
@@ -110,8 +114,8 @@ def report_noisy_min(scores, *, sensitivity, epsilon, rng, monotone=False):
     (non-monotone) scores such as F_S(x_k) of different models: with two candidates
     and b = Δ/ε, moving (s₁, s₂) by (+Δ, −Δ) shifts r₁ − r₂'s threshold by 2Δ, and the
     probability of choosing 1 at a gap of 0 falls from 1/2 to e^{−2ε}(1 + ε)/2, a ratio
-    e^{2ε}/(1 + ε) > e^{ε} (3.69 against 2.72 at ε = 1). Seed 002 Algorithm 7 uses
-    Lap(Δ/ε_sel) with Δ = B/n (convex) or 2L/n; that is the monotone scale, so it is
+    e^{2ε}/(1 + ε) > e^{ε} (3.69 against 2.72 at ε = 1). Ghazi et al. (2024 v1),
+    Algorithm 7, uses Lap(Δ/ε_sel) with Δ = B/n (convex) or 2L/n; that is the monotone scale, so it is
     ε_sel-DP only up to this factor 2.
     """
     values = np.array(scores, dtype=np.float64).reshape(-1)
@@ -134,7 +138,7 @@ def report_noisy_min(scores, *, sensitivity, epsilon, rng, monotone=False):
 def noisy_score(score, *, sensitivity, epsilon, rng):
     """``score`` + Lap(Δ/ε): the Laplace mechanism on one number ([DR14]_ Thm 3.6).
 
-    The score of one random-stopping run: seed 000 Algorithm 5 adds Lap(λ) with
+    The score of one random-stopping run: Ghazi et al. (2024 v2) Algorithm 5 adds Lap(λ) with
     λ = 12B/(nε) = (B/n)/(ε/12) to F_S(x_k) (Δ = B/n) and λ = 24L/(nε) to
     ‖∇F_S(x_k)‖₂ (Δ = 2L/n). With the run's model held fixed, the pair
     (model, score) is (ε_run + ε, δ_run)-DP by composition.
@@ -195,7 +199,7 @@ def private_mean_loss(losses, *, loss_bound, epsilon, rng):
 def random_stopping_max_runs(gamma, delta2):
     """T = ⌈ln(1/δ₂)/γ⌉, the truncation of [LT19]_ Thm 3.4.
 
-    Then P[Geom(γ) > T] = (1 − γ)^T ≤ e^{−γT} ≤ δ₂. Seed 000 Algorithm 5 takes
+    Then P[Geom(γ) > T] = (1 − γ)^T ≤ e^{−γT} ≤ δ₂. Ghazi et al. (2024 v2) Algorithm 5 takes
     K = (1/γ)·ln(2/δ), i.e. δ₂ = δ/2.
 
     Parameters
@@ -232,7 +236,7 @@ def random_stopping_budget(run_budget, *, gamma, delta2=None):
         * pure runs, untruncated: ``PureDP(3ε₁)`` ([LT19]_ Thm 3.2; Papernot and
           Steinke 2022, Cor. 3 with η = 1);
         * truncated: ``ApproxDP(3ε₁ + 3√(2δ₁), √(2δ₁)·T + δ₂)`` ([LT19]_ Thm 3.4, as
-          used in seed 000's proof of Theorem 6.1), δ₁ = 0 for pure runs.
+          used in Ghazi et al. (2024 v2), proof of Theorem 6.1), δ₁ = 0 for pure runs.
 
     Raises
     ------
@@ -262,7 +266,7 @@ def random_stopping_budget(run_budget, *, gamma, delta2=None):
 
 
 def random_stopping_selection(draw_candidate, *, gamma, max_runs, rng):
-    """Best-so-far selection with random stopping ([LT19]_; seed 000 Algorithm 5).
+    """Best-so-far selection with random stopping ([LT19]_; Ghazi et al. (2024 v2) Algorithm 5).
 
     ::
 
@@ -320,7 +324,7 @@ def split_budget_for_random_stopping(epsilon, delta, *, gamma, split="paper",
                                      score_fraction=0.5):
     """Per-run budgets so that random stopping is (ε, δ)-DP in total.
 
-    δ > 0, ``split="paper"``: seed 000 Algorithm 5 / Theorem 6.1. K = ⌈(1/γ)·ln(2/δ)⌉
+    δ > 0, ``split="paper"``: Ghazi et al. (2024 v2) Algorithm 5 / Theorem 6.1. K = ⌈(1/γ)·ln(2/δ)⌉
     runs at most (δ₂ = δ/2); each run spends (ε/12, (δ/(4K))²) and its Laplace score
     ε/12, so a pair is (ε₁, δ₁) = (ε/6, (δ/(4K))²)-DP, and by [LT19]_ Thm 3.4 the
     choice is (ε/2 + 3√2·δ/(4K), (√2/4 + 1/2)·δ)-DP, within (ε, δ) when δ ≤ ε/10.
@@ -371,8 +375,8 @@ def split_budget_for_random_stopping(epsilon, delta, *, gamma, split="paper",
                 "max_runs": None, "delta2": None,
                 "total": random_stopping_budget(PureDP(run_eps + score_eps), gamma=gamma)}
     if delta > epsilon / 10:
-        raise ValueError(f"delta must be at most epsilon/10 (seed 000 Theorem 6.1), got "
-                         f"delta={delta!r} with epsilon={epsilon!r}.")
+        raise ValueError(f"delta must be at most epsilon/10 (Ghazi et al. 2024 v2, Theorem "
+                         f"6.1), got delta={delta!r} with epsilon={epsilon!r}.")
     delta2 = delta / 2
     K = random_stopping_max_runs(gamma, delta2)
     run_delta = (delta / (4 * K)) ** 2
@@ -395,10 +399,10 @@ def gamma_for_failure_prob(beta, *, success_prob=0.5):
     If each run succeeds independently with probability ≥ p, the chance that none
     of the κ ~ Geom(γ) runs does is Σ_k (1−p)^k (1−γ)^{k−1} γ
     = γ(1−p)/(p + γ(1−p)) ≤ γ(1−p)/p = β/2 (the T-truncation adds at most
-    (1−γ)^{T−1}(1−p)^T), leaving β/2 for the score noise, as in the proof of seed 000
-    Theorem 6.1 (runs succeed w.p. ≥ 1/2 there). Theorem 6.1 prints γ = min{1/2,
+    (1−γ)^{T−1}(1−p)^T), leaving β/2 for the score noise, as in the proof of Theorem 6.1 of
+    Ghazi et al. (2024 v2) (runs succeed w.p. ≥ 1/2 there). Theorem 6.1 prints γ = min{1/2,
     3β/4}; with p = 1/2 that leaves γ/(1+γ) ≈ 3β/4 > β/2 for this term alone, so
-    the stated β is off by a constant (notes §2.4 caveat). Privacy does not depend
+    the stated β is off by a constant. Privacy does not depend
     on γ; only the number of runs and the truncation K do.
 
     Parameters

@@ -1,5 +1,5 @@
-"""Private model selection: private selection with random stopping (seed 000 Algorithm 5,
-Liu and Talwar 2019), the private answer to tuning with ``GridSearchCV``."""
+"""Private model selection: private selection with random stopping (Liu and Talwar 2019;
+Ghazi et al. 2024 v2, Algorithm 5), the private answer to tuning with ``GridSearchCV``."""
 
 from ._private_selection import PrivateParameterSelection
 

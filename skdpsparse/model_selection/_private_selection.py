@@ -2,7 +2,7 @@
 
 The private answer to "tune ε and s with GridSearchCV": a grid search pays for every
 candidate, fold and refit (see :mod:`skdpsparse.ledger`); private selection with
-random stopping (Liu and Talwar 2019; seed 000 Algorithm 5, Theorem 6.1) pays a
+random stopping (Liu and Talwar 2019; Ghazi et al. (2024 v2) Algorithm 5, Theorem 6.1) pays a
 constant multiple of one run, whatever the number of runs.
 """
 
@@ -76,7 +76,7 @@ def _best_has(attr):
 
 
 class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
-    """Private hyperparameter selection by random stopping (seed 000 Algorithm 5).
+    """Private hyperparameter selection by random stopping (Ghazi et al. 2024 v2 Algorithm 5).
 
     Each run draws a setting of ``param_grid`` uniformly at random, fits a clone of
     ``estimator`` on all of ``(X, y)`` with the per-run budget (its ``epsilon`` and
@@ -91,8 +91,8 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
     (B/n)/(f·ε₁): the mean of n values in [0, B] moves by ≤ B/n), f =
     ``score_fraction``. δ > 0: K = ⌈ln(2/δ)/γ⌉ runs at most, δ₁ = (δ/(4K))², and
     Liu–Talwar Thm 3.4 gives (3ε₁ + 3√(2δ₁), (√2/4 + 1/2)·δ) ≤ (ε, δ), with
-    ε₁ = ε/6 as in seed 000 Theorem 6.1 (``budget_split="paper"``, total ε/2 + 3√2·δ/(4K))
-    or ε₁ = (ε − 3√(2δ₁))/3 (``"tight"``, total ε); both need δ ≤ ε/10. δ = 0:
+    ε₁ = ε/6 as in Ghazi et al. (2024 v2), Theorem 6.1 (``budget_split="paper"``, total
+    ε/2 + 3√2·δ/(4K)) or ε₁ = (ε − 3√(2δ₁))/3 (``"tight"``, total ε); both need δ ≤ ε/10. δ = 0:
     untruncated pure random stopping (LT19 Thm 3.2), ε₁ = ε/3, total 3ε₁ = ε.
     See :func:`~skdpsparse.mechanisms.private_selection.split_budget_for_random_stopping`.
     Drawing the setting uniformly makes every run the same mechanism, as LT19
