@@ -115,8 +115,8 @@ def report_noisy_min(scores, *, sensitivity, epsilon, rng, monotone=False):
     and b = Δ/ε, moving (s₁, s₂) by (+Δ, −Δ) shifts r₁ − r₂'s threshold by 2Δ, and the
     probability of choosing 1 at a gap of 0 falls from 1/2 to e^{−2ε}(1 + ε)/2, a ratio
     e^{2ε}/(1 + ε) > e^{ε} (3.69 against 2.72 at ε = 1). Ghazi et al. (2024 v1),
-    Algorithm 7, uses Lap(Δ/ε_sel) with Δ = B/n (convex) or 2L/n; that is the monotone scale, so it is
-    ε_sel-DP only up to this factor 2.
+    Algorithm 7, uses Lap(Δ/ε_sel) with Δ = B/n (convex) or 2L/n; that is the monotone
+    scale, so it is ε_sel-DP only up to this factor 2.
     """
     values = np.array(scores, dtype=np.float64).reshape(-1)
     if values.size == 0:
