@@ -13,7 +13,9 @@ Two numba facts shape the compiled helpers here and elsewhere in ``_kernels``:
 """
 
 import math
+import threading
 
+import numba
 import numpy as np
 from numba import njit
 
@@ -208,3 +210,16 @@ def check_nonnegative(value, name, allow_inf=True):
         kind = ">= 0" if allow_inf else "finite and >= 0"
         raise ValueError(f"{name} must be {kind}, got {value}.")
     return value
+
+
+#: Below this many elementary steps the kernels run their serial drivers.
+PARALLEL_MIN_WORK = 1 << 20
+
+
+def use_threads(work):
+    """Use the threaded drivers only for work worth a thread launch (on a busy
+    machine a parallel region can wait milliseconds for a descheduled worker), and
+    only from the main thread: numba's fallback "workqueue" threading layer aborts
+    the process when two Python threads enter parallel regions at once."""
+    return (work >= PARALLEL_MIN_WORK and numba.get_num_threads() > 1
+            and threading.current_thread() is threading.main_thread())

@@ -65,7 +65,7 @@ from collections import deque
 
 import numpy as np
 
-from .._kernels.hadamard import prox_l1_pass
+from .._kernels.basis_pursuit_prox import prox_l1_pass
 
 __all__ = ["basis_pursuit"]
 

@@ -42,12 +42,11 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from .._kernels.hadamard import (
+from .._kernels.fwht import fwht_scatter, fwht_signed
+from .._kernels.srht_measurements import (
     GROUP_BITS,
     csr_clipped_measurement_sum,
     dense_clipped_measurement_sum,
-    fwht_scatter,
-    fwht_signed,
     sparse_measure,
 )
 from ..utils._random import check_generator

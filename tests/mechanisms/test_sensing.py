@@ -10,7 +10,8 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skdpsparse._kernels import hadamard as hk
+from skdpsparse._kernels import fwht as hk
+from skdpsparse._kernels import srht_measurements as srht
 from skdpsparse.mechanisms.sensing import SubsampledHadamardSensing
 
 
@@ -376,14 +377,14 @@ def test_clipped_sum_does_not_depend_on_thread_count():
 def test_kernel_entry_points_validate_indices():
     signs = np.ones(16, dtype=np.int8)
     with pytest.raises(ValueError):
-        hk.csr_clipped_measurement_sum(np.array([0, 1]), np.array([16]), np.ones(1),
+        srht.csr_clipped_measurement_sum(np.array([0, 1]), np.array([16]), np.ones(1),
                                        np.ones(1), signs, np.array([0, 3]), 0.5, 1.0)
     with pytest.raises(ValueError):
-        hk.sparse_measure(np.array([0]), np.ones(1), signs, np.array([0, 16]), 0.5)
+        srht.sparse_measure(np.array([0]), np.ones(1), signs, np.array([0, 16]), 0.5)
     with pytest.raises(ValueError):
-        hk.sparse_measure(np.array([0]), np.ones(1), np.ones(12, dtype=np.int8),
+        srht.sparse_measure(np.array([0]), np.ones(1), np.ones(12, dtype=np.int8),
                           np.array([0]), 0.5)
-    assert hk.field_bits(1) == 1 and hk.field_bits(2**24) == 8
-    assert hk.field_bits(2**33) == 11
+    assert srht.field_bits(1) == 1 and srht.field_bits(2**24) == 8
+    assert srht.field_bits(2**33) == 11
     with pytest.raises(ValueError):
-        hk.field_bits(2**34)
+        srht.field_bits(2**34)
