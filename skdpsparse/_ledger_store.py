@@ -12,12 +12,16 @@ A store is given as the path of an SQLite file (the standard library's ``sqlite3
 behind the ``postgres`` extra). Both run the same statements of :class:`Transaction`
 on the same tables; only the way a transaction is opened and locked differs.
 
-Schema (version 1)::
+Schema (version 2)::
 
-    ledger_meta(key TEXT PRIMARY KEY, value TEXT)       -- ("schema_version", "1")
+    ledger_meta(key TEXT PRIMARY KEY, value TEXT)       -- ("schema_version", "2")
     ledger_datasets(name TEXT PRIMARY KEY,              -- the name the user chose
                     budget_limit TEXT,                  -- JSON budget, or NULL
                     created TEXT)                       -- UTC, ISO 8601
+    ledger_sessions(session TEXT PRIMARY KEY,           -- one per ledger ``with`` block
+                    dataset TEXT REFERENCES ledger_datasets(name),
+                    opened TEXT, closed TEXT,           -- closed NULL while active
+                    pid INTEGER, host TEXT)             -- the ledger's process
     ledger_entries(id INTEGER PRIMARY KEY,              -- autoincrement / identity
                    dataset TEXT REFERENCES ledger_datasets(name),
                    time TEXT, session TEXT, estimator TEXT,
@@ -55,7 +59,7 @@ import sqlite3
 
 from .ledger import LedgerStoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 POSTGRES_EXTRA = 'pip install "skdpsparse[postgres]"'
 
 # The columns of ledger_entries after id, in order, with their SQL type and nullability.
@@ -76,6 +80,9 @@ def schema(id_column):
         "CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         "CREATE TABLE IF NOT EXISTS ledger_datasets (name TEXT PRIMARY KEY, budget_limit "
         "TEXT, created TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS ledger_sessions (session TEXT PRIMARY KEY, dataset TEXT "
+        "NOT NULL REFERENCES ledger_datasets(name), opened TEXT NOT NULL, closed TEXT, "
+        "pid INTEGER NOT NULL, host TEXT NOT NULL)",
         f"CREATE TABLE IF NOT EXISTS ledger_entries (id {id_column}, "
         + ", ".join(f"{name} {sql}" for name, sql in _ENTRY_TYPES) + ")",
         "CREATE INDEX IF NOT EXISTS ledger_entries_by_dataset ON ledger_entries (dataset, id)",
@@ -212,6 +219,23 @@ class Transaction:
                                    f"(datasets: {known}).")
         value = row[0][0]
         return None if value is None else self._json(value, f"the limit of {name!r}")
+
+    def open_session(self, name, session, pid, host):
+        """Record that ``session`` (a ledger on dataset ``name``) is active."""
+        self._run("INSERT INTO ledger_sessions VALUES (:session, :name, :opened, NULL, "
+                  ":pid, :host)", {"session": session, "name": name, "opened": _now(),
+                                   "pid": pid, "host": host})
+
+    def close_session(self, session):
+        self._run("UPDATE ledger_sessions SET closed = :closed WHERE session = :session "
+                  "AND closed IS NULL", {"closed": _now(), "session": session})
+
+    def session_closed(self, session):
+        """Whether ``session`` was recorded closed (a session the store does not know
+        is not: a fit is charged unless its ledger is known to be over)."""
+        row = self._run("SELECT closed FROM ledger_sessions WHERE session = :session",
+                        {"session": session})
+        return bool(row) and row[0][0] is not None
 
     def entries(self, name):
         """The dataset's entries in the order they were charged, as dicts (JSON

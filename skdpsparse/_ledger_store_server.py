@@ -23,10 +23,14 @@ the entries, taking no lock.
 
 Creating the tables takes a transaction-scoped advisory lock first
 (``pg_advisory_xact_lock``): two sessions creating the same tables at once would
-otherwise collide on PostgreSQL's catalogue. ``lock_timeout`` is set to the ledger's
-``timeout`` in each transaction, so a charge waiting for a lock held elsewhere
-raises :class:`~skdpsparse.ledger.LedgerStoreError` instead of waiting forever;
-``connect_timeout`` bounds the wait for an unreachable server.
+otherwise collide on PostgreSQL's catalogue. Whoever gets the lock checks again
+whether the tables exist, and only the first runs the DDL (whose table locks, held to
+its commit, would otherwise deadlock with charges on the store it finds created).
+
+``lock_timeout`` is set to the ledger's ``timeout`` in each transaction, so a charge
+waiting for a lock held elsewhere raises :class:`~skdpsparse.ledger.LedgerStoreError`
+instead of waiting forever; ``connect_timeout`` bounds the wait for an unreachable
+server.
 
 A process that dies inside a transaction loses its connection, and the server rolls
 the transaction back: an entry is stored whole or not at all, as in SQLite.
@@ -59,6 +63,20 @@ _ENGINES_LOCK = threading.Lock()
 # SQLSTATE codes (PostgreSQL's, which psycopg and psycopg2 report).
 _LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout expired
 _UNDEFINED_TABLE = "42P01"
+
+
+def _forget_engines_in_child():
+    # A forked child must not use, nor close, its parent's connections (closing them
+    # would end the parent's sessions on the server): drop them without closing.
+    global _ENGINES_LOCK
+    _ENGINES_LOCK = threading.Lock()
+    for engine in _ENGINES.values():
+        engine.dispose(close=False)
+    _ENGINES.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_engines_in_child)
 
 
 def _sqlalchemy():
@@ -213,8 +231,12 @@ class ServerStore:
                     run(f"SET LOCAL lock_timeout = {max(1, round(self.timeout * 1000))}", {})
                     if create and not self._has_tables(run):
                         run(f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK})", {})
-                        for statement in schema(self.id_column):
-                            run(statement, {"version": str(SCHEMA_VERSION)})
+                        # Checked again: the DDL's table locks, held to the end of this
+                        # transaction, would deadlock with the charges of a store that
+                        # the holder of the advisory lock before us created.
+                        if not self._has_tables(run):
+                            for statement in schema(self.id_column):
+                                run(statement, {"version": str(SCHEMA_VERSION)})
                     txn = Transaction(run, self.path, row_lock=" FOR UPDATE")
                     txn.check_schema()
                     yield txn
@@ -225,6 +247,9 @@ class ServerStore:
     def _has_tables(run):
         # Checked first so that a store in use is not touched by DDL, whose table
         # locks would make opening a ledger wait for every charge in progress.
-        found = run("SELECT to_regclass('ledger_meta'), to_regclass('ledger_datasets'), "
-                    "to_regclass('ledger_entries')", {})
-        return all(name is not None for name in found[0])
+        # A query on pg_tables, not to_regclass(): that reads the backend's catalogue
+        # cache, which may not have seen a creation committed while we waited.
+        found = run("SELECT COUNT(*) FROM pg_catalog.pg_tables WHERE schemaname = "
+                    "current_schema() AND tablename IN ('ledger_meta', 'ledger_datasets', "
+                    "'ledger_sessions', 'ledger_entries')", {})
+        return found[0][0] == 4

@@ -49,11 +49,19 @@ than :func:`compose`'s sum of the budgets.
 
 Budgets that persist. ``PrivacyLedger(store="budget.sqlite", dataset="patients")``
 keeps the entries in an SQLite database instead (:mod:`skdpsparse._ledger_store`),
-under a dataset name, with the dataset's limit: every session on that dataset, in any
-process and at any time, is charged against the same total. The ledger's temporary
-journal then holds only a header naming the store, the dataset and the session, and
-workers find it exactly as above; a charge is one ``BEGIN IMMEDIATE`` transaction
-that reads the dataset's limit and entries, checks the limit and appends the entry.
+or on a PostgreSQL server with ``store="postgresql://..."``
+(:mod:`skdpsparse._ledger_store_server`), under a dataset name, with the dataset's
+limit: every session on that dataset, in any process and at any time, is charged
+against the same total. A charge is one transaction that locks the dataset (SQLite's
+``BEGIN IMMEDIATE``; a server's row lock), reads its limit and entries, checks the
+limit and appends the entry. The ledger's temporary journal then holds only a header
+naming the store, the dataset and the session, which workers find as above; and the
+same three are in the environment variable ``SKDPSPARSE_LEDGER_STORES``
+(:data:`STORES_ENV_VAR`), so that a process started inside the ledger charges the
+store even where it finds no journal (another temporary folder; another container
+that shares the server). The store records each session as open or closed, and a
+process that still names a closed session (a pool started inside a ledger and reused
+after it) no longer charges it.
 
 Charging several ledgers. A fit inside several ledgers (nested ``with`` blocks, an
 in-memory ledger inside a stored one) is checked against all of them before it is
@@ -73,6 +81,7 @@ import tempfile
 import threading
 import time
 import uuid
+import warnings
 
 from .accounting import ZCDP, ApproxDP, PureDP, zcdp_to_epsilon
 from .accounting.composition import compose_events, events_pure_epsilon, events_zcdp_rho
@@ -82,6 +91,11 @@ from .exceptions import BudgetExceededError
 __all__ = ["LedgerStoreError", "PrivacyLedger", "charge_budget", "compose"]
 
 ENV_VAR = "SKDPSPARSE_LEDGER_JOURNALS"
+#: The store-backed ledgers active in this process and its ancestors, as a JSON list
+#: of [store, dataset, session, timeout]: a process started inside such a ledger
+#: charges the store with it directly, even where it cannot find the ledger's journal
+#: (another temporary folder, a container sharing the server but not the files).
+STORES_ENV_VAR = "SKDPSPARSE_LEDGER_STORES"
 DEFAULT_TIMEOUT = 30.0  # seconds a charge waits for a store's write lock
 _MAX_REPR = 500  # a parameter stored by its repr keeps at most this many characters
 HISTORY_COLUMNS = ("id", "time", "dataset", "session", "estimator", "params", "source",
@@ -90,7 +104,7 @@ HISTORY_COLUMNS = ("id", "time", "dataset", "session", "estimator", "params", "s
 _ACTIVE = []  # ledgers active in this process, innermost last
 _LOCK = threading.Lock()
 _SUSPENDED = threading.local()  # depth of _charges_suspended() in this thread
-_ENV_BEFORE = {}  # "value": the environment variable before this process set it
+_ENV_BEFORE = {}  # variable name -> its value before this process set it
 _MAX_ANCESTORS = 64  # a bound on the walk up the process tree
 _STALE_LOCK_SECONDS = 60.0  # the lock-file fallback breaks a lock held this long
 _LIMIT_RTOL = 1e-12  # a total this close above the limit is rounding, not excess
@@ -498,6 +512,8 @@ class _StoreTarget:
         insert the entry; committed when the block ends without error."""
         with _store(self.path, self.timeout).transaction() as txn:
             for dataset, session in sorted(self.sessions.items()):
+                if txn.session_closed(session):  # its ledger is over: not inside it
+                    continue
                 # The store's limit, which no ledger can loosen; the lock (a server's
                 # row lock) holds off every other charge on the dataset until commit.
                 limit = txn.limit(dataset, lock=True)
@@ -612,16 +628,35 @@ def _publish():
 
 
 def _publish_env(own):
-    """Set the environment variable to the inherited journals plus ``own``; restore
-    the value this process started with when no ledger is active here."""
-    before = _ENV_BEFORE.setdefault("value", os.environ.get(ENV_VAR))
-    if own:
-        inherited = [p for p in _env_journals(before) if p not in own]
-        os.environ[ENV_VAR] = json.dumps(inherited + own)
-    elif before is None:
-        os.environ.pop(ENV_VAR, None)
-    else:
-        os.environ[ENV_VAR] = before
+    """Set the environment variables to the inherited journals and stores plus this
+    process's own; restore the values this process started with when no ledger is
+    active here."""
+    stores = [[led._store_path, led.dataset, led.session, led.timeout]
+              for led in _ACTIVE if led._store_path is not None]
+    for name, mine, read in ((ENV_VAR, own, _env_journals),
+                             (STORES_ENV_VAR, stores, _env_stores)):
+        before = _ENV_BEFORE.setdefault(name, os.environ.get(name))
+        if mine:
+            inherited = [p for p in read(before) if p not in mine]
+            os.environ[name] = json.dumps(inherited + mine)
+        elif before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def _env_stores(value=None):
+    """The [store, dataset, session, timeout] listed in STORES_ENV_VAR (or ``value``)."""
+    value = os.environ.get(STORES_ENV_VAR) if value is None else value
+    try:
+        stores = json.loads(value) if value else []
+    except ValueError:
+        return []
+    if not isinstance(stores, list):
+        return []
+    return [s for s in stores if isinstance(s, list) and len(s) == 4
+            and all(isinstance(x, str) for x in s[:3])
+            and isinstance(s[3], (int, float)) and s[3] > 0]
 
 
 def _env_journals(value=None):
@@ -649,7 +684,7 @@ def _active_journals():
 def _active_targets():
     """Where a fit is charged: the in-memory journals of the active ledgers, and one
     :class:`_StoreTarget` per store that an active ledger's header names."""
-    targets, stores = [], {}
+    targets, stores, found = [], {}, []
     for journal in _active_journals():
         header = journal.header()
         if header is None:  # closed since it was found
@@ -657,10 +692,14 @@ def _active_targets():
         if header.get("store") is None:
             targets.append(journal)
             continue
-        store = header["store"]
+        found.append((header["store"], header["dataset"], header["session"],
+                      header.get("timeout", DEFAULT_TIMEOUT)))
+    # Then the stores named in the environment, innermost first: those of ledgers
+    # whose journal was not found here (their sessions' state is in the store).
+    for store, dataset, session, timeout in found + _env_stores()[::-1]:
         if store not in stores:
-            stores[store] = _StoreTarget(store, header.get("timeout", DEFAULT_TIMEOUT))
-        stores[store].add(header["dataset"], header["session"])
+            stores[store] = _StoreTarget(store, timeout)
+        stores[store].add(dataset, session)
     return targets + list(stores.values())
 
 
@@ -734,9 +773,9 @@ class PrivacyLedger:
     fold, and the refit) and ``cross_validate`` are counted fit by fit.
 
     Without ``store`` the entries live as long as the ``with`` block. With
-    ``store`` and ``dataset`` they are kept in an SQLite database under the dataset's
-    name, and every ledger on that dataset, in any process or session, adds to the
-    same total and is held to the same limit.
+    ``store`` and ``dataset`` they are kept in an SQLite database or on a PostgreSQL
+    server under the dataset's name, and every ledger on that dataset, in any process
+    or session, adds to the same total and is held to the same limit.
 
     Parameters
     ----------
@@ -751,7 +790,10 @@ class PrivacyLedger:
         it, and a different one raises ``ValueError``.
     store : str or os.PathLike, optional
         Path of an SQLite file holding the entries (created when the ledger is
-        entered, if missing and ``create`` is true). Several datasets may share it.
+        entered, if missing and ``create`` is true), or the SQLAlchemy URL of a
+        PostgreSQL database (``"postgresql://user@host/dbname"``; needs
+        ``pip install "skdpsparse[postgres]"``), whose tables are created likewise.
+        Several datasets may share it.
     dataset : str, optional
         The name under which the entries are kept; required with ``store``. Use
         one name per body of sensitive data, whoever fits on it.
@@ -761,7 +803,8 @@ class PrivacyLedger:
         name then raises instead of starting a new budget at zero.
     timeout : float, default=30.0
         Seconds a charge waits for another process's write lock on the store before
-        raising :class:`LedgerStoreError` (charges hold it for milliseconds).
+        raising :class:`LedgerStoreError` (charges hold it for milliseconds); for a
+        server, also how long to wait for it to answer a connection.
 
     Attributes
     ----------
@@ -784,11 +827,12 @@ class PrivacyLedger:
     fits' privacy parameters are chosen adaptively, are in
     :mod:`skdpsparse.accounting.composition`.
 
-    A stored entry is written in one SQLite transaction that also checks the
-    dataset's limit (``BEGIN IMMEDIATE``: the write lock is taken before the
-    entries are read), so concurrent processes cannot together exceed it, and a
-    process killed mid-charge leaves the whole entry or none. A locked, corrupt or
-    missing store raises :class:`LedgerStoreError`; it is never read as empty.
+    A stored entry is written in one transaction that also checks the dataset's
+    limit (SQLite's ``BEGIN IMMEDIATE``, or a server's lock on the dataset's row,
+    taken before the entries are read), so concurrent processes cannot together
+    exceed it, and a process killed mid-charge leaves the whole entry or none. A
+    locked, corrupt, missing or unreachable store raises :class:`LedgerStoreError`;
+    it is never read as empty.
 
     Examples
     --------
@@ -845,7 +889,7 @@ class PrivacyLedger:
             header = {"limit": None if self.limit is None else _to_json(self.limit),
                       "session": session}
         else:
-            self._open_store()
+            self._open_store(session)
             # The limit is read from the store at each charge, not from here.
             header = {"limit": None, "session": session, "store": self._store_path,
                       "dataset": self.dataset, "timeout": self.timeout}
@@ -866,37 +910,56 @@ class PrivacyLedger:
             _publish()
         if self._store_path is None:
             self._final = self._journal_rows()
+        else:
+            self._close_session()
         with contextlib.suppress(OSError):  # Windows: a worker may still hold it open
             os.remove(self._journal.path)
         self._journal = None
         return False
 
-    def _open_store(self):
-        """Create (if allowed) or check the store and the dataset, and reconcile the
-        limit with the dataset's, in one transaction."""
-        mine = None if self.limit is None else _to_json(self.limit)
+    def _open_store(self, session):
+        """Create (if allowed) or check the store and the dataset, reconcile the limit
+        with the dataset's, and record the session as active, in one transaction."""
         with _store(self._store_path, self.timeout).transaction(create=self.create) as txn:
             txn.check_integrity()  # once per session: damage must not pass for zero
-            if not txn.has_dataset(self.dataset):
-                if not self.create:
-                    known = ", ".join(repr(n) for n in txn.datasets()) or "none"
-                    raise LedgerStoreError(
-                        f"no dataset {self.dataset!r} in the budget store {txn.path}"
-                        f" (datasets: {known}); create=False refuses to start a new one.")
-                # Unless another session created it meanwhile (a server lets two
-                # transactions get here): then its limit stands, read below.
-                txn.create_dataset(self.dataset, mine)
-            stored = txn.limit(self.dataset, lock=True)
-            if mine is None or mine == stored:
-                return
-            if stored is None:  # a limit where there was none only restricts
-                txn.set_limit(self.dataset, mine)
-                return
-            raise ValueError(
-                f"the dataset {self.dataset!r} in {txn.path} has the limit "
-                f"{_from_json(dict(stored))}, not {self.limit}: a ledger cannot change it. "
-                "Omit limit= to use the recorded one; for a stricter limit on this "
-                "session only, nest an in-memory PrivacyLedger(limit=...) inside.")
+            self._reconcile_limit(txn)
+            txn.open_session(self.dataset, session, os.getpid(), _hostname())
+
+    def _close_session(self):
+        """Record the session as over, so that a process that still names it (a pool
+        started inside the ledger, see :data:`STORES_ENV_VAR`) no longer charges it."""
+        try:
+            with _store(self._store_path, self.timeout).transaction() as txn:
+                txn.close_session(self.session)
+        except LedgerStoreError as err:
+            warnings.warn("the ledger's session could not be recorded as closed, so "
+                          "processes started inside it may still charge its dataset: "
+                          f"{err}", RuntimeWarning, stacklevel=3)
+
+    def _reconcile_limit(self, txn):
+        """Create the dataset if missing (and allowed) with this ledger's limit, or
+        hold this ledger's limit to the one recorded."""
+        mine = None if self.limit is None else _to_json(self.limit)
+        if not txn.has_dataset(self.dataset):
+            if not self.create:
+                known = ", ".join(repr(n) for n in txn.datasets()) or "none"
+                raise LedgerStoreError(
+                    f"no dataset {self.dataset!r} in the budget store {txn.path}"
+                    f" (datasets: {known}); create=False refuses to start a new one.")
+            # Unless another session created it meanwhile (a server lets two
+            # transactions get here): then its limit stands, read below.
+            txn.create_dataset(self.dataset, mine)
+        stored = txn.limit(self.dataset, lock=True)
+        if mine is None or mine == stored:
+            return
+        if stored is None:  # a limit where there was none only restricts
+            txn.set_limit(self.dataset, mine)
+            return
+        raise ValueError(
+            f"the dataset {self.dataset!r} in {txn.path} has the limit "
+            f"{_from_json(dict(stored))}, not {self.limit}: a ledger cannot change it. "
+            "Omit limit= to use the recorded one; for a stricter limit on this "
+            "session only, nest an in-memory PrivacyLedger(limit=...) inside.")
 
     # ------------------------------------------------------------------ charging
     def _target(self):

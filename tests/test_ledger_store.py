@@ -163,7 +163,7 @@ def test_history_records_each_fit(data, any_store):
     assert manual["event"] == GaussianEvent(Z) and manual["guarantee"].event == GaussianEvent(Z)
     # The raw table: JSON a script in any language can read back.
     (budget, event, params), = _rows(any_store, "SELECT budget, event, params FROM "
-                                            "ledger_entries WHERE estimator IS NULL")
+                                                "ledger_entries WHERE estimator IS NULL")
     assert json.loads(budget) == {"type": "ApproxDP", "epsilon": 1.0, "delta": 1e-6}
     assert json.loads(event) == {"type": "GaussianEvent", "noise_multiplier": Z, "count": 1}
     assert params is None
@@ -347,7 +347,8 @@ def test_an_altered_entry_raises_instead_of_vanishing(data, store):
 
 
 def test_a_store_deleted_during_a_session_is_not_recreated_empty(data, store):
-    with PrivacyLedger(store=store, dataset="d"):
+    closing = pytest.warns(RuntimeWarning, match="could not be recorded as closed")
+    with closing, PrivacyLedger(store=store, dataset="d"):
         _pure_fit().fit(data)
         os.remove(store)
         est = _pure_fit()

@@ -224,7 +224,8 @@ def test_a_server_lost_during_a_session_stops_the_fit(pg_url, data):
     going away would): the fit raises and releases nothing."""
     import psycopg
 
-    with PrivacyLedger(store=pg_url, dataset="d", timeout=2):
+    closing = pytest.warns(RuntimeWarning, match="could not be recorded as closed")
+    with closing, PrivacyLedger(store=pg_url, dataset="d", timeout=2):
         _fit().fit(data)
         with psycopg.connect(postgres_server().url(), autocommit=True) as admin:
             admin.execute(f"DROP DATABASE {pg_url.rsplit('/', 1)[1]} WITH (FORCE)")

@@ -6,6 +6,7 @@ processes and an SQLite file or, where the test says ``any_store``, also a datab
 a real PostgreSQL server (test_ledger_store_postgres.py starts it).
 """
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -22,11 +23,12 @@ from sklearn.model_selection import GridSearchCV
 from skdpsparse import BudgetExceededError, PrivacyLedger
 from skdpsparse.accounting import PureDP
 from skdpsparse.datasets import make_heavy_tailed
-from skdpsparse.ledger import LedgerStoreError, charge_budget
+from skdpsparse.ledger import ENV_VAR, LedgerStoreError, charge_budget
 from skdpsparse.mean import DPHeavyTailedMean
 from test_ledger_processes import BACKENDS, _use, start_method  # noqa: F401 - fixture
 from test_ledger_store_postgres import any_store  # noqa: F401 - fixture
 from test_ledger_store_postgres import entries as _server_entries
+from test_ledger_store_postgres import new_database
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::skdpsparse.exceptions.PrivacyLeakWarning",
@@ -111,6 +113,87 @@ def test_grid_search_workers_write_to_the_store(data, any_store, start_method, b
     assert len(session) == 3
     if backend != "threading":  # the fits really ran in worker processes
         assert {e["pid"] for e in session} - {os.getpid()}
+
+
+@contextlib.contextmanager
+def _journals_hidden(tmp_path):
+    """Processes started inside find no journal of the active ledgers: the journals'
+    environment variable is gone, and their temporary folder (where they would look
+    for their ancestors' pointer files) is another. Only the store's variable is left,
+    as for a process in another container that shares the server, not the files."""
+    before = {name: os.environ.get(name) for name in (ENV_VAR, "TMPDIR")}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(exist_ok=True)
+    os.environ.pop(ENV_VAR, None)
+    os.environ["TMPDIR"] = str(elsewhere)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+UNTIL_CLOSED = """
+    from skdpsparse.ledger import _active_journals
+
+    assert not _active_journals()  # nothing to find the way workers used to
+    fit()
+    print("fitted", flush=True)
+    sys.stdin.readline()  # meanwhile the test closes the ledger
+    fit()
+    print("fitted again", flush=True)
+"""
+
+
+def test_a_process_that_finds_no_journal_charges_the_store(any_store, tmp_path):
+    """Started inside the ledger, it charges the store named in its environment, in
+    the ledger's session; once the ledger has closed, its fits are no longer charged
+    (the session is recorded closed in the store)."""
+    with PrivacyLedger(store=any_store, dataset="d") as ledger:
+        with _journals_hidden(tmp_path):
+            child = _script(PRELUDE.format(store=any_store) + UNTIL_CLOSED)
+        assert child.stdout.readline().strip() == "fitted", child.stderr.read()
+    out, err = child.communicate("\n", timeout=120)
+    assert child.returncode == 0 and out.strip() == "fitted again", err
+    entry, = _entries(any_store)
+    _assert_whole(entry)
+    assert entry["pid"] == child.pid and entry["session"] == ledger.session
+
+
+def _store_for_dask(tmp_path):
+    """The PostgreSQL store where a server can be started (what a team's cluster
+    would share), else an SQLite file."""
+    try:
+        return new_database()
+    except pytest.skip.Exception:
+        return str(tmp_path / "budget.sqlite")
+
+
+def test_dask_local_cluster_workers_charge_the_store(data, tmp_path):
+    """A Dask LocalCluster (worker processes) started inside the ledger, its workers
+    unable to find the ledger's journal: 6 fits of 1-DP against a 4-DP limit, 4 are
+    charged to the store by the workers, 2 refused."""
+    distributed = pytest.importorskip("distributed")
+    import joblib
+
+    store = _store_for_dask(tmp_path)
+    grid = GridSearchCV(DPHeavyTailedMean(epsilon=1.0, delta=0, random_state=0),
+                        {"truncation": [2.0, 3.0]}, cv=3, refit=False)
+    with PrivacyLedger(store=store, dataset="d", limit=PureDP(4.0)) as ledger:
+        with _journals_hidden(tmp_path):
+            cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1,
+                                               processes=True, dashboard_address=None)
+        with cluster, distributed.Client(cluster), joblib.parallel_config(backend="dask"):
+            grid.fit(data)
+    entries = _entries(store)
+    assert len(entries) == 4 and ledger.total() == PureDP(4.0)
+    assert {e["session"] for e in entries} == {ledger.session}
+    assert os.getpid() not in {e["pid"] for e in entries}  # charged by the workers
+    scores = np.concatenate([grid.cv_results_[f"split{i}_test_score"] for i in range(3)])
+    assert np.isnan(scores).sum() == 2
 
 
 # --------------------------------------------------------------------------- crashes
