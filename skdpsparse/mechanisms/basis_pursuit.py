@@ -4,7 +4,7 @@ Solves
 
 .. math:: \\min_z \\|z\\|_1 \\quad \\text{s.t.} \\quad \\|A z - b\\|_2 \\le \\eta
 
-(basis pursuit for :math:`\\eta = 0`, the last step of seed 002's Algorithm 2; basis
+(basis pursuit for :math:`\\eta = 0`, the last step of Ghazi et al. (2024), Algorithm 2; basis
 pursuit denoising for :math:`\\eta > 0`) using only products with :math:`A` and
 :math:`A^T`.
 
@@ -167,7 +167,7 @@ def basis_pursuit(operator, b, *, radius=0.0, max_iter=500, tol=1e-6, step="auto
         ``matvec_sparse(idx, vals)`` with ``sparse_matvec_is_cheaper(nnz)``.
     b : array-like of shape (m,)
     radius : float, default=0.0
-        η ≥ 0. Zero is basis pursuit (seed 002, Algorithm 2); a positive radius is
+        η ≥ 0. Zero is basis pursuit (Ghazi et al. 2024, Algorithm 2); a positive radius is
         basis pursuit denoising, e.g. about ``sigma * sqrt(m)`` for measurement noise
         of standard deviation ``sigma`` (a public quantity: still post-processing).
     max_iter : int, default=500
@@ -205,7 +205,28 @@ def basis_pursuit(operator, b, *, radius=0.0, max_iter=500, tol=1e-6, step="auto
     >>> info["converged"], bool(np.allclose(z, z0, atol=1e-6))
     (True, True)
     """
+    b, radius, tol, kappa = _checked_arguments(operator, b, radius, max_iter, tol, step)
     d = int(operator.n_features)
+    bnorm = _norm(b)
+    if bnorm <= radius:
+        return np.zeros(d), _trivial_info(b, radius, True, 0.0)  # z = 0 is optimal
+
+    oracle = _DualOracle(operator, b, radius)
+    t, coef = oracle.adjoint(b)
+    atb_inf = float(np.max(np.abs(t[:d]))) * abs(coef)
+    if atb_inf == 0.0:  # b ⟂ range(A): no z does better than 0
+        return np.zeros(d), _trivial_info(b, radius, False, (bnorm - radius) / bnorm)
+    solver = _ProximalDualSolver(oracle, b, radius, alpha=kappa * atb_inf,
+                                 nu=b / atb_inf)
+    converged, stalled = solver.run(tol, max_iter, callback)
+    info = solver.report()
+    info["converged"] = converged
+    info["stalled"] = stalled
+    return solver.x, info
+
+
+def _checked_arguments(operator, b, radius, max_iter, tol, step):
+    """(b, radius, tol, κ) of :func:`basis_pursuit`, validated."""
     m = int(operator.n_measurements)
     b = np.array(b, dtype=np.float64)
     if b.shape != (m,):
@@ -224,81 +245,99 @@ def basis_pursuit(operator, b, *, radius=0.0, max_iter=500, tol=1e-6, step="auto
     if isinstance(step, str):
         if step != "auto":
             raise ValueError(f"step must be 'auto' or a positive float, got {step!r}.")
-        kappa = _AUTO_KAPPA
-    else:
-        kappa = float(step)
-        if not (kappa > 0.0 and math.isfinite(kappa)):
-            raise ValueError(f"step must be 'auto' or a positive float, got {step!r}.")
+        return b, radius, tol, _AUTO_KAPPA
+    kappa = float(step)
+    if not (kappa > 0.0 and math.isfinite(kappa)):
+        raise ValueError(f"step must be 'auto' or a positive float, got {step!r}.")
+    return b, radius, tol, kappa
 
-    bnorm = _norm(b)
-    info = {"n_iter": 0, "n_outer": 0, "converged": True, "residual": 0.0,
+
+def _trivial_info(b, radius, converged, residual):
+    """The info of the answer z = 0, found before any iteration."""
+    return {"n_iter": 0, "n_outer": 0, "converged": converged, "residual": residual,
             "objective": 0.0, "dual_objective": 0.0, "gap": 0.0, "nnz": 0,
             "alpha": 0.0, "radius": radius, "stalled": False,
-            "dual_point": np.zeros(m)}
-    if bnorm <= radius:
-        return np.zeros(d), info  # z = 0 is feasible, hence optimal
+            "dual_point": np.zeros(b.shape[0])}
 
-    oracle = _DualOracle(operator, b, radius)
-    t, coef = oracle.adjoint(b)
-    atb_inf = float(np.max(np.abs(t[:d]))) * abs(coef)
-    if atb_inf == 0.0:  # b ⟂ range(A): no z does better than 0
-        info.update(converged=False, residual=(bnorm - radius) / bnorm)
-        return np.zeros(d), info
-    alpha = kappa * atb_inf
 
-    center = np.zeros(d)
-    center2 = 0.0
-    x = np.empty(d)       # primal point of the current dual iterate
-    trial = np.empty(d)   # primal point of a trial dual iterate
-    nu = b / atb_inf
-    phi, grad, st, Ax = oracle(nu, center, center2, alpha, x)
-    pairs = deque(maxlen=_LBFGS_MEMORY)
-    n_outer = 1
-    k = 0
-    converged = stalled = False
+class _ProximalDualSolver:
+    """Inexact proximal point on the primal, each subproblem solved on its dual by
+    L-BFGS with an Armijo line search. ``x`` is the primal point of the current dual
+    iterate ``nu``; ``center`` the proximal centre x_k."""
 
-    def report():
-        fit = _norm(Ax - b)
-        residual = max(0.0, fit - radius) / bnorm
+    def __init__(self, oracle, b, radius, *, alpha, nu):
+        d = oracle.d
+        self.oracle, self.b, self.radius, self.alpha = oracle, b, radius, alpha
+        self.bnorm = _norm(b)
+        self.center = np.zeros(d)
+        self.center2 = 0.0
+        self.x = np.empty(d)      # primal point of the current dual iterate
+        self.trial = np.empty(d)  # primal point of a trial dual iterate
+        self.nu = nu
+        self.phi, self.grad, self.st, self.Ax = oracle(nu, self.center, 0.0, alpha, self.x)
+        self.pairs = deque(maxlen=_LBFGS_MEMORY)
+        self.n_outer = 1
+
+    def report(self):
+        st = self.st
+        fit = _norm(self.Ax - self.b)
+        residual = max(0.0, fit - self.radius) / self.bnorm
         scale = max(1.0, st["a_inf"])
-        dual = (_dot(nu, b) - radius * st["nu_norm"]) / scale
+        dual = (_dot(self.nu, self.b) - self.radius * st["nu_norm"]) / scale
         gap = abs(st["l1"] - dual) / max(st["l1"], abs(dual), 1e-300)
-        return {"n_iter": oracle.n_eval, "n_outer": n_outer, "converged": False,
+        return {"n_iter": self.oracle.n_eval, "n_outer": self.n_outer, "converged": False,
                 "residual": residual, "objective": st["l1"], "dual_objective": dual,
-                "gap": gap, "nnz": st["nnz"], "alpha": alpha, "radius": radius,
-                "stalled": False, "dual_point": nu / scale}
+                "gap": gap, "nnz": st["nnz"], "alpha": self.alpha, "radius": self.radius,
+                "stalled": False, "dual_point": self.nu / scale}
 
-    info = report()
-    while True:
-        # Subproblem solved (its gradient is the primal residual): check the gap of
-        # the original problem, else take a proximal step.
-        # Inexact proximal point with a relative error rule (in the spirit of
-        # Rockafellar's criteria): a subproblem is solved to a fraction of the step
-        # it makes, ‖A x(ν) − b‖ ≤ θ ‖x(ν) − x_k‖ (the columns of A have unit norm,
-        # so both sides are in the units of b). Loose early, when the steps are
-        # large and the subproblem's solution is still far from the answer; tight
-        # late, so that the outer steps do not creep.
-        inner_tol = max(1e-3 * tol * bnorm, _INNER_THETA * math.sqrt(st["dx2"]))
-        if _norm(grad) <= inner_tol:
-            info = report()
-            if info["residual"] <= tol and info["gap"] <= tol:
-                converged = True
-                break
-            if oracle.n_eval >= max_iter:
-                break
-            if st["dx2"] == 0.0:
-                # x(nu) = x_k already: the proximal step cannot move; the gap is
-                # limited by roundoff in nu.
-                stalled = True
-                break
-            center, x = x, center
-            center2 = st["x2"]
-            phi, grad, st, Ax = oracle(nu, center, center2, alpha, x)
-            n_outer += 1
-            continue
-        if oracle.n_eval >= max_iter:
-            break
+    def run(self, tol, max_iter, callback):
+        """Iterate until converged, out of budget, stalled or stopped by ``callback``;
+        returns (converged, stalled)."""
+        k = 0
+        while True:
+            # Inexact proximal point with a relative error rule (in the spirit of
+            # Rockafellar's criteria): a subproblem is solved to a fraction of the step
+            # it makes, ‖A x(ν) − b‖ ≤ θ ‖x(ν) − x_k‖ (the columns of A have unit norm,
+            # so both sides are in the units of b). Loose early, when the steps are
+            # large and the subproblem's solution is still far from the answer; tight
+            # late, so that the outer steps do not creep.
+            inner_tol = max(1e-3 * tol * self.bnorm, _INNER_THETA * math.sqrt(self.st["dx2"]))
+            if _norm(self.grad) <= inner_tol:
+                # Subproblem solved (its gradient is the primal residual): check the
+                # gap of the original problem, else take a proximal step.
+                info = self.report()
+                if info["residual"] <= tol and info["gap"] <= tol:
+                    return True, False
+                if self.oracle.n_eval >= max_iter:
+                    return False, False
+                if self.st["dx2"] == 0.0:
+                    # x(nu) = x_k already: the proximal step cannot move; the gap is
+                    # limited by roundoff in nu.
+                    return False, True
+                self._proximal_step()
+                continue
+            if self.oracle.n_eval >= max_iter:
+                return False, False
+            outcome = self._quasi_newton_step(max_iter)
+            if outcome == "retry":
+                continue
+            if outcome != "accepted":
+                return False, outcome == "stalled"
+            if callback is not None and callback(k, self.x, dict(self.report())):
+                return False, False
+            k += 1
 
+    def _proximal_step(self):
+        self.center, self.x = self.x, self.center
+        self.center2 = self.st["x2"]
+        self.phi, self.grad, self.st, self.Ax = self.oracle(
+            self.nu, self.center, self.center2, self.alpha, self.x)
+        self.n_outer += 1
+
+    def _quasi_newton_step(self, max_iter):
+        """One L-BFGS step with backtracking: "accepted", "retry" (memory cleared),
+        "budget" (max_iter reached) or "stalled" (no descent even along −grad)."""
+        grad, pairs, alpha = self.grad, self.pairs, self.alpha
         p = _two_loop(grad, pairs, alpha)
         slope = _dot(grad, p)
         if not slope < 0.0:
@@ -306,40 +345,29 @@ def basis_pursuit(operator, b, *, radius=0.0, max_iter=500, tol=1e-6, step="auto
             p = -grad / alpha
             slope = _dot(grad, p)
         s_len = 1.0
-        accepted = False
         for _ in range(_MAX_BACKTRACKS):
-            nu_t = nu + s_len * p
-            phi_t, grad_t, st_t, Ax_t = oracle(nu_t, center, center2, alpha, trial)
+            nu_t = self.nu + s_len * p
+            phi_t, grad_t, st_t, Ax_t = self.oracle(nu_t, self.center, self.center2, alpha,
+                                                    self.trial)
             # Armijo, with slack for the roundoff in phi near convergence.
-            slack = 1e-13 * (abs(phi) + abs(phi_t) + abs(_dot(nu, b)))
-            if phi_t <= phi + _ARMIJO_C1 * s_len * slope + slack:
-                accepted = True
+            slack = 1e-13 * (abs(self.phi) + abs(phi_t) + abs(_dot(self.nu, self.b)))
+            if phi_t <= self.phi + _ARMIJO_C1 * s_len * slope + slack:
                 break
-            if oracle.n_eval >= max_iter:
-                break
+            if self.oracle.n_eval >= max_iter:
+                return "budget"
             s_len *= 0.5
-        if not accepted:
-            if oracle.n_eval >= max_iter:
-                break
+        else:
+            if self.oracle.n_eval >= max_iter:
+                return "budget"
             if pairs:
                 pairs.clear()
-                continue
-            stalled = True
-            break
-        s_vec = nu_t - nu
+                return "retry"
+            return "stalled"
+        s_vec = nu_t - self.nu
         y_vec = grad_t - grad
         sy = _dot(s_vec, y_vec)
         if sy > 1e-12 * _norm(s_vec) * _norm(y_vec):
             pairs.append((s_vec, y_vec, 1.0 / sy))
-        nu, phi, grad, st, Ax = nu_t, phi_t, grad_t, st_t, Ax_t
-        x, trial = trial, x
-        if callback is not None:
-            info = report()
-            if callback(k, x, dict(info)):
-                break
-        k += 1
-
-    info = report()
-    info["converged"] = converged
-    info["stalled"] = stalled
-    return x, info
+        self.nu, self.phi, self.grad, self.st, self.Ax = nu_t, phi_t, grad_t, st_t, Ax_t
+        self.x, self.trial = self.trial, self.x
+        return "accepted"
