@@ -4,7 +4,8 @@ Runs the catalogue of :mod:`skdpsparse.audit` (hard neighbouring pairs, threshol
 attack chosen on half the runs, 95 % Clopper–Pearson lower bound on ε from the other
 half; Jagielski et al. 2020, Nasr et al. 2021) on the mechanism as shipped and on two
 broken variants — noise scale halved, and contribution bounding at 10× the bound the
-noise assumes — and prints, per mechanism and audited δ: the claimed ε, the audited
+noise assumes (and, for the extreme-row pairs of noisy SGD, the pre-issue-17 step
+order) — and prints, per mechanism and audited δ: the claimed ε, the audited
 lower bounds, and the runs used. ``tests/audit`` runs the same audits at CI size
 (``--quick`` reproduces them). Last, Mironov's floating-point attack on single
 releases of the pure-DP sparse mean, against the exact samplers and against the float
@@ -18,9 +19,10 @@ where a factor 2 in the noise shows; noisy SGD, whose record is used in a fracti
 ≈ 1/n of the runs, at δ = 0.01 of its accountant. Every variant is run at full size,
 including those no audit is expected to refute (the halved noise of noisy SGD and of
 the sparse exponential mechanism: see their cases), for the record. The iterative
-and ERM estimators also run on larger data (:data:`FULL_SIZE`); noisy SGD and the
-sparse exponential mechanism keep their CI data, whose small size is what makes the
-pair hard.
+and ERM estimators also run on larger data (each catalogue entry's ``full`` sizes);
+noisy SGD and the sparse exponential mechanism keep their CI data, whose small size is
+what makes the pair hard. The CI size of each case (runs, variants) is stored beside
+it in the catalogue (``skdpsparse/audit/cases/``).
 
 Usage::
 
@@ -32,38 +34,9 @@ Usage::
 import argparse
 import time
 
-from skdpsparse.audit import (
-    CASES,
-    CURVE_DELTA,
-    SUBSAMPLED_DELTA,
-    VARIANTS,
-    audit_failures,
-    run_case,
-)
+from skdpsparse.audit import CATALOGUE, CURVE_DELTA, SUBSAMPLED_DELTA, floating_point_attack, run
 
-#: The CI sizes of tests/audit: runs per dataset and variants run.
-CI_RUNS = {
-    "l1_recovery": (600, ("correct", "bound x10")),
-    "sparse_mean_estimator": (1000, tuple(VARIANTS)),
-    "heavy_tailed_mean_laplace": (1000, tuple(VARIANTS)),
-    "heavy_tailed_regressor": (2000, ("correct", "noise/2")),
-    "cyclic_sgd": (1000, tuple(VARIANTS)),
-    "noisy_sgd": (1000, ("correct", "bound x10")),
-    "output_perturbation_gaussian": (600, tuple(VARIANTS)),
-    "output_perturbation_laplace": (1000, ("correct", "noise/2")),
-    "sparse_exponential": (500, ("correct", "bound x10")),
-}
-
-#: Data sizes of the full-size run, where they differ from the CI defaults.
-FULL_SIZE = {
-    "cyclic_sgd": dict(n=200, d=20, epochs=5),
-    "output_perturbation_gaussian": dict(n=200, d=20),
-    "output_perturbation_laplace": dict(n=200, d=20),
-}
-
-
-def _is_pure(name):
-    return CASES[name].keywords["delta"] == 0
+_COLUMNS = ("correct", "noise/2", "bound x10")
 
 
 def main(argv=None):
@@ -73,35 +46,39 @@ def main(argv=None):
     parser.add_argument("--epsilon-pure", type=float, default=1.0)
     parser.add_argument("--epsilon-gaussian", type=float, default=4.0)
     parser.add_argument("--quick", action="store_true",
-                        help="the CI audits: CI epsilons and runs")
-    parser.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
+                        help="the CI audits: CI epsilons, runs and variants")
+    parser.add_argument("--cases", nargs="*", default=list(CATALOGUE), choices=list(CATALOGUE))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-floating-point", dest="floating_point", action="store_false",
                         help="skip the floating-point (low-bits) attack")
     args = parser.parse_args(argv)
 
-    header = (f"{'mechanism':42s} {'delta':>7s} {'claimed':>8s} {'correct':>8s} "
-              f"{'noise/2':>8s} {'bound10':>8s} {'runs':>11s}  verdict")
+    header = (f"{'mechanism':46s} {'delta':>7s} {'claimed':>8s} {'correct':>8s} "
+              f"{'noise/2':>8s} {'bound10':>8s} {'other':>8s} {'runs':>11s}  verdict")
     print(f"95% Clopper-Pearson lower bounds on epsilon; Gaussian mechanisms also at "
-          f"delta={CURVE_DELTA:g}, noisy SGD at delta={SUBSAMPLED_DELTA:g}")
+          f"delta={CURVE_DELTA:g}, noisy SGD at delta={SUBSAMPLED_DELTA:g}; other: the "
+          f"case's own broken variant (raw margin: the pre-issue-17 noisy-SGD step)")
     print(header)
     print("-" * len(header))
     failures = []
     for name in args.cases:
         t0 = time.perf_counter()
+        entry = CATALOGUE[name]
         if args.quick:
-            case = CASES[name]()
-            n_runs, variants = CI_RUNS.get(name, (2000, tuple(VARIANTS)))
+            case, results, problems = run(name, seed=args.seed)
+            n_runs = entry.runs
         else:
-            eps = args.epsilon_pure if _is_pure(name) else args.epsilon_gaussian
-            case = CASES[name](epsilon=eps, **FULL_SIZE.get(name, {}))
-            n_runs, variants = args.runs, tuple(VARIANTS)
-        results = run_case(case, n_runs=n_runs, seed=args.seed, variants=variants)
-        problems = audit_failures(case, results)
+            eps = args.epsilon_pure if entry.pure else args.epsilon_gaussian
+            case, results, problems = run(name, quick=False, n_runs=args.runs,
+                                          seed=args.seed, epsilon=eps)
+            n_runs = args.runs
         failures += problems
+        others = [v for v in results if v not in _COLUMNS]
         for i, (delta, eps) in enumerate(case.claims):
             lbs = [f"{results[v][i].epsilon_lb:8.3f}" if v in results else f"{'-':>8s}"
-                   for v in VARIANTS]
+                   for v in _COLUMNS]
+            lbs.append(" ".join(f"{results[v][i].epsilon_lb:8.3f}" for v in others)
+                       or f"{'-':>8s}")
             verdict = "ok" if not results["correct"][i].violated else "CLAIM REFUTED"
             caught = [v for v in results if v != "correct" and results[v][i].violated]
             missed = [v for v in results
@@ -110,61 +87,20 @@ def main(argv=None):
                 verdict += f"; refutes {', '.join(caught)}"
             if missed:
                 verdict += f"; MISSED {', '.join(missed)}"
-            print(f"{case.name:42s} {delta:7g} {eps:8.3f} {' '.join(lbs)} "
+            print(f"{case.name:46s} {delta:7g} {eps:8.3f} {' '.join(lbs)} "
                   f"{n_runs:>6d} x 2  {verdict}")
-        print(f"{'':42s} ({time.perf_counter() - t0:.1f} s)")
+        print(f"{'':46s} ({time.perf_counter() - t0:.1f} s)")
     if args.floating_point:
-        failures += floating_point_attack(100 if args.quick else 1000)
+        n_releases = 100 if args.quick else 1000
+        print(f"\nfloating-point attack (Mironov 2012) on DPSparseMeanEstimator(laplace), "
+              f"{n_releases} releases: share claimed certain, accuracy of those claims")
+        exact, broken, problems = floating_point_attack(n_releases)
+        print(f"  exact grid noise {exact[0]:6.1%} {exact[1]:6.1%}   "
+              f"float noise (broken variant) {broken[0]:6.1%} {broken[1]:6.1%}")
+        failures += problems
     print()
     print("PASS" if not failures else "FAIL:\n  " + "\n  ".join(failures))
     return 1 if failures else 0
-
-
-def floating_point_attack(n_releases):
-    """Mironov's attack on the low bits of one release of the pure-DP sparse mean:
-    the share of releases that identify the neighbouring dataset with certainty, for
-    the library's exact grid noise and for the float noise it used to draw."""
-    import numpy as np
-    from sklearn.base import clone
-
-    from skdpsparse.audit import float_noise, mironov_distinguisher
-    from skdpsparse.mean import DPSparseMeanEstimator
-    from skdpsparse.mechanisms.projection import bounded_mean
-
-    rng = np.random.default_rng(1)
-    d, n = 40, 50
-    X0 = rng.uniform(-1, 1, (n, d)) / np.sqrt(d)
-    X1 = X0.copy()
-    X1[0] = -X1[0]
-    est = DPSparseMeanEstimator(method="laplace", delta=0.0, epsilon=1.0, norm_bound=1.0,
-                                sparsity=d)
-    means = [bounded_mean(X, 1.0, d) for X in (X0, X1)]
-    scale = 2.0 * np.sqrt(d) / n
-
-    def rate():
-        claims = right = 0
-        for t in range(n_releases):
-            guess = mironov_distinguisher(clone(est).fit((X0, X1)[t % 2]).mean_, *means,
-                                          scale)
-            claims += guess is not None
-            right += guess == t % 2
-        return claims / n_releases, right / max(claims, 1)
-
-    # The attack models the float sampler's support; on a grid release its "certain"
-    # answers are guesses, so their accuracy is what shows that it fails there.
-    print(f"\nfloating-point attack (Mironov 2012) on DPSparseMeanEstimator(laplace), "
-          f"{n_releases} releases: share claimed certain, accuracy of those claims")
-    exact = rate()
-    with float_noise():
-        broken = rate()
-    print(f"  exact grid noise {exact[0]:6.1%} {exact[1]:6.1%}   "
-          f"float noise (broken variant) {broken[0]:6.1%} {broken[1]:6.1%}")
-    problems = []
-    if exact[0] > 0 and exact[1] > 0.7:
-        problems.append(f"floating-point attack: {exact[1]:.1%} accurate on exact releases")
-    if broken[0] < 0.5 or broken[1] < 1.0:
-        problems.append(f"floating-point attack missed the float variant {broken}")
-    return problems
 
 
 if __name__ == "__main__":

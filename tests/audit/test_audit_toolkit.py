@@ -1,9 +1,11 @@
 """The auditing toolkit itself: Clopper–Pearson bounds, the ε lower bound, the held-out
-threshold, the broken-variant patches, the claims read from budgets and the lazily
-loaded catalogue."""
+threshold, the claims read from budgets, the broken variants (passed as values, never
+patched in), the calibration cache, and the package's import graph."""
 
-import dataclasses
+import ast
 import math
+import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -11,14 +13,12 @@ from scipy import stats
 
 from skdpsparse import audit as A
 from skdpsparse.accounting import ZCDP, ApproxDP, PureDP, gaussian_delta
-from skdpsparse.linear_model import _cyclic_sgd, _noisy_sgd, _output_perturbation
+from skdpsparse.audit.variants import (
+    CORRECT, HALF_NOISE, RAW_MARGIN, WIDE_BOUNDS, ScaledNoiseSource, matching_epsilon,
+    replanned_epsilon)
+from skdpsparse.linear_model import _cyclic_sgd
 from skdpsparse.mechanisms import cyclic_sgd as cs
-from skdpsparse.mechanisms import heavy_tailed, noise, projection, sparse_mean
-from skdpsparse.mechanisms import noisy_sgd as ns
-from skdpsparse.mechanisms import output_perturbation as op
-from skdpsparse.mechanisms import sparse_exponential as se
-
-_EXPO = se.exponential_mechanism
+from skdpsparse.mechanisms import projection
 
 
 @pytest.mark.parametrize("k, n", [(0, 10), (3, 10), (10, 10), (17, 500), (0, 1)])
@@ -74,35 +74,6 @@ def test_laplace_scores_give_a_sound_and_informative_bound(eps):
     assert A.audit_scores(-s0, -s1).epsilon_lb == pytest.approx(res.epsilon_lb)
 
 
-def test_patches_are_restored_and_calibration_cache_changes_nothing(shared_noise):
-    originals = (noise.add_noise_inplace, projection.add_noise_inplace,
-                 heavy_tailed.add_noise_inplace, sparse_mean.bounded_mean,
-                 heavy_tailed.trimmed_median_of_means, projection.discrete_gaussian_sigma)
-    X = np.eye(4)
-
-    def release():
-        return projection.projection_mechanism(
-            projection.bounded_mean(X, 1.0, 1), 4, epsilon=2.0, delta=1e-5, norm_bound=1.0,
-            sparsity=1, rng=np.random.default_rng(3), project=False)[0]
-
-    plain = release()
-    with A.memoized_calibration():
-        assert projection.discrete_gaussian_sigma is not originals[-1]
-        np.testing.assert_array_equal(release(), plain)
-    with A.scaled_noise(0.5):
-        assert projection.add_noise_inplace is not originals[1]
-        half = release()
-    np.testing.assert_allclose(half - X.mean(0), 0.5 * (plain - X.mean(0)))
-    with A.inflated_bounds(10.0):
-        assert sparse_mean.bounded_mean is not originals[3]
-        # Rows of norm 20 scaled to 10 = 10 L, not to L: the mean is 10/4 per column.
-        np.testing.assert_allclose(sparse_mean.bounded_mean(20 * X, 1.0, 1), 2.5)
-    current = (noise.add_noise_inplace, projection.add_noise_inplace,
-               heavy_tailed.add_noise_inplace, sparse_mean.bounded_mean,
-               heavy_tailed.trimmed_median_of_means, projection.discrete_gaussian_sigma)
-    assert all(a is b for a, b in zip(current, originals))
-
-
 def test_claims_read_from_budgets():
     assert A.claimed_epsilons(PureDP(2.0), (0.0, 0.2)) == [(0.0, 2.0)]
     rho = 0.5
@@ -120,62 +91,101 @@ def test_claims_read_from_budgets():
                               epsilon_at=lambda d: 7.0 * d) == [(1e-5, 3.0), (0.01, 0.07)]
 
 
-def test_exponential_mechanism_temperature_is_halved():
-    scores = np.array([0.0, 1.0, 2.5, 0.3])
-    with A.scaled_noise(0.5):
-        assert se.exponential_mechanism is not _EXPO
-        half = se.exponential_mechanism(scores, 1.0, 2.0, np.random.default_rng(0), 200)
-    assert se.exponential_mechanism is _EXPO
-    np.testing.assert_array_equal(
-        half, _EXPO(scores, 1.0, 4.0, np.random.default_rng(0), 200))
+def _release(rng, X=np.eye(4), norm_bound=1.0, epsilon=2.0):
+    return projection.projection_mechanism(
+        projection.bounded_mean(X, norm_bound, 1), 4, epsilon=epsilon, delta=1e-5,
+        norm_bound=1.0, sparsity=1, rng=rng, project=False)[0]
 
 
-def _linear_model_functions():
-    return (cs.cyclic_sgd, _cyclic_sgd.cyclic_sgd, ns.noisy_projected_sgd,
-            _noisy_sgd.noisy_projected_sgd, op.output_perturbation,
-            _output_perturbation.output_perturbation, op.bound_inputs, se.bound_inputs,
-            se.exponential_mechanism, cs.plan_cyclic_sgd, _cyclic_sgd.plan_cyclic_sgd,
-            op.plan_output_perturbation, ns.noisy_sgd_privacy)
+def test_scaled_noise_source_halves_the_noise_and_nothing_else():
+    """The same key through the full and the halved source: the integer noise is drawn
+    from N/2 instead of N; over many releases the deviations' spread halves, and the
+    statistic (the mean of the identity rows, 1/4) is untouched."""
+    X = np.eye(4)
+    full, half = [], []
+    for seed in range(300):
+        full.append(_release(np.random.default_rng(seed)) - 0.25)
+        half.append(_release(HALF_NOISE.source(np.random.default_rng(seed))) - 0.25)
+    ratio = np.std(half) / np.std(full)
+    assert 0.45 < ratio < 0.55
+    assert CORRECT.source(np.random.default_rng(0)).__class__ is not ScaledNoiseSource
+    # Children spawned from a scaled source are scaled too (the bias-reduced oracle
+    # spawns one source per mean).
+    children = ScaledNoiseSource(bytes(32), 0.5).spawn(3)
+    assert all(isinstance(c, ScaledNoiseSource) and c.factor == 0.5 for c in children)
+    np.testing.assert_array_equal(_release(np.random.default_rng(1), X), _release(
+        np.random.default_rng(1), X))
 
 
-def test_linear_model_bounds_are_inflated_with_the_noise_kept(shared_noise):
-    originals = _linear_model_functions()
-    run_cyclic, run_noisy, run_op = cs.cyclic_sgd, ns.noisy_projected_sgd, op.output_perturbation
-    X = np.array([[20.0, 0.0], [0.0, 0.5]])  # row 0 far outside R = 1
-    y = np.array([1e6, 0.0])
-    plan = cs.plan_cyclic_sgd(2, 2, loss="squared", norm_bound=1.0, fit_intercept=False,
-                              batch_size=2, epochs=2, delta=1e-5, noise_multiplier=1.0)
-    wide = dataclasses.replace(plan, norm_bound=10.0, clip_norm=10.0 * plan.clip_norm)
-    noisy_kw = dict(loss="huber", noise_std=1.0, step_size=1.0, radius=1e6,
-                    fit_intercept=False)
-    op_plan = op.plan_output_perturbation(2, 2, 1, loss="huber", epsilon=1.0, delta=1e-5,
-                                          alpha=1.0, norm_bound=1.0, intercept_scaling=0.0,
-                                          label_bound=100.0)
+def test_scaled_noise_source_draws_half_the_integer_scale():
+    plain = A.Variant("x").source(np.random.default_rng(0))
+    half = HALF_NOISE.source(np.random.default_rng(0))
+    assert half._scaled(1_000_001) == 500_000 and half._scaled(1) == 1
+    a = plain.discrete_noise(20_000, "gaussian", 1000)
+    b = half.discrete_noise(20_000, "gaussian", 1000)
+    assert np.std(b) / np.std(a) == pytest.approx(0.5, rel=0.03)
 
-    def rng():
-        return np.random.default_rng(0)
 
-    plain = run_op(X, y[None, :], op_plan, rng())[0]
-    with A.inflated_bounds(10.0):
-        assert all(a is not b for a, b in zip(_linear_model_functions()[:6], originals[:6]))
-        assert op.bound_inputs is originals[6]  # output perturbation: via its plan only
-        # Cyclic SGD: rows at 10R, clip at 10C, the noise std of the true plan.
-        np.testing.assert_array_equal(
-            _cyclic_sgd.cyclic_sgd(X, y, plan, rng(), shuffle=False)[0],
-            run_cyclic(X, y, wide, rng(), shuffle=False)[0])
-        # Noisy SGD: rows at 10R.
-        np.testing.assert_array_equal(
-            _noisy_sgd.noisy_projected_sgd(X, y, norm_bound=1.0, rng=rng(), **noisy_kw).coef,
-            run_noisy(X, y, norm_bound=10.0, rng=rng(), **noisy_kw).coef)
-        # Output perturbation: the same noise, around a minimizer whose coordinate 0 is
-        # κ·10R/(λn) = 5 instead of κR/(λn) = 0.5 (each certified to tol·Δ/2).
-        inflated = _output_perturbation.output_perturbation(X, y[None, :], op_plan, rng())[0]
-        np.testing.assert_allclose(inflated - plain, [[4.5, 0.0]], atol=0.06)
-        # Sparse exponential mechanism: rows and labels bounded at 10x.
-        Xb, _ = se.bound_inputs(X, y[None, :], "huber", norm_bound=1.0, sparsity=2.0,
-                                label_bound=1.0)
-        np.testing.assert_allclose(Xb[0], [10.0, 0.0])
-    assert all(a is b for a, b in zip(_linear_model_functions(), originals))
+def test_replanned_epsilon_keeps_the_noise_with_wider_bounds():
+    def noise_at(eps, k):  # Laplace: b = 2kL/(nε)
+        return 2.0 * k / (50 * eps)
+
+    assert replanned_epsilon(CORRECT, noise_at, 2.0) == 2.0
+    assert replanned_epsilon(WIDE_BOUNDS, noise_at, 2.0) == pytest.approx(20.0, rel=1e-9)
+    assert replanned_epsilon(HALF_NOISE, noise_at, 2.0) == pytest.approx(4.0, rel=1e-9)
+    assert replanned_epsilon(HALF_NOISE, noise_at, 2.0, with_noise=False) == 2.0
+    assert WIDE_BOUNDS.pure_epsilon(2.0) == 20.0 and HALF_NOISE.rho(0.5) == 2.0
+    # A Gaussian calibration (not linear in 1/ε): solved, not scaled.
+    sigma = projection.mean_noise(50, epsilon=3.0, delta=1e-5, norm_bound=1.0, sparsity=1)[1]
+
+    def gaussian(eps, k):
+        return projection.mean_noise(50, epsilon=eps, delta=1e-5, norm_bound=k,
+                                     sparsity=1)[1]
+
+    eps = matching_epsilon(lambda e: gaussian(e, 10.0), sigma, 3.0)
+    assert gaussian(eps, 10.0) == pytest.approx(sigma, rel=1e-9) and eps > 10 * 3.0
+
+
+def test_raw_margin_variant_puts_nan_in_the_release():
+    """The noisy-SGD step in the pre-issue-17 order: on the extreme row 1.7e308 the
+    margin or ℓ'·x overflows and NaN reaches the release when a fresh step follows;
+    on ordinary rows it is the ordinary algorithm (finite)."""
+    run = RAW_MARGIN.replaced("noisy_sgd", None)
+    X = np.array([[0.3], [1.7e308], [-0.2], [0.1]])
+    kw = dict(loss_derivative=lambda z, y: z - y, noise_std=0.5, step_size=1.0, radius=10.0,
+              norm_bound=1.0)
+    # Target 2: |ℓ'| = |margin − 2| > 1.06 overflows ℓ'·x; NaN is released when the
+    # extreme row is the first of the two fresh steps (probability 1/4).
+    outs = [run(X, np.full(4, 2.0), rng=np.random.default_rng(s), **kw)[0]
+            for s in range(200)]
+    assert 0.15 < np.mean(np.isnan(outs)) < 0.35
+    ordinary = [run(X[[0, 2, 3, 0]], np.full(4, 2.0), rng=np.random.default_rng(s), **kw)[0]
+                for s in range(50)]
+    assert np.all(np.isfinite(ordinary))
+    assert CORRECT.replaced("noisy_sgd", None) is None
+
+
+def test_variants_rebind_nothing():
+    """Running a case under every broken variant leaves every module-level name of the
+    package bound as before (the variants are values passed to the mechanism)."""
+    def snapshot():
+        return {(name, attr): id(value) for name, module in list(sys.modules.items())
+                if module is not None and name.startswith("skdpsparse")
+                for attr, value in list(vars(module).items())}
+
+    case = A.CATALOGUE["sparse_mean_estimator"].build()
+    before = snapshot()
+    seen = []
+
+    def spy(data, rng, variant):
+        seen.append(snapshot() == before)
+        return case.mechanism(data, rng, variant)
+
+    spied = A.Case(case.name, spy, case.data, case.claims, case.detect)
+    for variant in ("correct", "noise/2", "bound x10"):
+        A.audit(lambda data, rng: spied.mechanism(data, rng, A.VARIANTS[variant]),
+                *case.data, claims=case.claims, n_runs=2)
+    assert all(seen) and len(seen) == 12
 
 
 def test_calibration_cache_leaves_linear_models_bit_identical():
@@ -193,21 +203,68 @@ def test_calibration_cache_leaves_linear_models_bit_identical():
         DPOutputPerturbationRegressor(epsilon=2.0, delta=1e-5, random_state=3),
     ]
     plain = [est.fit(X, y).coef_.copy() for est in estimators]
-    originals = _linear_model_functions()
+    original = cs.plan_cyclic_sgd
     with A.memoized_calibration():
-        assert _cyclic_sgd.plan_cyclic_sgd is not cs.plan_cyclic_sgd.__wrapped__
+        assert _cyclic_sgd.plan_cyclic_sgd is not original
         for _ in range(2):  # the second round hits the cache
             for est, coef in zip(estimators, plain):
                 np.testing.assert_array_equal(est.fit(X, y).coef_, coef)
-    assert all(a is b for a, b in zip(_linear_model_functions(), originals))
+    assert _cyclic_sgd.plan_cyclic_sgd is original
 
 
-def test_catalogue_is_served_lazily_by_the_audit_module():
-    from skdpsparse import _audit_cases
+def _imported_modules(path, package):
+    """Absolute names a source file imports (every import, also inside functions);
+    ``package`` is the package that relative imports start from."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            if node.level:
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            # ``from . import means`` imports the submodule means.
+            out.update([target, *(f"{target}.{alias.name}" for alias in node.names)])
+        elif isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+    return out
 
-    assert A.CASES is _audit_cases.CASES and A.run_case is _audit_cases.run_case
-    assert A.case_projection is _audit_cases.case_projection
-    assert {"CASES", "VARIANTS", "audit"} <= set(dir(A))
-    assert set(A.__all__) >= set(_audit_cases.__all__)
-    with pytest.raises(AttributeError):
-        A.no_such_name
+
+def audit_import_graph():
+    """``{module: audit modules it imports}`` for every module of skdpsparse.audit."""
+    root = pathlib.Path(A.__file__).parent
+    files = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            name = ".".join(parts[:-1])
+            files[name] = (path, name)
+        else:
+            name = ".".join(parts)
+            files[name] = (path, ".".join(parts[:-1]))
+    return {name: {m for m in _imported_modules(path, package) if m in files and m != name}
+            for name, (path, package) in files.items()}
+
+
+def test_audit_package_has_no_import_cycle():
+    graph = audit_import_graph()
+    assert "skdpsparse.audit.statistics" in graph and len(graph) >= 10
+    state = {}
+
+    def visit(node, stack):
+        state[node] = "open"
+        for nxt in graph[node]:
+            if state.get(nxt) == "open":
+                raise AssertionError("import cycle: " + " -> ".join(stack + [nxt]))
+            if nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    # The layers: statistics imports no other audit module; the variants not the cases.
+    assert graph["skdpsparse.audit.statistics"] == set()
+    assert not any(m.startswith("skdpsparse.audit.case") for m in
+                   graph["skdpsparse.audit.variants"])
