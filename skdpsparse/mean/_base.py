@@ -10,6 +10,11 @@ from sklearn.utils.validation import check_is_fitted
 from ..utils._data import check_fit_input
 
 
+def _dense(mean):
+    """``mean_`` as a 1-D ndarray (it is a (1, d) sparse array with output="sparse")."""
+    return mean.toarray().ravel() if sp.issparse(mean) else mean
+
+
 class PrivateMeanMixin(TransformerMixin):
     """``transform`` (center dense X by ``mean_``) and ``score`` (minus the mean
     squared distance to ``mean_``) for estimators whose fit sets ``mean_``."""
@@ -33,7 +38,7 @@ class PrivateMeanMixin(TransformerMixin):
                 "Cannot center sparse matrices: transform subtracts mean_ and would make "
                 "X dense. Convert to a dense array first if that is intended."
             )
-        return X - self.mean_.astype(X.dtype, copy=False)
+        return X - _dense(self.mean_).astype(X.dtype, copy=False)
 
     def score(self, X, y=None):
         """Minus the mean squared ℓ2 distance of the rows of ``X`` to ``mean_``.
@@ -54,7 +59,7 @@ class PrivateMeanMixin(TransformerMixin):
         """
         check_is_fitted(self)
         X = check_fit_input(self, X, reset=False)
-        mu = self.mean_
+        mu = _dense(self.mean_)
         if sp.issparse(X):
             row_sq = np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
         else:

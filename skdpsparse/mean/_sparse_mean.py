@@ -1,5 +1,6 @@
-"""DPSparseMeanEstimator: private means of sparse vectors (seed 002, Section 3)."""
+"""DPSparseMeanEstimator: private means of sparse vectors."""
 
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
 from ..mechanisms.sparse_mean import METHODS, choose_method, private_sparse_mean
@@ -11,10 +12,14 @@ from ._base import PrivateMeanMixin
 class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
     """Differentially private mean of sparse vectors.
 
-    Implements the projection mechanism and Gaussian ℓ1-recovery of Ghazi, Guzmán,
-    Kamath, Kumar and Manurangsi, "Differentially Private Optimization with Sparse
-    Gradients" (seed 002, Algorithms 1 and 2, Theorems 3.2–3.4), whose error grows with
-    s·log d rather than d when rows are s-sparse.
+    The default thresholds the dense noisy mean at the noise level (post-processing:
+    the coordinates the noise alone could explain are set to 0), which in the sparse
+    regime beats both the dense release and the zero vector
+    (:mod:`skdpsparse.mechanisms.sparse_mean`). Also implements the projection
+    mechanism and Gaussian ℓ1-recovery of Ghazi, Guzmán, Kamath, Kumar and
+    Manurangsi (2023), "Differentially private optimization with sparse gradients"
+    (Algorithms 1 and 2, Theorems 3.2–3.4), whose error grows with s·log d rather
+    than d when rows are s-sparse.
 
     Privacy unit: one row (replacement neighbours, n public). Every row is first
     scaled into {‖x‖₂ ≤ L, ‖x‖₁ ≤ L√s} (contribution bounding; rows are never
@@ -31,15 +36,20 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         ℓ1 mass than L√s are scaled down (seed 002, Remark 2.1).
     norm_bound : float, default=1.0
         L, the ℓ2 bound of a row.
-    method : {"auto", "projection", "l1_recovery", "gaussian", "laplace"}, default="auto"
+    method : {"auto", "threshold", "projection", "l1_recovery", "gaussian", "laplace"}, \
+            default="auto"
+        ``"threshold"``: the dense release (Gaussian for δ > 0, Laplace for δ = 0),
+        hard-thresholded at λ = σ√(2 ln d) (Gaussian) or b ln d (Laplace), then
+        projected onto the ℓ1 ball of radius L√s and the ℓ2 ball of radius L.
         ``"projection"``: Algorithm 1, Laplace noise of scale 2L√s/(nε) (δ = 0) or
         Gaussian noise for ℓ2 sensitivity 2L/n (δ > 0), then projection onto the ℓ1 ball
         of radius L√s and the ℓ2 ball of radius L. ``"l1_recovery"``: Algorithm 2 with a
         subsampled randomized Hadamard sensing operator (δ > 0 only; see
         :mod:`skdpsparse.mechanisms.l1_recovery` for why its guarantee needs no RIP
         event). ``"gaussian"`` / ``"laplace"``: the dense baselines, same noise, no
-        projection. ``"auto"``: the method with the smallest error bound of
-        Theorems 3.2–3.4 for (n, d, s, ε, δ), chosen without looking at the data.
+        projection. ``"auto"``: among threshold, the dense release and ℓ1-recovery,
+        the one with the smallest error bound (the thresholding oracle inequality,
+        Theorems 3.3–3.4) for (n, d, s, ε, δ, L), chosen without looking at the data.
     calibration : {"analytic", "classic"}, default="analytic"
         Gaussian noise from the analytic Gaussian mechanism (Balle and Wang 2018; valid
         for every ε) or the seed's classic σ = Δ₂√(2 ln(1.25/δ))/ε (valid for ε < 1).
@@ -47,6 +57,10 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         For ``l1_recovery``: the seed's exact basis pursuit (Az = b) or basis pursuit
         denoising (‖Az − b‖₂ ≤ σ√m, σ the public noise scale), which is more accurate
         and faster on noisy measurements. Both are post-processing.
+    output : {"dense", "sparse"}, default="dense"
+        ``"sparse"``: ``mean_`` is a ``scipy.sparse.csr_array`` of shape (1, d) holding
+        only the nonzeros (for very large d with threshold or projection, whose
+        outputs have few nonzeros).
     solver_max_iter : int, default=500
         Iterations of the basis-pursuit solver (``l1_recovery``); post-processing.
     solver_tol : float, default=1e-4
@@ -57,10 +71,12 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
 
     Attributes
     ----------
-    mean_ : ndarray of shape (n_features,)
-        The private mean.
+    mean_ : ndarray of shape (n_features,) or csr_array of shape (1, n_features)
+        The private mean (sparse with ``output="sparse"``).
     method_ : str
-        The method that ran (``method`` resolved by ``"auto"``).
+        The method that actually ran: ``method`` resolved by ``"auto"``, and
+        ``"gaussian"`` when ``"l1_recovery"`` falls back to the dense release (below
+        its threshold d ≥ m ln² m, Algorithm 2).
     sparsity_ : int
         The s used (``sparsity`` capped at the number of features).
     privacy_spent_ : PureDP or ApproxDP
@@ -80,7 +96,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
     >>> est = DPSparseMeanEstimator(epsilon=1.0, delta=1e-6, sparsity=5,
     ...                             random_state=0).fit(X)
     >>> est.method_, str(est.privacy_spent_)
-    ('projection', '(1, 1e-06)-DP')
+    ('threshold', '(1, 1e-06)-DP')
     """
 
     _parameter_constraints = {
@@ -91,6 +107,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         "method": [Options("auto", *METHODS)],
         "calibration": [Options("analytic", "classic")],
         "recovery": [Options("denoising", "exact")],
+        "output": [Options("dense", "sparse")],
         "solver_max_iter": [Interval("integer", 1, None, closed="left")],
         "solver_tol": [Interval("real", 0, None, closed="neither")],
         # random_state is validated by fit_random_source.
@@ -98,7 +115,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
 
     def __init__(self, epsilon=1.0, delta=1e-6, sparsity=None, norm_bound=1.0,
                  method="auto", calibration="analytic", recovery="denoising",
-                 solver_max_iter=500, solver_tol=1e-4, random_state=None):
+                 output="dense", solver_max_iter=500, solver_tol=1e-4, random_state=None):
         self.epsilon = epsilon
         self.delta = delta
         self.sparsity = sparsity
@@ -106,6 +123,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         self.method = method
         self.calibration = calibration
         self.recovery = recovery
+        self.output = output
         self.solver_max_iter = solver_max_iter
         self.solver_tol = solver_tol
         self.random_state = random_state
@@ -145,6 +163,10 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
             recovery=self.recovery,
             max_iter=self.solver_max_iter, tol=self.solver_tol,
         )
+        if method == "l1_recovery" and info.get("branch") == "gaussian":
+            method = "gaussian"  # Algorithm 2 below its threshold: the dense release ran
+        if self.output == "sparse":
+            mean = sp.csr_array(mean.reshape(1, -1))
         attrs = dict(input_attrs, mean_=mean, method_=method, sparsity_=s,
                      privacy_spent_=budget)
         if "solver" in info:

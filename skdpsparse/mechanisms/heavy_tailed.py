@@ -92,6 +92,7 @@ same way since Δ ∝ τ). Theorem 4.1 further assumes τ ≥ 10 and a mean with
 here (privacy never depends on them, only the accuracy guarantee does).
 """
 
+import functools
 import math
 import numbers
 
@@ -605,4 +606,363 @@ def private_noise_smoothing_mean(X, *, tau, epsilon, delta, rng, smoothing_varia
     estimate, budget, info = private_noise_smoothing_mean_zcdp(
         X, tau=tau, rho=rho, rng=rng, smoothing_variance=smoothing_variance, scale=scale)
     info.update(epsilon=epsilon, delta=delta, approx_dp=budget.to_approx_dp(delta))
+    return estimate, budget, info
+
+
+# ------------------------------------------------ clipped mean with a private scale
+#: Default share of the budget spent on locating the clipping interval.
+SCALE_FRACTION = 0.1
+
+
+def box_clipped_mean(X, lower, upper):
+    """Mean of every column clipped into [lower_j, upper_j], in unit coordinates:
+    ū_j = (1/n) Σ_i clip((x_ij − lower_j)/w_j, 0, 1), w_j = upper_j − lower_j (NOT
+    private; a column with w_j = 0 gives 0).
+
+    Each clipped value is rounded to the grid 2^-F (F = 52 − bit_length(n), so every
+    partial sum of n of them is an integer below 2^53) and summed exactly; the sum is
+    the same for every row order and container. Returns (ū, F).
+    """
+    X = _as_data(X)
+    n, d = X.shape
+    lower = np.asarray(lower, dtype=np.float64)
+    width = np.asarray(upper, dtype=np.float64) - lower
+    safe = np.where(width > 0, width, 1.0)
+    frac_bits = 52 - int(n).bit_length()
+
+    def unit(values, cols):
+        with np.errstate(invalid="ignore", over="ignore"):
+            u = (values - lower[cols]) / safe[cols]
+        if not np.all(np.isfinite(values)):
+            raise ValueError("X contains NaN or infinite values.")
+        u = np.clip(u, 0.0, 1.0)
+        u[..., width[cols] <= 0] = 0.0
+        return np.rint(np.ldexp(u, frac_bits))
+
+    if sp.issparse(X):
+        X = X.tocsr()
+        sums = np.bincount(X.indices, weights=unit(X.data, X.indices), minlength=d)
+        zeros = n - np.bincount(X.indices, minlength=d)
+        sums += zeros * unit(np.zeros(d), np.arange(d))  # below 2^53: exact
+    else:
+        sums = np.zeros(d, dtype=np.int64)
+        cols = np.arange(d)
+        step = max(1, 2**22 // d)
+        for start in range(0, n, step):
+            sums += unit(X[start:start + step].astype(np.float64), cols).astype(
+                np.int64).sum(axis=0)
+    return np.ldexp(np.asarray(sums, dtype=np.float64), -frac_bits) / n, frac_bits
+
+
+def clipped_mean_sensitivity(n_samples, n_active, frac_bits, kind):
+    """(claimed, computed) sensitivity of :func:`box_clipped_mean` in unit coordinates.
+
+    Claimed: replacing one row moves each of the ``n_active`` coordinates of positive
+    width by at most 1/n (a clipped unit value lies in [0, 1], and rounding to 2^-F
+    keeps it there), so Δ₂ = √m/n and Δ₁ = m/n. Computed: the exact integer sum is
+    converted to float and divided by n, two roundings of a value in [0, 1] on each
+    dataset, at most 5·2^-53 per coordinate in all.
+    """
+    m = int(n_active)
+    per_coord = 1.0 / n_samples
+    spread = m if kind == "laplace" else math.sqrt(m)
+    claimed = spread * per_coord
+    computed = spread * (per_coord + 5.0 * 2.0**-53) * (1.0 + 2.0**-50)
+    del frac_bits  # the rounding to 2^-F stays inside [0, 1]: no slack from it
+    return claimed, computed
+
+
+def private_clipped_mean(X, lower, upper, *, rng, rho=None, epsilon=None):
+    """Mean of every column clipped into the public [lower_j, upper_j], plus noise.
+
+    Works in unit coordinates (:func:`box_clipped_mean`), where one row moves each
+    coordinate by at most 1/n, and maps back: the release is
+    lower_j + w_j·(ū_j + Z_j), so each column's noise is proportional to its width
+    (the same total error as one σ for all columns, and small columns keep a small
+    error). ``rho``: discrete Gaussian Z of σ = Δ₂/√(2ρ), Δ₂ = √m/n, ρ-zCDP (Canonne,
+    Kamath and Steinke 2020, Theorem 14). ``epsilon``: discrete Laplace of scale
+    b = Δ₁/ε, Δ₁ = m/n, ε-DP. m counts the columns of positive width (a column with
+    lower_j = upper_j is the constant lower_j and gets no noise).
+
+    Returns
+    -------
+    estimate : ndarray of shape (d,)
+    info : dict with ``kind``, ``scale`` (σ or b, unit coordinates), ``sensitivity``.
+    """
+    if (rho is None) == (epsilon is None):
+        raise ValueError("pass exactly one of rho and epsilon.")
+    X = _as_data(X)
+    n, d = X.shape
+    lower = np.broadcast_to(np.asarray(lower, dtype=np.float64), (d,)).copy()
+    upper = np.broadcast_to(np.asarray(upper, dtype=np.float64), (d,)).copy()
+    if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
+        raise ValueError("the clipping bounds must be finite.")
+    lower, upper = np.minimum(lower, upper), np.maximum(lower, upper)
+    width = upper - lower
+    if not np.all(np.isfinite(width)):
+        raise ValueError("the clipping interval is too wide for float64.")
+    unit, frac_bits = box_clipped_mean(X, lower, upper)
+    active = int(np.count_nonzero(width > 0))
+    kind = "laplace" if rho is None else "gaussian"
+    info = {"kind": kind, "scale": 0.0, "sensitivity": 0.0, "n_active": active}
+    if active:
+        claimed, computed = clipped_mean_sensitivity(n, active, frac_bits, kind)
+        scale = (laplace_scale(claimed, _positive_finite(epsilon, "epsilon"))
+                 if kind == "laplace"
+                 else zcdp_gaussian_sigma(claimed, _positive_finite(rho, "rho")))
+        z = unit[width > 0].copy()
+        add_noise_inplace(z, _check_rng(rng), kind, scale, sensitivity=claimed,
+                          true_sensitivity=computed)
+        unit[width > 0] = z
+        info.update(scale=scale, sensitivity=claimed)
+    return lower + width * unit, info
+
+
+#: Private quantiles drawn per column: q_α, q_{4α}, the median, q_{1−4α}, q_{1−α}.
+N_DRAWS = 5
+
+#: The share of each tail's modelled bias not trusted to cancel with the other's.
+BIAS_DOUBT = 0.25
+
+#: The widest clipping distance considered, in units of the outer quantile's.
+MAX_STRETCH = 8.0
+
+#: The inner quantile of each tail is at ``TAIL_RATIO`` times the outer one's level.
+TAIL_RATIO = 4.0
+
+
+def auto_clip_level(n, n_features, *, quantile_epsilon, grid_size, beta=0.05):
+    """The outer tail level α of the private quantiles (public numbers only).
+
+    α·n must exceed the exponential mechanism's rank error
+    (:func:`~skdpsparse.mechanisms.quantile.rank_error`): below it, the draw lands
+    among the grid points beyond the data, which all have the worst score. α = that
+    error over n, at most 1/16 (so that the inner level 4α stays at most 1/4).
+    """
+    from .quantile import rank_error
+    del n_features
+    return min(1.0 / 16.0, rank_error(grid_size, quantile_epsilon, beta) / n)
+
+
+def extrapolated_interval(quantiles, level, noise_sd):
+    """The clipping interval of each column from its five private quantiles
+    (post-processing: no privacy cost).
+
+    ``quantiles`` holds q_α, q_{4α}, q_{1/2}, q_{1−4α}, q_{1−α} per column (rows),
+    α = ``level``. Each tail beyond its inner quantile is modelled as Pareto, from the
+    median m: P(X − m > t) = 4α (t/t_in)^{−a} for t ≥ t_in = q_{1−4α} − m, with the
+    index a = ln 4 / ln(t_out/t_in) fitted through the outer quantile (clamped to
+    [1.05, 50]; a tail with t_out = t_in is treated as ending there). Clipping at
+    m + C then loses B(C) = 4α t_in^a C^{1−a}/(a − 1) of the mean on that side. The
+    interval [m − C_lo, m + C_up] minimises (B_up − B_lo)² + (noise_sd·(C_up + C_lo))²
+    over C ∈ t_in·2^{k/4}, k = 0..80 (and C = t_out): the squared bias left after
+    the two tails' biases cancel, plus the noise of that width (``noise_sd`` is the
+    noise's standard deviation per unit of width). Symmetric tails cancel and keep a
+    tight interval; a heavy tail on one side widens that side only.
+
+    Returns
+    -------
+    lower, upper : ndarrays of shape (d,)
+    """
+    q = np.sort(np.asarray(quantiles, dtype=np.float64), axis=0)  # monotone, post-processing
+    med = q[2]
+    sides = []
+    for t_in, t_out in ((q[3] - med, q[4] - med), (med - q[1], med - q[0])):
+        sides.append(_tail_candidates(t_in, t_out, TAIL_RATIO * level))
+    (c_up, b_up), (c_lo, b_lo) = sides
+    # err[j, u, l] for every pair of candidates of column j.
+    err = ((b_up[:, :, None] - b_lo[:, None, :]) ** 2
+           + BIAS_DOUBT * (b_up[:, :, None] ** 2 + b_lo[:, None, :] ** 2)
+           + (noise_sd * (c_up[:, :, None] + c_lo[:, None, :])) ** 2)
+    flat = err.reshape(err.shape[0], -1).argmin(axis=1)
+    iu, il = np.unravel_index(flat, err.shape[1:])
+    rows = np.arange(err.shape[0])
+    return med - c_lo[rows, il], med + c_up[rows, iu]
+
+
+def _tail_candidates(t_in, t_out, inner_mass):
+    """Candidate clipping distances C (d, K) and the modelled bias B(C) of one tail."""
+    k = np.arange(81) / 4.0
+    t_in = np.maximum(t_in, 0.0)
+    t_out = np.maximum(t_out, t_in)
+    base = np.where(t_in > 0, t_in, t_out)
+    C = np.concatenate([base[:, None] * np.exp2(k)[None, :], t_out[:, None]], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.log(TAIL_RATIO) / np.log(t_out / t_in)
+        a = np.clip(np.where(np.isfinite(a), a, 50.0), 1.05, 50.0)[:, None]
+        bias = inner_mass * base[:, None] ** a * C ** (1.0 - a) / (a - 1.0)
+    ended = (t_out <= t_in)[:, None] | (base[:, None] == 0)
+    bias = np.where(ended, np.where(C >= t_out[:, None], 0.0, np.inf), bias)
+    bias = np.where(np.isfinite(bias), bias, 1e300)
+    # The fitted index is noisy: never extrapolate beyond MAX_STRETCH·t_out.
+    C = np.minimum(C, MAX_STRETCH * np.maximum(t_out, base)[:, None])
+    return C, bias
+
+
+def laplace_epsilon_after(events, epsilon, delta):
+    """The largest ε_m such that ``events`` followed by an ε_m-DP release compose to
+    at most (ε, δ)-DP (:func:`~skdpsparse.accounting.compose_events`, Rényi
+    accounting of both parts), by bisection to a relative 2^-30 (rounded down); 0 if
+    even ε_m → 0 exceeds it."""
+    return _laplace_epsilon_after(tuple(events), float(epsilon), float(delta))
+
+
+@functools.lru_cache(maxsize=256)  # public numbers in, a number out
+def _laplace_epsilon_after(events, epsilon, delta):
+    from ..accounting import PureDPEvent, compose_events
+
+    def total(eps_m):
+        return compose_events(list(events) + [PureDPEvent(eps_m)], delta).epsilon
+
+    lo, hi = 0.0, 4.0 * float(epsilon)  # Rényi accounting can give a pure part ε_m > ε
+    if total(epsilon * 1e-9) > epsilon:
+        return 0.0
+    if total(hi) <= epsilon:
+        return hi
+    while hi - lo > lo * 2.0**-30 + 1e-300:
+        mid = 0.5 * (lo + hi)
+        if total(mid) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def laplace_is_better(n_features, epsilon, delta, scale_fraction=0.0):
+    """Whether, at a target (ε, δ) with δ > 0, the clipped mean of d columns gets
+    less noise as an ε_m-DP Laplace release than as a (1 − f)ρ-zCDP Gaussian one
+    (public numbers only; f = ``scale_fraction`` is what the quantiles take, as fρ).
+    Standard deviations per coordinate, in units of width/n: √2·d/ε_m against
+    √d/√(2(1 − f)ρ), ε_m from :func:`laplace_epsilon_after`. Laplace wins for few
+    columns (d = 1 at ε = 1, δ = 1e-6: about 1.5 against 4.8)."""
+    from ..accounting import ZCDPEvent
+
+    if delta == 0:
+        return True
+    rho = approx_dp_to_zcdp(epsilon, delta)
+    events = [ZCDPEvent(scale_fraction * rho)] if scale_fraction > 0 else []
+    eps_m = laplace_epsilon_after(events, epsilon, delta)
+    if eps_m <= 0:
+        return False
+    return (math.sqrt(2.0) * n_features / eps_m
+            <= math.sqrt(n_features) / math.sqrt(2.0 * (1.0 - scale_fraction) * rho))
+
+
+def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCALE_FRACTION,
+                                  level="auto", grid=None, noise="auto"):
+    """A private mean that needs no bound: private quantiles locate each column's
+    clipping interval, then :func:`private_clipped_mean` (two mechanisms, composed).
+
+    1. For every column j, five private quantiles q_α, q_{4α}, q_{1/2}, q_{1−4α},
+       q_{1−α} by the exponential mechanism
+       (:func:`~skdpsparse.mechanisms.quantile.private_quantiles`, 5d draws on the
+       public :func:`~skdpsparse.mechanisms.quantile.geometric_grid`), α from
+       :func:`auto_clip_level`.
+    2. The interval [lo_j, hi_j] from them by :func:`extrapolated_interval`
+       (post-processing: each tail's Pareto fit says how far to clip).
+    3. The mean of column j clipped into [lo_j, hi_j] plus noise proportional to
+       hi_j − lo_j (:func:`private_clipped_mean`).
+
+    Budget (``scale_fraction`` = f):
+
+    * zCDP path (``delta > 0``, Gaussian): ρ = ``approx_dp_to_zcdp(epsilon, delta)``;
+      the draws get fρ (each ε_q = √(8fρ/(5d)), ε_q²/8-zCDP as bounded-range
+      mechanisms), the mean (1 − f)ρ with discrete Gaussian noise; in all ρ-zCDP
+      (Bun and Steinke 2016, Lemma 2.3, adaptive composition: the mean's interval is
+      the draws' output).
+    * pure path (``delta == 0``, or Laplace chosen for δ > 0): the draws get fε (each
+      fε/(5d)), the mean (1 − f)ε with discrete Laplace noise; in all ε-DP (basic
+      composition), which implies (ε, δ)-DP for every δ.
+
+    The budget returned carries a :class:`~skdpsparse.accounting.ComposedEvent` of the
+    two parts, which is what a privacy ledger composes.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix of shape (n, d)
+    epsilon : float
+    delta : float in [0, 1)
+    rng : RandomSource or numpy.random.Generator
+    scale_fraction : float in (0, 1)
+    level : "auto" or float in (0, 1/16]
+        α, the outer tail level; ``"auto"``: :func:`auto_clip_level`.
+    noise : {"auto", "gaussian", "laplace"}
+        For ``delta > 0``: the zCDP path (Gaussian) or the pure path (Laplace, whose
+        ε-DP implies (ε, δ)-DP); ``"auto"``: :func:`laplace_is_better`.
+    grid : ndarray, optional
+        The public grid of the quantiles.
+
+    Returns
+    -------
+    estimate : ndarray of shape (d,)
+    budget : ZCDP or PureDP (with its event)
+    info : dict with ``lower``, ``upper``, ``level``, ``quantile_epsilon``, ``scale``,
+        ``noise``, ``approx_dp`` (δ > 0).
+    """
+    from ..accounting import (ApproxDP, ComposedEvent, PureDPEvent, SelfComposedEvent,
+                              ZCDPEvent, with_event)
+    from .quantile import geometric_grid, private_quantiles, quantile_epsilon
+
+    epsilon = _positive_finite(epsilon, "epsilon")
+    delta = _check_delta(delta)
+    f = _real(scale_fraction, "scale_fraction")
+    if not 0 < f < 1:
+        raise ValueError(f"scale_fraction must be in (0, 1), got {scale_fraction!r}.")
+    rng = _check_rng(rng)
+    X = _as_data(X)
+    n, d = X.shape
+    grid = geometric_grid() if grid is None else np.asarray(grid, dtype=np.float64)
+    if noise not in ("auto", "gaussian", "laplace"):
+        raise ValueError(f"noise must be 'auto', 'gaussian' or 'laplace', got {noise!r}.")
+    if delta == 0 and noise == "gaussian":
+        raise ValueError("noise='gaussian' needs delta > 0.")
+    # The mean's noise: Laplace (pure ε_m-DP) or Gaussian ((1 − f)ρ-zCDP).
+    laplace = noise == "laplace" or (noise == "auto" and laplace_is_better(d, epsilon, delta, f))
+    if delta > 0:
+        rho = approx_dp_to_zcdp(epsilon, delta)
+        eps_q = quantile_epsilon(N_DRAWS * d, rho=f * rho)  # draws under zCDP
+        draws = SelfComposedEvent(ZCDPEvent(eps_q**2 / 8.0), N_DRAWS * d)
+    else:
+        eps_q = quantile_epsilon(N_DRAWS * d, epsilon=f * epsilon)
+        draws = SelfComposedEvent(PureDPEvent(eps_q), N_DRAWS * d)
+    if delta > 0 and laplace:
+        eps_m = laplace_epsilon_after([draws], epsilon, delta)
+        if eps_m <= 0:
+            raise ValueError("noise='laplace' leaves no budget for the mean at this "
+                             f"(epsilon, delta) = ({epsilon!r}, {delta!r}).")
+    elif laplace:
+        eps_m = epsilon - N_DRAWS * d * eps_q
+    else:
+        rho_m = rho - N_DRAWS * d * eps_q**2 / 8.0
+    if level == "auto":
+        alpha = auto_clip_level(n, d, quantile_epsilon=eps_q, grid_size=grid.size)
+    else:
+        alpha = _real(level, "level")
+        if not 0 < alpha < 1.0 / 8.0:
+            raise ValueError(f"level must be in (0, 1/8), got {level!r}.")
+    levels = [alpha, TAIL_RATIO * alpha, 0.5, 1.0 - TAIL_RATIO * alpha, 1.0 - alpha]
+    quantiles = private_quantiles(X, levels, epsilon_each=eps_q, rng=rng, grid=grid)
+    # The noise per unit of width of the mean that follows (public numbers only).
+    if laplace:
+        noise_sd = math.sqrt(2.0) * d / n / eps_m
+    else:
+        noise_sd = math.sqrt(d) / n / math.sqrt(2.0 * rho_m)
+    lower, upper = extrapolated_interval(quantiles, alpha, noise_sd)
+    if laplace:
+        estimate, info = private_clipped_mean(X, lower, upper, rng=rng, epsilon=eps_m)
+        event = ComposedEvent((draws, PureDPEvent(eps_m)))
+        if delta > 0:  # zCDP draws and a pure release, composed by Rényi accounting
+            budget = with_event(ApproxDP(epsilon, delta), event)
+        else:
+            budget = with_event(PureDP(N_DRAWS * d * eps_q + eps_m), event)
+    else:
+        estimate, info = private_clipped_mean(X, lower, upper, rng=rng, rho=rho_m)
+        event = ComposedEvent((draws, ZCDPEvent(rho_m)))
+        budget = with_event(ZCDP(N_DRAWS * d * eps_q**2 / 8.0 + rho_m), event)
+    info = {"method": "private_clip", "noise": info["kind"], "scale": info["scale"],
+            "lower": np.minimum(lower, upper), "upper": np.maximum(lower, upper),
+            "quantiles": quantiles,
+            "level": alpha, "quantile_epsilon": eps_q, "epsilon": epsilon,
+            "delta": delta}
+    info["approx_dp"] = budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget
     return estimate, budget, info

@@ -275,7 +275,13 @@ def exponential_mechanism(scores, sensitivity, epsilon, rng, size=None):
         raise ValueError(f"epsilon must exceed 2^-39, got {epsilon!r}.")
     c = (Fraction(float(epsilon)) - margin) / (2 * Fraction(float(sensitivity)))
     scale = c * 2**_SCORE_BITS
-    scaled = [math.ceil(scale * Fraction(s)) for s in scores.tolist()]
+    if np.all(np.abs(scores) < 2.0**53) and np.all(scores == np.rint(scores)):
+        # Integer scores (counts, ranks): the same ⌈scale·s⌉ on Python ints, one
+        # integer division per score instead of a Fraction per score.
+        ints = scores.astype(np.int64).astype(object)
+        scaled = (-((-scale.numerator * ints) // scale.denominator)).tolist()
+    else:
+        scaled = [math.ceil(scale * Fraction(s)) for s in scores.tolist()]
     low = min(scaled)
     exponents = np.array([min(u - low, _EXPONENT_CAP) for u in scaled], dtype=np.int64)
     idx = as_random_source(rng).categorical_exp(exponents, _SCORE_BITS,

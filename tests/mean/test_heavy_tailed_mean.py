@@ -26,7 +26,9 @@ from skdpsparse.mechanisms.heavy_tailed import (
 
 @parametrize_with_checks([
     DPHeavyTailedMean(random_state=0),
-    DPHeavyTailedMean(delta=0, truncation=2.0, random_state=0),
+    DPHeavyTailedMean(delta=0, random_state=0),
+    DPHeavyTailedMean(bounds=(-1.0, 1.0), random_state=0),
+    DPHeavyTailedMean(method="cwme", delta=0, truncation=2.0, random_state=0),
     DPHeavyTailedMean(method="noise_smoothing", random_state=0),
 ])
 def test_sklearn_compatible(estimator, check):
@@ -42,7 +44,8 @@ def test_cwme_release_is_statistic_plus_stated_noise(delta):
     fails the KS test at d = 4000 (checked below)."""
     n, d, eps, tau, seed, beta = 3000, 4000, 0.8, 1.5, 3, 0.1
     X, _ = make_heavy_tailed(n, d, random_state=1)
-    est = DPHeavyTailedMean(epsilon=eps, delta=delta, truncation=tau, random_state=seed).fit(X)
+    est = DPHeavyTailedMean(method="cwme", epsilon=eps, delta=delta, truncation=tau,
+                            random_state=seed).fit(X)
     m = math.ceil(4 * math.log(2 * d / beta))
     m += m % 2
     assert est.n_groups_ == m
@@ -85,11 +88,12 @@ def test_auto_truncation_is_corollary_4_2():
     n, d, eps, delta, k, M = 5000, 7, 0.5, 1e-5, 3.0, 8.0
     X, _ = make_heavy_tailed(n, d, random_state=0)
     rho = approx_dp_to_zcdp(eps, delta)
-    est = DPHeavyTailedMean(epsilon=eps, delta=delta, moment=k, moment_bound=M,
-                            random_state=0).fit(X)
+    est = DPHeavyTailedMean(method="cwme", epsilon=eps, delta=delta, moment=k,
+                            moment_bound=M, random_state=0).fit(X)
     assert est.truncation_ == pytest.approx(
         (math.sqrt(rho) * n / math.sqrt(d)) ** (1 / k) * M ** (1 / k), rel=1e-12)
-    est = DPHeavyTailedMean(epsilon=eps, delta=0, moment=k, random_state=0).fit(X)
+    est = DPHeavyTailedMean(method="cwme", epsilon=eps, delta=0, moment=k,
+                            truncation="corollary_4_2", random_state=0).fit(X)
     assert est.truncation_ == pytest.approx((eps * n / d) ** (1 / k), rel=1e-12)
 
 
@@ -123,8 +127,8 @@ def test_error_within_corollary_4_2_rate_over_100_runs(distribution, delta):
     for seed in range(100):
         X, mu = make_heavy_tailed(n, d, distribution=distribution, tail_parameter=3.0,
                                   random_state=seed)
-        est = DPHeavyTailedMean(epsilon=eps, delta=delta, moment=k, moment_bound=M,
-                                random_state=10_000 + seed).fit(X)
+        est = DPHeavyTailedMean(method="cwme", epsilon=eps, delta=delta, moment=k,
+                                moment_bound=M, random_state=10_000 + seed).fit(X)
         errors.append(np.linalg.norm(est.mean_ - mu))
     errors = np.array(errors)
     assert errors.max() <= C * rate
@@ -136,7 +140,7 @@ def test_noise_smoothing_beats_cwme_at_corollary_truncation():
     (2S_c τ√d/n, no factor m) is far smaller at the same automatic τ on Student-t(3)."""
     X, mu = make_heavy_tailed(20000, 8, random_state=0)
     M = central_moment_bound("student_t", 3.0, 2)
-    e_cw = DPHeavyTailedMean(moment_bound=M, random_state=1).fit(X)
+    e_cw = DPHeavyTailedMean(method="cwme", moment_bound=M, random_state=1).fit(X)
     e_ns = DPHeavyTailedMean(method="noise_smoothing", moment_bound=M, random_state=1).fit(X)
     assert np.linalg.norm(e_ns.mean_ - mu) < np.linalg.norm(e_cw.mean_ - mu)
 
@@ -174,7 +178,7 @@ def test_shuffle_removes_the_bias_of_sorted_rows():
     n, d = 40000, 3
     X = np.zeros((n, d))
     X[3 * n // 4:] = 4.0
-    kw = dict(epsilon=50.0, truncation=10.0, n_groups=20, random_state=0)
+    kw = dict(method="cwme", epsilon=50.0, truncation=10.0, n_groups=20, random_state=0)
     sorted_ = DPHeavyTailedMean(shuffle=False, **kw).fit(X)
     shuffled = DPHeavyTailedMean(**kw).fit(X)
     assert np.abs(sorted_.mean_).max() < 0.1
@@ -183,18 +187,18 @@ def test_shuffle_removes_the_bias_of_sorted_rows():
 
 def test_center_shifts_the_clipping_interval():
     X, mu = make_heavy_tailed(20000, 4, loc=50.0, random_state=0)
-    kw = dict(epsilon=5.0, truncation=3.0, random_state=0)
+    kw = dict(method="cwme", epsilon=5.0, truncation=3.0, random_state=0)
     off = DPHeavyTailedMean(**kw).fit(X)
     on = DPHeavyTailedMean(center=50.0, **kw).fit(X)
     assert np.abs(off.mean_ - mu).max() > 30  # clipped into [-9, 9]
     assert np.abs(on.mean_ - mu).max() < 0.5
     with pytest.raises(ValueError, match="center"):
-        DPHeavyTailedMean(center=[1.0, 2.0]).fit(X)
+        DPHeavyTailedMean(method="cwme", center=[1.0, 2.0]).fit(X)
     with pytest.raises(ValueError, match="center"):
-        DPHeavyTailedMean(center=np.nan).fit(X)
+        DPHeavyTailedMean(method="cwme", center=np.nan).fit(X)
 
 
-@pytest.mark.parametrize("method", ["cwme", "noise_smoothing"])
+@pytest.mark.parametrize("method", ["cwme", "noise_smoothing", "private_clip"])
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
 def test_sparse_input_matches_dense(method, fmt, shared_noise):
     rng = np.random.default_rng(0)
@@ -210,7 +214,8 @@ def test_sparse_input_matches_dense(method, fmt, shared_noise):
     ("epsilon", 0.0), ("epsilon", np.inf), ("delta", 1.0), ("delta", -1e-3),
     ("moment", 1.0), ("moment_bound", 0.0), ("method", "median"), ("truncation", -1.0),
     ("truncation", "corollary"), ("failure_prob", 1.0), ("n_groups", 0),
-    ("smoothing_variance", -0.1), ("shuffle", "yes"),
+    ("smoothing_variance", -0.1), ("shuffle", "yes"), ("scale_fraction", 1.0),
+    ("clip_level", 0.5), ("bounds", (0.0,)), ("bounds", (0.0, np.nan)),
 ])
 def test_invalid_parameters_are_named(param, value):
     X, _ = make_heavy_tailed(50, 3, random_state=0)
@@ -236,7 +241,7 @@ def test_non_finite_input_raises(bad):
 
 def test_grid_search_tunes_moment_and_truncation():
     X, _ = make_heavy_tailed(6000, 4, random_state=0)
-    grid = GridSearchCV(DPHeavyTailedMean(epsilon=2.0, random_state=0),
+    grid = GridSearchCV(DPHeavyTailedMean(method="cwme", epsilon=2.0, random_state=0),
                         {"moment": [2, 3], "truncation": ["auto", 2.0, 5.0]}, cv=3)
     grid.fit(X)
     assert set(grid.best_params_) == {"moment", "truncation"}

@@ -1,0 +1,217 @@
+"""Private quantiles (exponential mechanism over a public grid) and the clipped mean
+whose interval they locate: exact counts, the sampling law, the budget and its
+events, contribution bounding without rejection."""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import stats
+
+from skdpsparse.accounting import ZCDP, PureDP, approx_dp_to_zcdp
+from skdpsparse.accounting.events import implied_by
+from skdpsparse.mean import DPHeavyTailedMean
+from skdpsparse.mechanisms.heavy_tailed import (
+    box_clipped_mean,
+    private_clipped_mean,
+    private_quantile_clipped_mean,
+)
+from skdpsparse.mechanisms.quantile import (
+    geometric_grid,
+    private_quantiles,
+    quantile_epsilon,
+    quantile_scores,
+    rank_counts,
+    rank_error,
+)
+from skdpsparse.utils._random import RandomSource
+
+
+def test_geometric_grid_is_symmetric_and_scale_free():
+    g = geometric_grid(-2, 3, 4)
+    assert g.size == 2 * (4 * 5 + 1) + 1
+    np.testing.assert_array_equal(g, -g[::-1])
+    pos = g[g > 0]
+    np.testing.assert_allclose(pos[1:] / pos[:-1], 2 ** 0.25, rtol=1e-14)
+    assert pos[0] == 0.25 and pos[-1] == 8.0
+    with pytest.raises(ValueError, match="steps_per_octave"):
+        geometric_grid(3, 3)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_rank_counts_match_brute_force(sparse):
+    rng = np.random.default_rng(0)
+    X = rng.standard_t(2, size=(300, 5)) * (rng.random((300, 5)) < 0.4)
+    X[0, 0] = 1e300  # beyond the grid: counted at no grid point, never rejected
+    grid = geometric_grid(-3, 3, 2)
+    counts = rank_counts(sp.csr_matrix(X) if sparse else X, grid)
+    expected = (X[:, :, None] <= grid[None, None, :]).sum(axis=0)
+    np.testing.assert_array_equal(counts, expected)
+    strict = rank_counts(sp.csr_matrix(X) if sparse else X, grid, strict=True)
+    np.testing.assert_array_equal(strict, (X[:, :, None] < grid[None, None, :]).sum(axis=0))
+    X[1, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        rank_counts(sp.csr_matrix(X) if sparse else X, grid)
+
+
+def test_draws_follow_the_exponential_mechanism():
+    """3000 draws of the median of one column on a 7-point grid against
+    P(k) ∝ exp(−ε u_k/2), u_k = dist(4, [#{x < g_k}, #{x <= g_k}]) + |k − k_0| (the
+    grid's 0 is k_0 = 2; 0.0 is an atom of the data): chi-square goodness of fit."""
+    x = np.array([-3.0, -1.0, 0.0, 0.0, 0.3, 2.0, 5.0, 7.0])[:, None]
+    grid = np.array([-4.0, -2.0, 0.0, 1.0, 3.0, 6.0, 8.0])
+    eps, draws = 1.0, 3000
+    below = np.array([0, 1, 2, 5, 6, 7, 8])
+    at_most = np.array([0, 1, 4, 5, 6, 7, 8])
+    np.testing.assert_array_equal(rank_counts(x, grid, strict=True)[0], below)
+    np.testing.assert_array_equal(rank_counts(x, grid)[0], at_most)
+    scores = np.array([4, 3, 0, 1, 2, 3, 4]) + np.abs(np.arange(7) - 2)
+    np.testing.assert_array_equal(quantile_scores(below, at_most, 4, grid), scores)
+    p = np.exp(-eps * scores / 2)
+    p /= p.sum()
+    rng = RandomSource(bytes(32))
+    out = np.array([private_quantiles(x, [0.5], epsilon_each=eps, rng=rng, grid=grid)[0, 0]
+                    for _ in range(draws)])
+    observed = np.array([(out == g).sum() for g in grid])
+    assert observed.sum() == draws
+    assert stats.chisquare(observed, p * draws).pvalue > 1e-3
+    # A factor 2 in ε is detected.
+    q = np.exp(-2 * eps * scores / 2)
+    q /= q.sum()
+    assert stats.chisquare(observed, q * draws).pvalue < 1e-6
+
+
+def test_quantile_epsilon_composes_to_the_share():
+    assert quantile_epsilon(10, epsilon=0.5) == 0.05
+    eps = quantile_epsilon(10, rho=0.02)
+    assert 10 * eps**2 / 8 == pytest.approx(0.02, rel=1e-14)
+    with pytest.raises(ValueError):
+        quantile_epsilon(10, epsilon=1.0, rho=1.0)
+    assert rank_error(100, 1.0, 0.05) == pytest.approx(2 * (math.log(100) + math.log(20)))
+
+
+def test_private_quantiles_land_near_the_true_quantile():
+    rng = np.random.default_rng(1)
+    X = rng.lognormal(3, 1, size=(20000, 2))
+    q = private_quantiles(X, [0.1, 0.9], epsilon_each=1.0, rng=rng)
+    true = np.quantile(X, [0.1, 0.9], axis=0)
+    np.testing.assert_allclose(q, true, rtol=0.15)  # grid resolution 9 %, rank error ~30
+
+
+# ------------------------------------------------------------- the clipped mean
+def test_box_clipped_mean_is_exact_for_every_order_and_container():
+    rng = np.random.default_rng(2)
+    X = rng.standard_t(2, size=(1000, 6)) * (rng.random((1000, 6)) < 0.5)
+    lower, upper = np.full(6, -1.5), np.array([1.0, 2, 3, 0.5, 4, -1.5])  # last: width 0
+    u, _ = box_clipped_mean(X, lower, upper)
+    width = upper - lower
+    ref = np.where(width > 0, np.clip((X - lower) / np.where(width > 0, width, 1), 0, 1)
+                   .mean(axis=0), 0.0)
+    np.testing.assert_allclose(u, ref, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(box_clipped_mean(X[::-1], lower, upper)[0], u)
+    np.testing.assert_array_equal(box_clipped_mean(sp.csc_matrix(X), lower, upper)[0], u)
+
+
+@pytest.mark.parametrize("delta", [1e-6, 0.0])
+def test_clipped_mean_release_is_statistic_plus_stated_noise(delta):
+    """d = 4000 columns with stated bounds: the residual in unit coordinates against
+    N(0, σ²), σ = (√d/n)/√(2ρ), or Laplace(b), b = (d/n)/ε."""
+    n, d, eps = 500, 4000, 1.0
+    rng = np.random.default_rng(3)
+    X = rng.standard_t(3, size=(n, d))
+    lower, upper = -2.0, 3.0
+    est = DPHeavyTailedMean(epsilon=eps, delta=delta, bounds=(lower, upper),
+                            random_state=0).fit(X)
+    assert est.method_ == "clipped"
+    unit = (est.mean_ - lower) / (upper - lower)
+    residual = unit - np.clip((X - lower) / (upper - lower), 0, 1).mean(axis=0)
+    if delta:
+        rho = approx_dp_to_zcdp(eps, delta)
+        scale, dist, wrong = math.sqrt(d) / n / math.sqrt(2 * rho), stats.norm, stats.laplace
+        assert est.privacy_spent_ == ZCDP(rho)
+    else:
+        scale, dist, wrong = d / n / eps, stats.laplace, stats.norm
+        assert est.privacy_spent_ == PureDP(eps)
+    assert stats.kstest(residual / scale, dist.cdf).pvalue > 1e-3
+    assert stats.kstest(residual / (1.2 * scale), dist.cdf).pvalue < 1e-3
+    np.testing.assert_allclose(est.noise_scale_, scale * (upper - lower), rtol=1e-12)
+
+
+def test_huge_rows_are_clipped_not_rejected(shared_noise):
+    """A row replaced by ±1e300 moves the release by at most width/n per column
+    (same noise)."""
+    n, d = 400, 5
+    X = np.random.default_rng(4).standard_t(3, size=(n, d))
+    kw = dict(bounds=(-2.0, 2.0), epsilon=1.0)
+    a = DPHeavyTailedMean(**kw).fit(X).mean_
+    Y = X.copy()
+    Y[7] = 1e300 * np.where(np.arange(d) % 2 == 0, 1.0, -1.0)
+    b = DPHeavyTailedMean(**kw).fit(Y).mean_
+    assert np.all(np.isfinite(b))
+    assert 0 < np.abs(a - b).max() <= 4.0 / n * (1 + 1e-6)
+
+
+# ------------------------------------------------ quantiles + mean: the composition
+@pytest.mark.parametrize("delta, noise", [(1e-6, "gaussian"), (1e-6, "laplace"),
+                                          (0.0, "auto")])
+def test_private_clip_budget_is_the_composition(delta, noise):
+    X = np.random.default_rng(5).lognormal(0, 1.5, size=(20000, 3))
+    est, budget, info = private_quantile_clipped_mean(
+        X, epsilon=1.0, delta=delta, rng=np.random.default_rng(0), scale_fraction=0.2,
+        noise=noise)
+    leaves = budget.event.leaves()
+    assert [k for _, k in leaves] == [15, 1]  # five quantiles per column, one mean
+    if noise == "gaussian":
+        rho = approx_dp_to_zcdp(1.0, delta)
+        assert budget.rho == pytest.approx(rho, rel=1e-14)
+        assert leaves[0][0].rho * 15 == pytest.approx(0.2 * rho, rel=1e-12)
+        assert info["approx_dp"].epsilon <= 1.0 * (1 + 1e-9)
+    else:
+        assert isinstance(budget, PureDP)
+        assert budget.epsilon == pytest.approx(1.0, rel=1e-14)
+        assert leaves[0][0].epsilon * 15 == pytest.approx(0.2, rel=1e-12)
+    assert implied_by(budget.event, budget)
+    assert np.all(info["lower"] <= info["upper"])
+    np.testing.assert_allclose(est, X.mean(axis=0), rtol=0.15)
+
+
+def test_laplace_is_chosen_for_few_columns():
+    """Public numbers only: at (1, 1e-6) with nothing spent before, the Laplace mean
+    has less noise for d <= 10 (per-coordinate sd √2·d/ε_m against √d/√(2ρ),
+    ρ = 0.0244); after the quantiles' 10 % for d <= 5. The (ε, δ) fit then composes
+    zCDP draws with a pure release by Rényi accounting."""
+    from skdpsparse.accounting import ApproxDP
+    from skdpsparse.mechanisms.heavy_tailed import laplace_is_better
+
+    assert [d for d in range(1, 30) if laplace_is_better(d, 1.0, 1e-6)] == list(range(1, 11))
+    assert [d for d in range(1, 30) if laplace_is_better(d, 1.0, 1e-6, 0.1)] == [1, 2, 3, 4, 5]
+    X = np.random.default_rng(8).standard_t(3, size=(20000, 1))
+    est = DPHeavyTailedMean(random_state=0).fit(X)
+    assert est.privacy_spent_ == ApproxDP(1.0, 1e-6)
+    assert implied_by(est.privacy_spent_.event, ApproxDP(1.0, 1e-6))
+    assert type(est.privacy_spent_.event.events[1]).__name__ == "PureDPEvent"
+    est = DPHeavyTailedMean(noise="gaussian", random_state=0).fit(X)
+    assert isinstance(est.privacy_spent_, ZCDP)
+
+
+def test_estimator_charges_the_ledger_the_composed_event():
+    from skdpsparse.ledger import PrivacyLedger
+
+    X = np.random.default_rng(6).standard_t(3, size=(20000, 2))
+    rho = approx_dp_to_zcdp(1.0, 1e-6)
+    with PrivacyLedger() as ledger:
+        est = DPHeavyTailedMean(epsilon=1.0, noise="gaussian", random_state=0).fit(X)
+    assert est.method_ == "private_clip"
+    assert ledger.total_zcdp().rho == pytest.approx(rho, rel=1e-12)
+    assert ledger.total(1e-6).epsilon <= 1.0 * (1 + 1e-6)
+    with PrivacyLedger() as ledger:
+        DPHeavyTailedMean(epsilon=1.0, delta=0, random_state=0).fit(X)
+    assert ledger.total().epsilon == pytest.approx(1.0, rel=1e-12)
+
+
+def test_too_few_rows_warn_and_stay_private():
+    X = np.random.default_rng(7).standard_t(3, size=(200, 10))
+    with pytest.warns(UserWarning, match="too few"):
+        est = DPHeavyTailedMean(epsilon=1.0, random_state=0).fit(X)
+    assert np.all(np.isfinite(est.mean_))
