@@ -1,4 +1,4 @@
-"""Noise needed by cyclic DP-SGD (seed 003) under last-iterate accounting vs composition.
+"""Noise needed by cyclic DP-SGD under last-iterate accounting vs composition.
 
 Noise multiplier z (noise N(0, z²C²) on the sum of clipped gradients, replace-one
 neighbours) for (ε, δ) = (1, 1e-5), n = 10⁴, b = 256, C = 1, M = 1, over

@@ -1,4 +1,4 @@
-"""Kernels of the heavy-tailed mean estimators of seed 004 (Kamath, Liu and Zhang,
+"""Kernels of the heavy-tailed mean estimators of Kamath, Liu and Zhang (2022,
 *Improved rates for differentially private stochastic convex optimization with
 heavy-tailed data*), without noise:
 
@@ -8,7 +8,7 @@ heavy-tailed data*), without noise:
   median (:func:`cwme_dense`, :func:`cwme_csr`);
 * the noise-smoothing mean of Holland (2019) and Wang, Xiang, Dou and Xu (2020)
   (Algorithm 4): ``(tau / n) * sum_i E_N[phi(x_ij (1 + N) / tau)]`` with
-  ``N ~ N(0, c)`` and the soft-truncation ``phi`` of seed 004, Appendix B.5, whose
+  ``N ~ N(0, c)`` and the soft-truncation ``phi`` of their Appendix B.5, whose
   Gaussian expectation has a closed form (:func:`smoothed_phi`,
   :func:`noise_smoothing_mean_dense`, :func:`noise_smoothing_mean_csr`).
 
@@ -594,7 +594,7 @@ def smoothed_phi(a, c):
     """``E[phi(a (1 + N))]`` for ``N ~ N(0, c)``, in closed form (float64).
 
     ``phi(x) = x - x^3/6`` on ``[-sqrt 2, sqrt 2]`` and ``+-2 sqrt(2)/3`` outside
-    (seed 004, Appendix B.5). Odd and nondecreasing in ``a``, with values in
+    (Kamath, Liu and Zhang 2022, Appendix B.5). Odd and nondecreasing in ``a``, with values in
     ``[-smoothed_phi_sup(c), smoothed_phi_sup(c)]``; ``c = 0`` gives ``phi(a)``.
     Absolute error below ~1e-13 for every finite ``a`` and finite ``c >= 0``;
     NaN for a non-finite ``a``; ``ValueError`` for ``c`` negative or NaN.

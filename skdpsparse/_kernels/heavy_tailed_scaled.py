@@ -1,4 +1,5 @@
-"""The seed 004 mean kernels on rows scaled by per-row factors, in shuffled groups.
+"""The heavy-tailed mean kernels (Kamath, Liu and Zhang 2022) on rows scaled by per-row
+factors, in shuffled groups.
 
 Two needs of the heavy-tailed estimators that the plain kernels of
 :mod:`skdpsparse._kernels.heavy_tailed` do not meet without copying the data:

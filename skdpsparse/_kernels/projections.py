@@ -234,7 +234,7 @@ def project_l2_ball(v, radius, out=None):
 def project_l1_then_l2_nb(v, l1_radius, l2_radius):
     """In place: v ← Π_{‖·‖₂ ≤ l2}(Π_{‖·‖₁ ≤ l1}(v)); returns v.
 
-    The projection mechanism's post-processing (seed 002 Algorithm 1, then its ℓ2 cap),
+    The projection mechanism's post-processing (Ghazi et al. 2024 Algorithm 1, then its ℓ2 cap),
     with the cores of :func:`project_l1_ball` and :func:`project_l2_ball` and without
     the GIL, so that the four means of a bias-reduced SGD step can run in threads.
     """

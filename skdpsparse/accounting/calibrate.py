@@ -169,7 +169,7 @@ def analytic_gaussian_sigma(sensitivity, epsilon, delta):
 
 
 # A pure function of three floats, and a root find: cached, because the bias-reduced
-# SGD (seed 002 Algorithm 5) calibrates a mean of each batch size at every step.
+# SGD (Ghazi et al. 2024 Algorithm 5) calibrates a mean of each batch size at every step.
 @functools.lru_cache(maxsize=4096)
 def _analytic_gaussian_sigma(sensitivity, epsilon, delta):
     target = math.log(delta) + math.log1p(-_SAFETY_MARGIN)
