@@ -1,0 +1,73 @@
+"""Fits past one machine: decomposable estimators on Dask collections.
+
+``fit_distributed(estimator, X)`` fits ``estimator`` on a ``dask.array`` (dense or
+scipy.sparse chunks) or a ``dask.dataframe`` (numeric columns) without pulling the
+data into one process: every chunk's bounded statistic is computed on the workers
+(:mod:`skdpsparse.distributed._core`), the exact integer sums are merged as task
+results, and the noise is drawn once, on the driver, with the plan and sensitivity of
+the in-memory fit. The fitted attributes are eager NumPy arrays, charged to the
+active ledgers through :func:`skdpsparse.utils._data.release` (a refused fit releases
+nothing). The user guide's "Larger than memory" page gives the design and its limits.
+
+Importing this package does not import dask; ``fit_distributed`` does (the
+``skdpsparse[dask]`` extra).
+"""
+
+from ._core import fit_sparse_mean_in_memory
+from ._sparse_mean import fit_sparse_mean_units_in_memory
+from ._units import bound_unit_totals, unit_totals
+
+__all__ = ["bound_unit_totals", "fit_distributed", "fit_sparse_mean_in_memory",
+           "fit_sparse_mean_units_in_memory", "is_distributed_input", "unit_totals"]
+
+#: Estimators whose fit is a sequence of small noisy steps, each depending on the
+#: previous noisy iterate: there is no statistic to sum chunk by chunk.
+_SEQUENTIAL = {
+    "DPNoisySGDClassifier", "DPNoisySGDRegressor",
+    "DPBiasReducedSGDClassifier", "DPBiasReducedSGDRegressor",
+}
+
+
+def is_distributed_input(X):
+    """True for a Dask collection (checked without importing dask)."""
+    root = (type(X).__module__ or "").split(".")[0]
+    return root in ("dask", "dask_expr") and hasattr(X, "__dask_graph__")
+
+
+def fit_distributed(estimator, X, y=None, *, privacy_unit=None):
+    """Fit ``estimator`` on the Dask collection ``X``; returns the fitted estimator.
+
+    Parameters
+    ----------
+    estimator : DPSparseMeanEstimator
+        The decomposable estimators supported so far (see the user guide).
+    X : dask.array.Array of shape (n_samples, n_features) or dask.dataframe.DataFrame
+        Dense or scipy.sparse chunks; numeric columns.
+    y : None
+        Ignored by the means.
+    privacy_unit : dask.array.Array of shape (n_samples,), optional
+        One privacy-unit id (an integer) per row: the guarantee then covers all of a
+        unit's rows (user-level privacy). Each unit's rows are summed, the unit's total
+        scaled into the row bounds, and n is the number of units.
+
+    Returns
+    -------
+    estimator
+        Fitted, with the attributes of an in-memory fit (NumPy arrays, not lazy
+        collections).
+    """
+    name = type(estimator).__name__
+    if name in _SEQUENTIAL:
+        raise ValueError(
+            f"{name} cannot fit a Dask collection: it takes many small noisy steps, each "
+            "from the previous noisy iterate, so no statistic of the data decomposes "
+            "into per-chunk sums (one all-reduce per step of a small batch would cost a "
+            "round trip per example batch). Fit it in memory on a sample, or use "
+            "DPCyclicSGD with large batches or DPOutputPerturbation*.")
+    if name == "DPSparseMeanEstimator":
+        from ._sparse_mean import fit_sparse_mean_distributed  # imports dask
+
+        return fit_sparse_mean_distributed(estimator, X, privacy_unit=privacy_unit)
+    raise NotImplementedError(
+        f"{name} has no distributed fit yet (issue 20): only DPSparseMeanEstimator "
+        "does. Its statistic decomposes; compute it on a sample in memory for now.")

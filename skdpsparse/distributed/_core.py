@@ -1,0 +1,290 @@
+"""The engine-free core of a decomposable fit: ``partial``, ``merge``, ``release``.
+
+A private mean of contribution-bounded rows is release(Σ_chunks partial(chunk)):
+
+* :func:`partial_bounded_sum` reads one chunk of rows and returns its
+  :class:`BoundedSumPart`: the column sums of the rows scaled into the bounds
+  {‖x‖₂ ≤ L, ‖x‖₁ ≤ L√s}, each entry rounded to 2^-F, as **exact int64**
+  (:func:`skdpsparse._kernels.fixed_point.bounded_fixed_sum`, the in-memory
+  kernel), its row count, and its share of the data digest. It rejects NaN and
+  infinite values as the in-memory fit does. It sees only the chunk and a
+  :class:`BoundedSumPlan` of public numbers: no seed, no key, no estimator.
+* :func:`merge_parts` adds two parts: integer sums, so the total is the same for
+  every chunking, merge order, retry and number of workers, bit for bit.
+* :func:`release_sparse_mean` runs on the driver: the one noise draw through
+  :func:`skdpsparse.mechanisms.projection.projection_mechanism` (hence
+  :func:`skdpsparse.mechanisms.noise.add_noise_inplace`), with the plan and
+  sensitivity of the in-memory fit, then the post-processing of the chosen method.
+
+:func:`fit_sparse_mean_in_memory` is release(partial(X)) on an in-memory array: the
+path the in-memory estimator can switch to, so that both run this code.
+"""
+
+import hashlib
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._kernels.fixed_point import bounded_fixed_sum
+from .._kernels.projections import project_l1_then_l2_nb
+from ..mechanisms.projection import mean_fixed_point_bits, projection_mechanism, row_bounds
+from ..mechanisms.sparse_mean import choose_method, noise_threshold
+from ..utils._random import (
+    _PERSON_FIT, RandomSource, _blake, _canonical, _NotCanonical, _seed_material,
+)
+from ._digest import DigestPart, chunk_digest, final_digest, merge_digests
+
+__all__ = ["BoundedSumPart", "BoundedSumPlan", "check_chunk", "fit_random_source_from_digests",
+           "merge_parts", "partial_bounded_sum", "release_sparse_mean",
+           "sparse_mean_plan"]
+
+
+# ---------------------------------------------------------------- the plan and a part
+@dataclass(frozen=True)
+class BoundedSumPlan:
+    """What a worker needs to sum bounded rows: public numbers only.
+
+    Attributes
+    ----------
+    n_rows : int
+        n of the whole matrix (public under replacement neighbours); fixes F.
+    n_features : int
+    l2_bound, l1_bound : float
+        L and L√s.
+    frac_bits : int
+        F: entries are rounded to 2^-F; n·(L·2^F + 1) < 2^62, so no int64 sum of the
+        whole matrix can overflow
+        (:func:`skdpsparse.mechanisms.projection.mean_fixed_point_bits`).
+    """
+
+    n_rows: int
+    n_features: int
+    l2_bound: float
+    l1_bound: float
+    frac_bits: int
+
+
+@dataclass
+class BoundedSumPart:
+    """The bounded statistic of some rows: exact sums, a row count, a digest part."""
+
+    sums: np.ndarray  # int64, shape (n_features,)
+    n_rows: int
+    digest: DigestPart
+
+
+def check_chunk(chunk, n_features, row_offset=0):
+    """One chunk as the in-memory validation would leave it, or a clear error.
+
+    Dense stays dense and sparse becomes canonical CSR; float32 is kept and every
+    other numeric dtype becomes float64 (scikit-learn's ``dtype=[float64, float32]``).
+    NaN or infinite values raise ``ValueError`` with scikit-learn's wording, naming
+    the chunk's first row: malformed data, not a privacy question (a finite row out
+    of bounds is scaled, never rejected).
+    """
+    if hasattr(chunk, "to_numpy") and hasattr(chunk, "dtypes"):  # a pandas partition
+        chunk = chunk.to_numpy(dtype=np.float32 if all(
+            str(t) == "float32" for t in chunk.dtypes) else np.float64)
+    if sp.issparse(chunk):
+        dtype = chunk.dtype if chunk.dtype in (np.float32, np.float64) else np.float64
+        chunk = sp.csr_matrix(chunk, dtype=dtype)
+        if not chunk.has_canonical_format:
+            chunk = chunk.copy()
+            chunk.sum_duplicates()
+        values = chunk.data
+    else:
+        chunk = np.asarray(chunk)
+        if chunk.dtype.kind not in "biuf":
+            raise ValueError(f"X must be numeric; a chunk at row {row_offset} has dtype "
+                             f"{chunk.dtype}.")
+        if chunk.dtype not in (np.float32, np.float64):
+            chunk = chunk.astype(np.float64)
+        if chunk.ndim != 2:
+            raise ValueError(f"X must be 2-D; a chunk at row {row_offset} has "
+                             f"{chunk.ndim} dimension(s).")
+        values = chunk
+    if chunk.shape[1] != n_features:
+        raise ValueError(f"a chunk at row {row_offset} has {chunk.shape[1]} columns, "
+                         f"expected {n_features}.")
+    if not np.isfinite(values).all():
+        what = "NaN" if np.isnan(values).any() else \
+            f"infinity or a value too large for dtype({values.dtype.name!r})"
+        raise ValueError(f"Input X contains {what} (in the chunk starting at row "
+                         f"{row_offset}).")
+    return chunk
+
+
+def partial_bounded_sum(chunk, plan, row_offset, expected_rows=None):
+    """The :class:`BoundedSumPart` of one chunk (runs on a worker; pure function).
+
+    Parameters
+    ----------
+    chunk : ndarray, scipy.sparse matrix or pandas DataFrame of shape (rows, d)
+    plan : BoundedSumPlan
+    row_offset : int
+        Index of the chunk's first row in the whole matrix (for the digest).
+    expected_rows : int, optional
+        The row count the driver was told; a chunk of another size is refused, since
+        n (hence F and the noise scale) was computed from the declared sizes.
+    """
+    chunk = check_chunk(chunk, plan.n_features, row_offset)
+    rows = chunk.shape[0]
+    if expected_rows is not None and rows != expected_rows:
+        raise ValueError(f"the chunk at row {row_offset} has {rows} rows, its metadata "
+                         f"said {expected_rows}: n would be wrong.")
+    if sp.issparse(chunk):
+        sums = bounded_fixed_sum((chunk.indptr, chunk.indices, chunk.data),
+                                 plan.n_features, plan.l2_bound, plan.l1_bound,
+                                 plan.frac_bits)
+    else:
+        sums = bounded_fixed_sum(chunk, plan.n_features, plan.l2_bound, plan.l1_bound,
+                                 plan.frac_bits)
+    return BoundedSumPart(np.asarray(sums, dtype=np.int64), rows,
+                          chunk_digest(chunk, row_offset, plan.n_rows))
+
+
+def merge_parts(a, b, n_rows_total):
+    """The part of the rows of two disjoint parts (exact integer addition)."""
+    return BoundedSumPart(a.sums + b.sums, a.n_rows + b.n_rows,
+                          merge_digests(a.digest, b.digest, n_rows_total))
+
+
+def merge_all(parts, n_rows_total):
+    """Merge a list of parts pairwise (any order gives the same result)."""
+    parts = list(parts)
+    if not parts:
+        raise ValueError("X has no rows.")
+    while len(parts) > 1:
+        parts = [merge_parts(parts[i], parts[i + 1], n_rows_total)
+                 if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
+# ----------------------------------------------------------------- key of the fit
+def fit_random_source_from_digests(random_state, estimator, digests):
+    """:func:`skdpsparse.utils.fit_random_source` with the data digests given.
+
+    The same derivation (BLAKE2b keyed by H(seed material), over the estimator's class,
+    its parameters except ``random_state``, and one digest per data array), with the
+    mergeable digest of :mod:`skdpsparse.distributed._digest` in place of the
+    sequential one. Runs on the driver only.
+    """
+    if random_state is None:
+        return RandomSource.from_entropy()
+    material = hashlib.blake2b(_seed_material(random_state), digest_size=32).digest()
+    params = {k: v for k, v in estimator.get_params(deep=False).items()
+              if k != "random_state"}
+    try:
+        message = [type(estimator).__qualname__.encode(), _canonical(params)]
+    except _NotCanonical as exc:  # fail closed, as fit_random_source does
+        warnings.warn(f"{type(estimator).__name__}: random_state is ignored for this fit "
+                      f"({exc}); its noise is drawn from fresh entropy and will not "
+                      "reproduce.", RuntimeWarning, stacklevel=3)
+        return RandomSource.from_entropy()
+    message += [b"distributed" + d for d in digests]
+    return RandomSource(_blake(b"\x00".join(message), key=material, person=_PERSON_FIT))
+
+
+# ------------------------------------------------------------------ the sparse mean
+def resolve_sparse_mean(estimator, n, d):
+    """(method, s, δ) of a DPSparseMeanEstimator for n rows and d columns, with the
+    in-memory fit's checks (public numbers only)."""
+    s = d if estimator.sparsity is None else min(int(estimator.sparsity), d)
+    delta = 0.0 if estimator.delta is None else float(estimator.delta)
+    method = estimator.method
+    if method == "auto":
+        method = choose_method(n, d, s, estimator.epsilon, delta, estimator.norm_bound,
+                               calibration=estimator.calibration)
+    if delta == 0 and method in ("gaussian", "l1_recovery"):
+        raise ValueError(f"method={method!r} needs delta > 0; got delta={estimator.delta!r}.")
+    if delta > 0 and method == "laplace":
+        raise ValueError("method='laplace' is the pure-DP baseline: it needs "
+                         f"delta=0, got delta={estimator.delta!r}.")
+    return method, s, delta
+
+
+def sparse_mean_plan(n, d, norm_bound, sparsity):
+    """The :class:`BoundedSumPlan` of the in-memory ``bounded_mean`` for n × d."""
+    l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
+    return BoundedSumPlan(int(n), int(d), l2_bound, l1_bound,
+                          int(mean_fixed_point_bits(int(n), float(norm_bound))))
+
+
+def release_sparse_mean(part, plan, method, *, epsilon, delta, norm_bound, sparsity,
+                        rng, calibration="analytic"):
+    """The private mean from the merged part: one noise draw (driver only).
+
+    The same steps as ``skdpsparse.mechanisms.sparse_mean.private_sparse_mean`` after
+    its ``bounded_mean``: the mean is the exact sum rounded to float64 and divided by n
+    (``bounded_mean``'s two roundings), then ``projection_mechanism`` draws the noise
+    for the sensitivity ``bounded_mean_sensitivity`` states, then the method's
+    post-processing. Returns (estimate, budget, info).
+    """
+    if part.n_rows != plan.n_rows:
+        raise ValueError(f"the chunks held {part.n_rows} rows, not the n={plan.n_rows} "
+                         "the noise was planned for.")
+    if method == "l1_recovery":
+        raise NotImplementedError(
+            "method='l1_recovery' is not distributed yet: its statistic is a sum of "
+            "clipped measurements A·x_i, which needs the sensing operator on the workers. "
+            "Use method='threshold' (or fit in memory).")
+    n = plan.n_rows
+    mean = np.ldexp(part.sums.astype(np.float64), -plan.frac_bits) / n
+    z, budget = projection_mechanism(
+        mean, n, epsilon=epsilon, delta=delta, norm_bound=norm_bound, sparsity=sparsity,
+        rng=rng, calibration=calibration, project=(method == "projection"))
+    if method == "threshold":
+        lam = noise_threshold(n, plan.n_features, epsilon=epsilon, delta=delta,
+                              norm_bound=norm_bound, sparsity=sparsity,
+                              calibration=calibration)
+        z[np.abs(z) <= lam] = 0.0
+        project_l1_then_l2_nb(z, plan.l1_bound, float(norm_bound))
+        return z, budget, {"branch": method, "threshold": lam}
+    return z, budget, {"branch": method}
+
+
+def sparse_mean_attributes(estimator, part, plan, shape, input_attrs, digests=None):
+    """The fitted attributes of a DPSparseMeanEstimator from the merged part (driver).
+
+    Derives the fit's key from the data digests (by default the merged part's),
+    draws the noise once and returns the attributes for
+    :func:`skdpsparse.utils._data.release`. ``shape`` is (n, d) with n the number of
+    privacy units (rows, or users for a user-level fit).
+    """
+    n, d = shape
+    method, s, delta = resolve_sparse_mean(estimator, n, d)
+    if digests is None:
+        digests = [final_digest(part.digest, shape)]
+    rng = fit_random_source_from_digests(estimator.random_state, estimator, digests)
+    mean, budget, _ = release_sparse_mean(
+        part, plan, method, epsilon=float(estimator.epsilon), delta=delta,
+        norm_bound=float(estimator.norm_bound), sparsity=s, rng=rng,
+        calibration=estimator.calibration)
+    if estimator.output == "sparse":
+        mean = sp.csr_array(mean.reshape(1, -1))
+    return dict(input_attrs, mean_=mean, method_=method, sparsity_=s,
+                privacy_spent_=budget)
+
+
+def fit_sparse_mean_in_memory(estimator, X):
+    """DPSparseMeanEstimator.fit as release(partial(X)) on an in-memory ``X``.
+
+    The path the in-memory estimator can call so that it runs the same code as the
+    distributed fit (same statistic, same key, same release). Returns the estimator.
+    """
+    from ..utils import validate_params
+    from ..utils._data import fit_input, release
+
+    validate_params(estimator, estimator._parameter_constraints)
+    X, input_attrs = fit_input(estimator, X)
+    n, d = X.shape
+    method, s, _ = resolve_sparse_mean(estimator, n, d)
+    if method == "l1_recovery":
+        raise NotImplementedError("method='l1_recovery' has no partial/merge form yet; "
+                                  "DPSparseMeanEstimator.fit runs it in memory.")
+    plan = sparse_mean_plan(n, d, float(estimator.norm_bound), s)
+    part = partial_bounded_sum(X, plan, 0)
+    return release(estimator, sparse_mean_attributes(estimator, part, plan, (n, d),
+                                                     input_attrs))

@@ -1,0 +1,165 @@
+"""DPSparseMeanEstimator past one machine: row-level and user-level fits.
+
+The row-level fit is release(merge(partial(chunk) for every chunk)); the user-level fit
+(``privacy_unit=``) is release(Σ_buckets bound(Σ_rows of each unit)), with one shuffle
+of the units' partial totals by a public function of the unit id
+(:mod:`skdpsparse.distributed._units`). Both release through
+:func:`~skdpsparse.distributed._core.sparse_mean_attributes` (one noise draw, on the
+driver) and :func:`skdpsparse.utils._data.release` (charged first).
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..utils import validate_params
+from ..utils._data import fit_input, release
+from ._core import (
+    BoundedSumPart, check_chunk, resolve_sparse_mean, sparse_mean_attributes,
+    sparse_mean_plan,
+)
+from ._digest import chunk_digest, final_digest, merge_digests
+from ._units import add_unit_totals, bound_unit_totals, unit_bucket, unit_totals
+
+__all__ = ["fit_sparse_mean_distributed", "fit_sparse_mean_units_in_memory"]
+
+_MAX_BUCKETS = 64
+
+
+def _refuse_l1_recovery(method):
+    if method == "l1_recovery":
+        raise NotImplementedError(
+            "method='l1_recovery' is not distributed yet: its statistic is a sum of "
+            "clipped measurements A·x_i, which needs the sensing operator on the "
+            "workers. Use method='threshold' (or fit in memory).")
+
+
+def fit_sparse_mean_distributed(estimator, X, *, privacy_unit=None):
+    """DPSparseMeanEstimator.fit on a dask array or dataframe (see the package)."""
+    from ._dask import compute_bounded_sum, row_chunks
+
+    validate_params(estimator, estimator._parameter_constraints)
+    chunks, (n, d), input_attrs = row_chunks(X)
+    if privacy_unit is not None:
+        return _fit_units_distributed(estimator, X, chunks, (n, d), input_attrs,
+                                      privacy_unit)
+    method, s, _ = resolve_sparse_mean(estimator, n, d)
+    _refuse_l1_recovery(method)  # before reading any chunk
+    plan = sparse_mean_plan(n, d, float(estimator.norm_bound), s)
+    part = compute_bounded_sum(chunks, plan)
+    attrs = sparse_mean_attributes(estimator, part, plan, (n, d), input_attrs)
+    return release(estimator, attrs)
+
+
+# ---------------------------------------------------------------- user-level, in memory
+def _ids_and_rows(X, ids):
+    """The matrix [ids | X] whose digest keys a user-level fit (ids as float64)."""
+    column = sp.csr_matrix(np.asarray(ids, dtype=np.float64).reshape(-1, 1))
+    return sp.hstack([column, sp.csr_matrix(X)], format="csr")
+
+
+def fit_sparse_mean_units_in_memory(estimator, X, privacy_unit):
+    """DPSparseMeanEstimator fitted with one privacy unit per id of ``privacy_unit``
+    (an integer per row of the in-memory ``X``); sets ``privacy_unit_`` too."""
+    validate_params(estimator, estimator._parameter_constraints)
+    X, input_attrs = fit_input(estimator, X)
+    n, d = X.shape
+    row_plan = sparse_mean_plan(n, d, float(estimator.norm_bound),
+                                _unit_sparsity(estimator, d))
+    ids, totals = unit_totals(X, privacy_unit, row_plan.l2_bound, row_plan.l1_bound,
+                              row_plan.frac_bits)
+    digest = final_digest(chunk_digest(_ids_and_rows(X, privacy_unit), 0, n), (n, d + 1))
+    return _release_units(estimator, totals, row_plan, len(ids), d, input_attrs, digest)
+
+
+def _unit_sparsity(estimator, d):
+    return d if estimator.sparsity is None else min(int(estimator.sparsity), d)
+
+
+def _release_units(estimator, totals, row_plan, n_units, d, input_attrs, digest,
+                   parts=None):
+    method, s, _ = resolve_sparse_mean(estimator, n_units, d)
+    _refuse_l1_recovery(method)
+    plan = sparse_mean_plan(n_units, d, float(estimator.norm_bound), s)
+    if parts is None:
+        part = bound_unit_totals(totals, row_plan.frac_bits, plan)
+    else:  # the distributed buckets' parts, computed with this plan
+        part = parts(plan)
+    attrs = sparse_mean_attributes(estimator, part, plan, (n_units, d), input_attrs,
+                                   digests=[digest])
+    attrs["privacy_unit_"] = "privacy_unit"
+    return release(estimator, attrs)
+
+
+# -------------------------------------------------------------- user-level, on dask
+def _unit_chunk(chunk, ids, row_plan, offset, rows, n_buckets):
+    """Phase 1 on a worker: the chunk's digest part of [ids | X] and, per bucket, the
+    exact partial totals of the units it holds rows of."""
+    chunk = check_chunk(chunk, row_plan.n_features, offset)
+    ids = np.asarray(ids)
+    if chunk.shape[0] != rows or ids.shape[0] != rows:
+        raise ValueError(f"the chunk at row {offset} has {chunk.shape[0]} rows and "
+                         f"{ids.shape[0]} unit ids; its metadata said {rows}.")
+    digest = chunk_digest(_ids_and_rows(chunk, ids), offset, row_plan.n_rows)
+    uids, totals = unit_totals(chunk, ids, row_plan.l2_bound, row_plan.l1_bound,
+                               row_plan.frac_bits)
+    bucket = unit_bucket(uids, n_buckets)
+    pieces = tuple((uids[bucket == p], totals[bucket == p]) for p in range(n_buckets))
+    return digest, pieces
+
+
+def _gather_bucket(p, *chunk_pieces):
+    """Phase 2 on a worker: every unit of bucket p summed over all chunks (exact)."""
+    return add_unit_totals([pieces[p] for pieces in chunk_pieces])
+
+
+def _bucket_part(bucket, row_frac_bits, plan):
+    return bound_unit_totals(bucket[1], row_frac_bits, plan)
+
+
+def _add_parts(a, b):
+    return BoundedSumPart(a.sums + b.sums, a.n_rows + b.n_rows, None)
+
+
+def _fit_units_distributed(estimator, X, chunks, shape, input_attrs, privacy_unit):
+    import dask
+
+    n, d = shape
+    if isinstance(privacy_unit, str) and hasattr(X, "columns"):
+        raise NotImplementedError("privacy_unit as a column name: split it off X and "
+                                  "pass it as a dask array aligned with X's rows.")
+    units = privacy_unit
+    if getattr(units, "ndim", None) != 1 or int(units.shape[0]) != n:
+        raise ValueError(f"privacy_unit must be a 1-D dask array of {n} unit ids, one "
+                         "per row of X.")
+    units = units.rechunk((tuple(rows for _, _, rows in chunks),))
+    unit_blocks = list(units.to_delayed())
+    row_plan = sparse_mean_plan(n, d, float(estimator.norm_bound),
+                                _unit_sparsity(estimator, d))
+    n_buckets = max(1, min(len(chunks), _MAX_BUCKETS))
+    phase1 = [dask.delayed(_unit_chunk, nout=2, pure=True)(c, u, row_plan, off, rows,
+                                                           n_buckets)
+              for (c, off, rows), u in zip(chunks, unit_blocks)]
+    digest = phase1[0][0]
+    for piece in phase1[1:]:
+        digest = dask.delayed(merge_digests, pure=True)(digest, piece[0], n)
+    buckets = [dask.delayed(_gather_bucket, pure=True)(p, *[piece[1] for piece in phase1])
+               for p in range(n_buckets)]
+    # U is needed before the bounded sums (it fixes F and the noise): keep the buckets
+    # where they are (on the workers with a distributed client) and count first.
+    digest, *buckets = dask.persist(digest, *buckets)
+    counts = dask.compute(*[dask.delayed(lambda b: len(b[0]))(b) for b in buckets])
+    n_units = int(sum(counts))
+    (digest_part,) = dask.compute(digest)
+    digest_bytes = final_digest(digest_part, (n, d + 1))
+
+    def parts(plan):
+        level = [dask.delayed(_bucket_part, pure=True)(b, row_plan.frac_bits, plan)
+                 for b in buckets]
+        while len(level) > 1:
+            level = [dask.delayed(_add_parts, pure=True)(level[i], level[i + 1])
+                     if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+        (part,) = dask.compute(level[0])
+        return part
+
+    return _release_units(estimator, None, row_plan, n_units, d, input_attrs,
+                          digest_bytes, parts=parts)

@@ -1,0 +1,161 @@
+"""DPSparseMeanEstimator on Dask collections: the same release as in memory.
+
+Bound on the difference: none. The statistic is an exact int64 sum of rows scaled
+into the bounds and rounded to 2^-F (``skdpsparse._kernels.fixed_point``), so it is
+the same integer vector for every chunking, merge order and scheduler; the mean is
+that integer rounded once to float64 and divided by n, and the noise key is derived
+from a digest that is the same function of the data for every chunking
+(``skdpsparse.distributed._digest``). The tests therefore assert bit-identical
+releases, not a tolerance.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from skdpsparse import BudgetExceededError, PrivacyLedger
+from skdpsparse.accounting import PureDP
+from skdpsparse.distributed import (
+    fit_distributed, fit_sparse_mean_in_memory, is_distributed_input,
+)
+from skdpsparse.distributed import _core
+from skdpsparse.mean import DPSparseMeanEstimator
+from skdpsparse.mechanisms.projection import bounded_mean
+from skdpsparse.utils import RandomSource
+
+from dist_data import sparse_rows
+
+dask = pytest.importorskip("dask")
+da = pytest.importorskip("dask.array")
+
+METHODS = ["threshold", "projection", "gaussian"]
+
+
+def _est(**kw):
+    kw.setdefault("sparsity", 6)
+    kw.setdefault("random_state", 7)
+    return DPSparseMeanEstimator(**kw)
+
+
+def _dask_csr(X, rows):
+    return da.from_array(X, chunks=(rows, X.shape[1]), asarray=False)
+
+
+def _threads(fn, *args, **kwargs):
+    with dask.config.set(scheduler="threads"):
+        return fn(*args, **kwargs)
+
+
+@pytest.mark.parametrize("method", METHODS + ["laplace"])
+def test_threaded_release_is_the_in_memory_one_bit_for_bit(method):
+    X = sparse_rows()
+    delta = 0 if method == "laplace" else 1e-6
+    ref = fit_sparse_mean_in_memory(_est(method=method, delta=delta), X)
+    for rows in (3000, 1000, 333):  # one chunk, aligned chunks, ragged chunks
+        est = _threads(fit_distributed, _est(method=method, delta=delta), _dask_csr(X, rows))
+        assert isinstance(est.mean_, np.ndarray)
+        np.testing.assert_array_equal(est.mean_, ref.mean_)
+        assert est.method_ == ref.method_ == method
+        assert str(est.privacy_spent_) == str(ref.privacy_spent_)
+        assert est.n_features_in_ == X.shape[1]
+
+
+def test_dense_chunks_and_dataframes_give_the_release_of_the_sparse_matrix():
+    X = sparse_rows(n=900, d=40)
+    ref = fit_sparse_mean_in_memory(_est(), X)
+    dense = da.from_array(X.toarray(), chunks=(250, 40))
+    np.testing.assert_array_equal(_threads(fit_distributed, _est(), dense).mean_, ref.mean_)
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(X.toarray(), columns=[f"c{j}" for j in range(40)])
+    est = _threads(fit_distributed, _est(), dd.from_pandas(frame, npartitions=3))
+    np.testing.assert_array_equal(est.mean_, ref.mean_)
+    assert list(est.feature_names_in_) == list(frame.columns)
+
+
+def test_the_same_noise_gives_the_current_in_memory_estimator_bit_for_bit(monkeypatch,
+                                                                           shared_noise):
+    # The keys differ by design (the distributed digest is another function of the
+    # data; see skdpsparse.distributed._digest): with one key for both, the statistic,
+    # the noise and the post-processing are the in-memory estimator's.
+    monkeypatch.setattr(_core, "fit_random_source_from_digests",
+                        lambda *args: RandomSource(shared_noise))
+    X = sparse_rows()
+    for method in METHODS:
+        ref = _est(method=method).fit(X)
+        est = _threads(fit_distributed, _est(method=method), _dask_csr(X, 700))
+        np.testing.assert_array_equal(est.mean_, ref.mean_)
+
+
+def test_the_merged_statistic_is_the_in_memory_bounded_mean_exactly():
+    X = sparse_rows()
+    from skdpsparse.distributed._dask import compute_bounded_sum, row_chunks
+
+    chunks, shape, _ = row_chunks(_dask_csr(X, 412))
+    plan = _core.sparse_mean_plan(*shape, 1.0, 6)
+    part = _threads(compute_bounded_sum, chunks, plan)
+    mean = np.ldexp(part.sums.astype(np.float64), -plan.frac_bits) / shape[0]
+    np.testing.assert_array_equal(mean, bounded_mean(X, 1.0, 6))
+
+
+def test_process_cluster_release_is_the_in_memory_one(process_client):
+    X = sparse_rows()
+    ref = fit_sparse_mean_in_memory(_est(), X)
+    est = fit_distributed(_est(), _dask_csr(X, 500))
+    np.testing.assert_array_equal(est.mean_, ref.mean_)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_every_chunk_rejects_nan_and_inf_and_nothing_is_released(bad):
+    X = sparse_rows(n=1200).tolil()
+    X[1100, 3] = bad  # in the last chunk only
+    est = _est()
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        _threads(fit_distributed, est, _dask_csr(X.tocsr(), 300))
+    assert not hasattr(est, "mean_") and not hasattr(est, "n_features_in_")
+    dense = X.toarray()
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        _threads(fit_distributed, _est(), da.from_array(dense, chunks=(300, dense.shape[1])))
+    with pytest.raises(ValueError, match="NaN|infinity"):  # the same error in memory
+        _est().fit(X.tocsr())
+
+
+def test_a_refused_fit_releases_nothing():
+    est = _est()
+    with PrivacyLedger(limit=PureDP(1e-9)):
+        with pytest.raises(BudgetExceededError):
+            _threads(fit_distributed, est, _dask_csr(sparse_rows(n=500), 100))
+    assert [k for k in vars(est) if k.endswith("_")] == []
+
+
+def test_sequential_estimators_refuse_a_dask_input_and_say_why():
+    from skdpsparse.linear_model import DPBiasReducedSGDRegressor, DPNoisySGDClassifier
+
+    X = _dask_csr(sparse_rows(n=200), 100)
+    for est in (DPNoisySGDClassifier(), DPBiasReducedSGDRegressor()):
+        with pytest.raises(ValueError, match="decompose"):
+            fit_distributed(est, X, np.zeros(200))
+
+
+def test_l1_recovery_is_refused_before_reading_any_chunk():
+    def explode(block):
+        raise AssertionError("a chunk was read")
+
+    X = da.from_array(sparse_rows(n=200).toarray(), chunks=(100, 2000)).map_blocks(
+        explode, dtype=float)
+    with pytest.raises(NotImplementedError, match="l1_recovery"):
+        _threads(fit_distributed, _est(method="l1_recovery"), X)
+
+
+def test_is_distributed_input():
+    X = sparse_rows(n=10)
+    assert is_distributed_input(_dask_csr(X, 5))
+    assert not is_distributed_input(X) and not is_distributed_input(X.toarray())
+
+
+def test_a_chunk_that_lies_about_its_size_is_refused():
+    # n (hence F and the noise) comes from the chunk sizes the metadata declares.
+    X = da.from_array(np.ones((10, 3)), chunks=(5, 3))
+    X = X.map_blocks(lambda b: np.ones((b.shape[0] + 1, 3)), dtype=float)
+    with pytest.raises(ValueError, match="metadata said"):
+        _threads(fit_distributed, _est(), X)
