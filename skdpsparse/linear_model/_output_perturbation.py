@@ -7,12 +7,12 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..accounting import ApproxDP, PureDP
 from ..mechanisms.output_perturbation import output_perturbation, plan_output_perturbation
 from ..mechanisms.sparse_exponential import MAX_NET_SIZE, sparse_exponential_mechanism
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..utils._data import check_fit_input, fit_input, release
-from ._base import OneVsRestClassifierMixin, declared_classes, one_vs_rest_targets
+from ._base import (OneVsRestClassifierMixin, compose_with_bounds, declared_classes,
+                    one_vs_rest_targets, private_bound, row_l2_norms)
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
 
@@ -24,7 +24,8 @@ _COMMON_CONSTRAINTS = {
     "method": [Options("output_perturbation", "exponential")],
     "fit_intercept": [InstanceOf(bool, np.bool_, description="bool")],
     "intercept_scaling": [_POSITIVE, Options("auto")],
-    "norm_bound": [_POSITIVE],
+    "norm_bound": [_POSITIVE, Options("private")],
+    "bound_fraction": [Interval("real", 0, 1, closed="neither")],
     "sparsity": [Interval("integer", 1, None, closed="left"), None],
     "radius": [_POSITIVE, None],
     "calibration": [Options("analytic", "classic")],
@@ -74,8 +75,16 @@ _SHARED_DOC = """epsilon : float, default=1.0
         present in every row, can outweigh sparse features that each appear in few
         rows. Raise it when the classes (or the targets' mean) are far from balanced
         (centred) and the intercept must be large.
-    norm_bound : float, default=1.0
+    norm_bound : float or "private", default=1.0
         R: rows with ‖x‖₂ > R are scaled down to norm R (never dropped).
+        ``"private"``: R is a private 0.95-quantile of the row norms (the exponential
+        mechanism over a public geometric grid,
+        :func:`~skdpsparse.mechanisms.quantile.private_quantiles`; ε-DP), paid from
+        ``bound_fraction`` of ε.
+    bound_fraction : float, default=0.1
+        The share of ε spent on the bounds set to ``"private"`` (split equally
+        between them; in (0, 1)); the model gets the rest and ``privacy_spent_`` is
+        the sum (basic composition, Dwork and Roth 2014, Theorem 3.16).
     sparsity : int or None, default=None
         s: rows with ‖x‖₁ > √s·R are scaled down too; gradients then have ℓ1 norm
         ≤ √s·R·|ℓ'|, which is how sparsity enters (seed 002 Remark 2.1). ``None``: s = d.
@@ -111,6 +120,8 @@ _SHARED_ATTRS = """alpha_ : float
         Gaussian σ or Laplace scale per coordinate (output perturbation only).
     intercept_scaling_ : float
         The c used (0 when ``fit_intercept=False``).
+    norm_bound_ : float
+        The R used (declared, or the private quantile).
     tau_ : float
         The net step (``method="exponential"`` only).
     n_features_in_ : int
@@ -121,24 +132,31 @@ _SHARED_ATTRS = """alpha_ : float
 class _BaseOutputPerturbation(BaseEstimator):
     """Shared fit logic; subclasses build the target vectors."""
 
-    def _fit_problems(self, X, targets, loss, loss_param, label_bound, *, epsilon=None,
-                      rng=None):
+    def _fit_problems(self, X, targets, loss, loss_param, label_bound):
         """Run the mechanism; return (coef, intercept, budget, attributes).
 
-        ``epsilon`` and ``rng``: what is left of the budget and the fit's random
-        source when part of ε was spent before (a private label bound).
-        Sets nothing: the caller releases through :meth:`_store` (charge first, then
-        every fitted attribute at once).
+        ``label_bound`` (regression) and ``self.norm_bound`` may be ``"private"``:
+        each then costs an equal share of ``bound_fraction``·ε (a private 0.95-quantile
+        of |y| or of the row norms, :func:`~._base.private_bound`), the model gets the
+        rest, and the budget is the sum (basic composition). Sets nothing: the caller
+        releases through :meth:`_store` (charge first, then every fitted attribute at
+        once).
         """
         n, d = X.shape
         K = targets.shape[0]
         delta = 0.0 if self.delta is None else float(self.delta)
-        epsilon = float(self.epsilon) if epsilon is None else float(epsilon)
-        c = self._intercept_scaling(d) if self.fit_intercept else 0.0
-        if rng is None:
-            rng = fit_random_source(self.random_state, self, X, targets)
-        bounds = dict(norm_bound=float(self.norm_bound), sparsity=self.sparsity,
-                      intercept_scaling=c, label_bound=label_bound)
+        rng = fit_random_source(self.random_state, self, X, targets)
+        private = [v for v in (self.norm_bound, label_bound) if v == "private"]
+        eps_bound = float(self.bound_fraction) * float(self.epsilon) if private else 0.0
+        eps_each = eps_bound / max(len(private), 1)
+        norm_bound = (private_bound(row_l2_norms(X), eps_each, rng)
+                      if self.norm_bound == "private" else float(self.norm_bound))
+        if label_bound == "private":
+            label_bound = private_bound(np.abs(targets[0]), eps_each, rng)
+        epsilon = float(self.epsilon) - eps_bound
+        c = self._intercept_scaling(d, norm_bound) if self.fit_intercept else 0.0
+        bounds = dict(norm_bound=norm_bound, sparsity=self.sparsity,
+                      intercept_scaling=c, label_bound=float(label_bound))
         if self.method == "exponential":
             theta, budget, info = sparse_exponential_mechanism(
                 X, targets, loss=loss, loss_param=loss_param, epsilon=epsilon,
@@ -154,17 +172,23 @@ class _BaseOutputPerturbation(BaseEstimator):
                                               max_iter=self.solver_max_iter)
             attrs = {"alpha_": plan.alpha, "noise_scale_": plan.noise_scale}
             budget = plan.budget  # info (solver diagnostics) depends on the data: dropped
+        if private:
+            budget = compose_with_bounds(eps_bound, budget)
         coef = theta[:, :d]
         intercept = c * theta[:, d] if c > 0 else np.zeros(K)
         attrs["intercept_scaling_"] = c
+        attrs["norm_bound_"] = norm_bound
+        if loss in ("squared", "huber"):
+            attrs["label_bound_"] = float(label_bound)
         return coef, intercept, budget, attrs
 
-    def _intercept_scaling(self, n_features):
-        """c: the declared value, or R/√s for "auto" (public numbers only)."""
+    def _intercept_scaling(self, n_features, norm_bound):
+        """c: the declared value, or R/√s for "auto" (R declared or privately
+        estimated)."""
         if self.intercept_scaling != "auto":
             return float(self.intercept_scaling)
         s = n_features if self.sparsity is None else min(int(self.sparsity), n_features)
-        return float(self.norm_bound) / math.sqrt(s)
+        return float(norm_bound) / math.sqrt(s)
 
     def _store(self, budget, attrs):
         # Charges first; a refused fit releases nothing (and leaves the estimator
@@ -186,28 +210,6 @@ class _BaseOutputPerturbation(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
-
-
-#: The quantile of |y| that ``label_bound="private"`` releases.
-LABEL_QUANTILE = 0.95
-
-
-def private_label_bound(y, epsilon, rng):
-    """An ε-DP 0.95-quantile of |y| on the public geometric grid (exponential
-    mechanism, :func:`~skdpsparse.mechanisms.quantile.private_quantiles`: replacing a
-    row moves every rank count by at most 1), at least the grid's smallest positive
-    point so that the bound is positive."""
-    from ..mechanisms.quantile import geometric_grid, private_quantiles
-
-    grid = geometric_grid()
-    q = private_quantiles(np.abs(y)[:, None], [LABEL_QUANTILE], epsilon_each=epsilon,
-                          rng=rng, grid=grid)[0, 0]
-    return float(max(q, grid[grid > 0].min()))
-
-
-def _values(budget):
-    return (budget.epsilon,) if isinstance(budget, PureDP) else (budget.epsilon,
-                                                                   budget.delta)
 
 
 class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
@@ -234,16 +236,11 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
         κ of the Huber loss.
     label_bound : float, "private" or None, default=None
         B: targets are clipped to [−B, B]. Declare it from public knowledge (a rating
-        scale, a legal maximum) whenever you can. ``"private"``: spend the fraction
-        ``label_bound_fraction`` of ε on a private 0.95-quantile of |y| (the
-        exponential mechanism over a public geometric grid,
-        :func:`~skdpsparse.mechanisms.quantile.private_quantiles`; ε-DP), used as
-        B; the rest of ε goes to the model, and ``privacy_spent_`` is the sum
-        (basic composition). ``None``: B = 1 with a ``UserWarning`` before fitting,
+        scale, a legal maximum) whenever you can. ``"private"``: a private
+        0.95-quantile of |y|, paid from ``bound_fraction`` of ε as for
+        ``norm_bound``. ``None``: B = 1 with a ``UserWarning`` before fitting,
         since clipping real targets to [−1, 1] silently destroys the fit (R² −0.54 on
         ratings of 0.5 to 5 stars, issue 18).
-    label_bound_fraction : float, default=0.1
-        The share of ε spent on ``label_bound="private"`` (in (0, 1)).
     {shared}
 
     Attributes
@@ -272,13 +269,12 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
         "loss": [Options("squared", "huber")],
         "huber_threshold": [_POSITIVE],
         "label_bound": [_POSITIVE, Options("private"), None],
-        "label_bound_fraction": [Interval("real", 0, 1, closed="neither")],
     }
 
     def __init__(self, loss="squared", *, epsilon=1.0, delta=1e-6, alpha="auto",
                  objective="erm", method="output_perturbation", fit_intercept=True,
                  intercept_scaling="auto", norm_bound=1.0, sparsity=None, label_bound=None,
-                 label_bound_fraction=0.1, radius=None, huber_threshold=1.0, calibration="analytic", tol=1e-2,
+                 bound_fraction=0.1, radius=None, huber_threshold=1.0, calibration="analytic", tol=1e-2,
                  solver_max_iter=1000, tau="auto", max_net_size=MAX_NET_SIZE, random_state=None):
         self.loss = loss
         self.epsilon = epsilon
@@ -291,7 +287,7 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
         self.norm_bound = norm_bound
         self.sparsity = sparsity
         self.label_bound = label_bound
-        self.label_bound_fraction = label_bound_fraction
+        self.bound_fraction = bound_fraction
         self.radius = radius
         self.huber_threshold = huber_threshold
         self.calibration = calibration
@@ -323,28 +319,14 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
                 "label_bound was not declared: targets are clipped to [-1, 1], which "
                 "destroys the fit when they are larger. Declare a bound from public "
                 "knowledge, or set label_bound='private' to spend "
-                "label_bound_fraction of epsilon on a private quantile of |y|.",
+                "bound_fraction of epsilon on a private quantile of |y|.",
                 UserWarning, stacklevel=2)
         (X, y), input_attrs = fit_input(self, X, y, y_numeric=True)
         targets = np.asarray(y, dtype=np.float64)[None, :]
         loss_param = float(self.huber_threshold) if self.loss == "huber" else 1.0
-        if self.label_bound == "private":
-            rng = fit_random_source(self.random_state, self, X, targets)
-            eps_bound = float(self.label_bound_fraction) * float(self.epsilon)
-            bound = private_label_bound(targets[0], eps_bound, rng)
-            coef, intercept, budget, attrs = self._fit_problems(
-                X, targets, self.loss, loss_param, bound,
-                epsilon=float(self.epsilon) - eps_bound, rng=rng)
-            # Basic composition (Dwork and Roth 2014, Theorem 3.16): the ε_B-DP bound,
-            # then the model at ε − ε_B given it. The bare sum: no single event.
-            budget = (PureDP(eps_bound) if self.delta in (None, 0)
-                      else ApproxDP(eps_bound, 0.0)) + type(budget)(*_values(budget))
-            attrs["label_bound_"] = bound
-        else:
-            bound = 1.0 if self.label_bound is None else float(self.label_bound)
-            coef, intercept, budget, attrs = self._fit_problems(
-                X, targets, self.loss, loss_param, bound)
-            attrs["label_bound_"] = bound
+        bound = 1.0 if self.label_bound is None else self.label_bound
+        coef, intercept, budget, attrs = self._fit_problems(X, targets, self.loss,
+                                                            loss_param, bound)
         return self._store(budget, dict(attrs, **input_attrs, coef_=coef[0],
                                         intercept_=float(intercept[0])))
 
@@ -421,8 +403,9 @@ class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin, 
 
     def __init__(self, loss="logistic", *, epsilon=1.0, delta=1e-6, alpha="auto",
                  objective="erm", method="output_perturbation", fit_intercept=True,
-                 intercept_scaling="auto", norm_bound=1.0, sparsity=None, radius=None,
-                 smoothing=1.0, classes=None, calibration="analytic", tol=1e-2,
+                 intercept_scaling="auto", norm_bound=1.0, bound_fraction=0.1,
+                 sparsity=None, radius=None, smoothing=1.0, classes=None,
+                 calibration="analytic", tol=1e-2,
                  solver_max_iter=1000, tau="auto", max_net_size=MAX_NET_SIZE, random_state=None):
         self.loss = loss
         self.epsilon = epsilon
@@ -433,6 +416,7 @@ class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin, 
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
         self.norm_bound = norm_bound
+        self.bound_fraction = bound_fraction
         self.sparsity = sparsity
         self.radius = radius
         self.smoothing = smoothing

@@ -248,6 +248,45 @@ def test_private_label_bound_composes_and_tracks_the_targets_scale():
     assert pure.privacy_spent_.epsilon == pytest.approx(2.0)
     # The fit is usable where B = 1 clips every target (issue 18: R² −2.05).
     assert reg.score(X, y) > 0.5
-    with pytest.raises(ValueError, match="label_bound_fraction"):
+    with pytest.raises(ValueError, match="bound_fraction"):
         DPOutputPerturbationRegressor(label_bound="private",
-                                      label_bound_fraction=1.0).fit(X, y)
+                                      bound_fraction=1.0).fit(X, y)
+
+
+def test_private_norm_bound_scales_rows_to_a_quantile_of_their_norms():
+    """norm_bound='private': R near the 0.95-quantile of the row norms; with a private
+    label bound too, the two share bound_fraction·ε and everything sums to ε."""
+    pytest.importorskip("skdpsparse.mechanisms.quantile")
+    rng = np.random.default_rng(2)
+    n, d = 20_000, 20
+    X = rng.normal(size=(n, d)) * 3.0
+    y = (X[:, 0] > 0).astype(int)
+    clf = DPOutputPerturbationClassifier(epsilon=1.0, norm_bound="private", classes=[0, 1],
+                                         random_state=0).fit(X, y)
+    true_q = np.quantile(np.linalg.norm(X, axis=1), 0.95)
+    assert true_q / 1.2 <= clf.norm_bound_ <= true_q * 1.2
+    assert clf.privacy_spent_.epsilon == pytest.approx(1.0)
+    assert clf.score(X, y) > 0.9
+    reg = DPOutputPerturbationRegressor(epsilon=1.0, norm_bound="private",
+                                        label_bound="private", bound_fraction=0.2,
+                                        random_state=0).fit(X, 10.0 * X[:, 0])
+    assert reg.privacy_spent_.epsilon == pytest.approx(1.0)
+    assert reg.norm_bound_ > 1.0 and reg.label_bound_ > 1.0
+
+
+def test_private_bound_finds_the_first_grid_point_above_an_atom():
+    """Ratings with 15 % at the maximum 5: the bound is the first grid point ≥ 5 (the
+    plain |C − r| score ties every point above 5), and the score has Δ = 2."""
+    pytest.importorskip("skdpsparse.mechanisms.quantile")
+    from skdpsparse.linear_model._base import private_bound
+    from skdpsparse.mechanisms.quantile import geometric_grid
+    from skdpsparse.utils import fit_random_source
+
+    rng = np.random.default_rng(3)
+    y = rng.choice([1.0, 2.0, 3.0, 4.0, 5.0], p=[0.1, 0.15, 0.25, 0.35, 0.15], size=60_000)
+    grid = geometric_grid()
+    first = grid[grid >= 5.0].min()
+    draws = [private_bound(y, 0.05, fit_random_source(seed, DPOutputPerturbationRegressor(), y))
+             for seed in range(20)]
+    assert np.median(draws) == first
+    assert max(draws) <= first * 2 ** (2 / 8) + 1e-12
