@@ -133,9 +133,9 @@ def oracle_clipped_mean(X, target, epsilons, delta, rng):
         eps_lap = laplace_epsilon_after([], eps, delta)  # pure ε' implying (ε, δ)
         gauss2 = d / (2 * rho * n * n)  # unit-coordinate variances of private_clipped_mean
         lap2 = 2 * (d / (n * eps_lap)) ** 2
-        best = min((c[0] + v * c[1], kind, c[2], c[3]) for c in candidates
-                   for kind, v in (("gaussian", gauss2), ("laplace", lap2)))
-        _, kind, lo, hi = best
+        _, kind, lo, hi = min(((c[0] + v * c[1], kind, c[2], c[3]) for c in candidates
+                               for kind, v in (("gaussian", gauss2), ("laplace", lap2))),
+                              key=lambda t: t[0])
         if kind == "gaussian":
             out[eps] = private_clipped_mean(X, lo, hi, rng=rng, rho=rho)[0]
         else:

@@ -17,7 +17,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
     regime beats both the dense release and the zero vector
     (:mod:`skdpsparse.mechanisms.sparse_mean`). Also implements the projection
     mechanism and Gaussian ℓ1-recovery of Ghazi, Guzmán, Kamath, Kumar and
-    Manurangsi (2023), "Differentially private optimization with sparse gradients"
+    Manurangsi (2024 v1), "Differentially private optimization with sparse gradients"
     (Algorithms 1 and 2, Theorems 3.2–3.4), whose error grows with s·log d rather
     than d when rows are s-sparse.
 
@@ -33,7 +33,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         δ in [0, 1). ``0`` or ``None`` gives pure ε-DP (Laplace noise).
     sparsity : int or None, default=None
         s, the number of nonzeros a row may have; ``None`` means s = d. Rows with more
-        ℓ1 mass than L√s are scaled down (seed 002, Remark 2.1).
+        ℓ1 mass than L√s are scaled down (Ghazi et al. 2024 v1, Remark 2.1).
     norm_bound : float, default=1.0
         L, the ℓ2 bound of a row.
     method : {"auto", "threshold", "projection", "l1_recovery", "gaussian", "laplace"}, \

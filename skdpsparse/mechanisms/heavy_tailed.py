@@ -1,4 +1,4 @@
-"""Private means of heavy-tailed vectors (seed 004: Kamath, Liu and Zhang, *Improved
+"""Private means of heavy-tailed vectors (Kamath, Liu and Zhang 2022, *Improved
 rates for differentially private stochastic convex optimization with heavy-tailed
 data*, Section 4 and Appendix B.3-B.5).
 
@@ -72,7 +72,7 @@ one term per coordinate by at most ``2 S_c``, so
 tight (approached by a row going from -∞ to +∞ in every coordinate). For c → 0 this is
 the worst case ``(4√2/3)τ√d/n`` of |φ| ≤ 2√2/3.
 
-Seed 004's Algorithm 4 adds N(0, τ²d/(ρn²)), i.e. (σ² = Δ₂²/(2ρ)) Δ₂ = √2·τ√d/n,
+Kamath, Liu and Zhang (2022)'s Algorithm 4 adds N(0, τ²d/(ρn²)), i.e. (σ² = Δ₂²/(2ρ)) Δ₂ = √2·τ√d/n,
 justified by "|φ| ≤ 1, so Δ₂ ≤ √d" (in units of τ/n). Under replacement one term goes
 from one value to another, so |φ| ≤ 1 gives 2τ√d/n, not √d·τ/n (that would be the
 add/remove bound). With the exact range, √2·τ√d/n suffices iff 2 S_c ≤ √2, i.e.
@@ -485,7 +485,7 @@ def private_cwme_zcdp(X, *, tau, n_groups, rho, rng, center=None, scale=None,
 
 def private_cwme(X, *, tau, n_groups, epsilon, delta, rng, center=None, scale=None,
                  groups=None):
-    """Private coordinate-wise trimmed median of means (seed 004, Theorem 4.1).
+    """Private coordinate-wise trimmed median of means (Kamath, Liu and Zhang 2022, Theorem 4.1).
 
     * ``delta > 0`` (CDPCWME): spends ρ = ``approx_dp_to_zcdp(epsilon, delta)``, the
       largest ρ whose tight conversion gives (ε, δ)-DP, with Gaussian noise
@@ -548,7 +548,7 @@ def private_cwme(X, *, tau, n_groups, epsilon, delta, rng, center=None, scale=No
 
 def private_noise_smoothing_mean_zcdp(X, *, tau, rho, rng, smoothing_variance=1.0,
                                       scale=None):
-    """CDPNSME (seed 004, Algorithm 4) with the corrected sensitivity: ρ-zCDP.
+    """CDPNSME (Kamath, Liu and Zhang 2022, Algorithm 4) with the corrected sensitivity: ρ-zCDP.
 
     Adds N(0, σ²I), σ = Δ₂/√(2ρ), Δ₂ = 2 S_c τ√d/n with S_c = (2√2/3) erf(1/√(2c))
     (:func:`noise_smoothing_sensitivity`; the seed's √2·τ√d/n is too small for

@@ -1,4 +1,4 @@
-"""Gaussian ℓ1-recovery for sparse means (seed 002, Section 3.1, Algorithm 2).
+"""Gaussian ℓ1-recovery for sparse means (Ghazi et al. 2024 v1, Section 3.1, Algorithm 2).
 
 Release noisy compressed measurements of the mean, b = (1/n) Σ_i A z_i + ξ, and return
 the basis-pursuit solution min ‖z‖₁ s.t. Az = b (or its denoising variant, see
@@ -44,7 +44,7 @@ MEASUREMENT_CLIP = 1.5
 
 
 def n_measurements(n, d, sparsity, epsilon, delta):
-    """m of seed 002 Algorithm 2: m ≈ nε√(s ln(d/s) / ln(1/δ)), constant 1, in [1, d]."""
+    """m of Ghazi et al. 2024 v1 Algorithm 2: m ≈ nε√(s ln(d/s) / ln(1/δ)), constant 1, in [1, d]."""
     s = float(sparsity)
     ratio = max(d / s, np.e)
     m = n * epsilon * np.sqrt(s * np.log(ratio) / np.log(1.0 / delta))
@@ -68,7 +68,7 @@ def measurement_noise_sigma(n, *, epsilon, delta, norm_bound, calibration="analy
 def gaussian_l1_recovery(X, *, epsilon, delta, norm_bound, sparsity, rng,
                          n_measurements_=None, calibration="analytic",
                          recovery="denoising", max_iter=500, tol=1e-4):
-    """Seed 002 Algorithm 2 on the rows of ``X`` (dense or sparse), (ε, δ)-DP.
+    """Ghazi et al. (2024 v1) Algorithm 2 on the rows of ``X`` (dense or sparse), (ε, δ)-DP.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The projection mechanism for sparse means (seed 002, Section 3, Algorithm 1).
+"""The projection mechanism for sparse means (Ghazi et al. 2024 v1, Section 3, Algorithm 1).
 
 A private mean of n vectors that are s-sparse with ℓ2 norm ≤ L: add Laplace (pure DP)
 or Gaussian (approximate DP) noise to the empirical mean, then project onto the ℓ1 ball
@@ -9,7 +9,7 @@ reduces it from ~σ√d to ~(L√s·σ√log d)^{1/2} (Lemma 3.1). A second proj
 the ℓ2 ball of radius L (also post-processing) caps the error at 2L, the constant
 regime of Table 1.
 
-The same functions are the gradient oracle of the bias-reduced SGD (seed 002,
+The same functions are the gradient oracle of the bias-reduced SGD (Ghazi et al. 2024 v1,
 Algorithm 5): a private mean of per-example gradients is a private mean of vectors.
 """
 
@@ -31,7 +31,7 @@ def row_bounds(norm_bound, sparsity):
     """The contribution bounds (ℓ2 bound L, ℓ1 bound L·√s) every row is scaled into.
 
     The domain {‖x‖₂ ≤ L, ‖x‖₁ ≤ L√s} contains the s-sparse vectors of norm ≤ L
-    (‖x‖₁ ≤ √s‖x‖₂ for s-sparse x) and is the relaxation of seed 002 Remark 2.1.
+    (‖x‖₁ ≤ √s‖x‖₂ for s-sparse x) and is the relaxation of Ghazi et al. 2024 v1 Remark 2.1.
     """
     return float(norm_bound), float(norm_bound) * np.sqrt(float(sparsity))
 
@@ -100,7 +100,7 @@ def mean_noise(n, *, epsilon, delta, norm_bound, sparsity, calibration="analytic
 
     Replacement neighbours change one row z_i into z_i'; both lie in the bounded
     domain, so the mean moves by (z_i − z_i')/n with
-    ``‖·‖₁ ≤ 2L√s/n`` (seed 002, proof of Thm 3.2) and ``‖·‖₂ ≤ 2L/n`` (proof of Thm 3.3).
+    ``‖·‖₁ ≤ 2L√s/n`` (Ghazi et al. 2024 v1, proof of Thm 3.2) and ``‖·‖₂ ≤ 2L/n`` (proof of Thm 3.3).
 
     Returns
     -------
@@ -125,7 +125,7 @@ def mean_noise(n, *, epsilon, delta, norm_bound, sparsity, calibration="analytic
 
 def projection_mechanism(mean, n, *, epsilon, delta, norm_bound, sparsity, rng,
                          calibration="analytic", project=True):
-    """Seed 002 Algorithm 1 on the mean of n rows already scaled into the bounds.
+    """Ghazi et al. (2024 v1) Algorithm 1 on the mean of n rows already scaled into the bounds.
 
     Parameters
     ----------

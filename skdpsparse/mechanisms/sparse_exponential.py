@@ -1,4 +1,4 @@
-"""The sparse exponential mechanism (seed 002, Section 5.1, Algorithm 4, Theorem 5.5).
+"""The sparse exponential mechanism (Ghazi et al. 2024 v1, Section 5.1, Algorithm 4, Theorem 5.5).
 
 Pure ε-DP empirical risk minimization for convex losses with sparse gradients that
 need not be smooth (e.g. the hinge loss): the exponential mechanism run over a net of
@@ -339,7 +339,7 @@ def sparse_exponential_mechanism(X, targets, *, loss, loss_param=1.0, epsilon, r
                                  tau="auto", norm_bound=1.0, sparsity=None,
                                  intercept_scaling=1.0, label_bound=1.0, rng,
                                  max_net_size=MAX_NET_SIZE):
-    """Seed 002 Algorithm 4 for K linear problems (ε/K each, basic composition).
+    """Ghazi et al. (2024 v1) Algorithm 4 for K linear problems (ε/K each, basic composition).
 
     Parameters
     ----------

@@ -1,7 +1,7 @@
 """Choosing and running a private sparse-mean method from public quantities only.
 
 ``predicted_error`` evaluates the high-probability error bounds of Ghazi, Guzmán,
-Kamath, Kumar and Manurangsi (2023), "Differentially private optimization with
+Kamath, Kumar and Manurangsi (2024 v1), "Differentially private optimization with
 sparse gradients" (Theorems 3.2, 3.3, 3.4), with the constants their proofs make
 explicit and the hidden absolute constants set to 1, at failure probability β, and the
 soft-thresholding risk bound below. It reads only (n, d, s, ε, δ, L), never the data,
