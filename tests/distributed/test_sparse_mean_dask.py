@@ -11,7 +11,6 @@ releases, not a tolerance.
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from skdpsparse import BudgetExceededError, PrivacyLedger
 from skdpsparse.accounting import PureDP
@@ -73,8 +72,8 @@ def test_dense_chunks_and_dataframes_give_the_release_of_the_sparse_matrix():
     assert list(est.feature_names_in_) == list(frame.columns)
 
 
-def test_the_same_noise_gives_the_current_in_memory_estimator_bit_for_bit(monkeypatch,
-                                                                           shared_noise):
+def test_the_same_noise_gives_the_current_in_memory_estimator_bit_for_bit(
+        monkeypatch, shared_noise):
     # The keys differ by design (the distributed digest is another function of the
     # data; see skdpsparse.distributed._digest): with one key for both, the statistic,
     # the noise and the post-processing are the in-memory estimator's.
