@@ -46,7 +46,7 @@ _SHARED_DOC = """epsilon : float, default=1.0
         λ of the objective mean loss + (λ/2)‖θ‖² (scikit-learn's ``Ridge`` alpha is
         n·λ). ``"auto"``: the smallest λ ≥ 1/n (scikit-learn's ``C=1``) at which the
         noise moves the margin of a bounded row by at most 0.1 (classification) or
-        0.1·B (regression) in standard deviation
+        0.05·B (regression) in standard deviation
         (:func:`~skdpsparse.mechanisms.output_perturbation.choose_alpha_noise`): λ
         falls like 1/(εn), so accuracy rises with ε towards the non-private model.
         ``"theorem"``: Theorem 5.1 or 5.6 (``objective``), which minimizes a

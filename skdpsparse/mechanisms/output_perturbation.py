@@ -325,8 +325,9 @@ def choose_alpha(objective, n, n_params, epsilon, delta, *, constants_at, radius
 
 #: κ of :func:`choose_alpha_noise`: the noise may move the margin of a row of norm
 #: ≤ R by a standard deviation of κ times the margin scale (1 for the logit of a
-#: classifier, B for a regression target).
+#: classifier, ``REGRESSION_MARGIN``·B for a regression target).
 NOISE_MARGIN = 0.1
+REGRESSION_MARGIN = 0.5
 
 
 def _noise_scale(d2, d1, n_problems, tol, epsilon, delta, calibration):
@@ -346,13 +347,15 @@ def choose_alpha_noise(n, margin_noise, margin_scale, *, kappa=NOISE_MARGIN):
     in ε on real data (issue 18). Here λ is instead the smallest value at which the
     noise moves the margin ⟨θ̃ − θ̂, x̄⟩ of any contribution-bounded row by at most
     κ·m in standard deviation (σ·G₂ ≤ κm: m = 1, the unit of a logit, for
-    classification; m = B for regression), and never below 1/n, scikit-learn's
+    classification; m = B/2 for regression, B being usually several standard
+    deviations of y), and never below 1/n, scikit-learn's
     default regularization (``C=1``: λ = 1/n). σ(λ) decreases in λ (σ ∝ Λ(λ)/λ and Λ
     does not grow with λ), so the root is unique. Only public numbers enter (n, p, K,
     ε, δ and the declared bounds), and as ε grows λ falls like 1/(εn) towards the
     non-private 1/n, so the model approaches the non-private one. κ = 0.1 was chosen
     on the validation splits of ``benchmarks/bench_real_data.py`` (text and one-hot
-    classification; never on their test splits); it is a default, not a theorem.
+    classification, ratings and income regression; never on their test splits); it is
+    a default, not a theorem.
 
     Parameters
     ----------
@@ -461,7 +464,7 @@ def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0,
         loss and ``radius=None`` (Theorem 5.1's ℓ1 sensitivity uses both).
     alpha : float, "auto" or "theorem"
         λ; ``"auto"``: :func:`choose_alpha_noise` (the noise moves a margin by at most
-        0.1 of its scale, and λ ≥ 1/n); ``"theorem"``: :func:`choose_alpha` with
+        0.1 of its scale, 1 or B/2, and λ ≥ 1/n); ``"theorem"``: :func:`choose_alpha` with
         ``objective`` (Theorem 5.1 or 5.6).
     objective : {"erm", "population"}
         Which theorem ``alpha="theorem"`` uses.
@@ -498,7 +501,9 @@ def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0,
         alpha = choose_alpha(objective, n, p, epsilon, delta, constants_at=constants_at,
                              radius=radius, n_problems=n_problems)
     elif alpha == "auto":
-        margin = 1.0 if loss in CLASSIFICATION_LOSSES else float(label_bound)
+        # The margin scale: a logit (1), or a fraction of the target bound B, which
+        # is usually several standard deviations of y (0.05·B measured best).
+        margin = 1.0 if loss in CLASSIFICATION_LOSSES else REGRESSION_MARGIN * float(label_bound)
 
         def margin_noise(lam):
             constants = constants_at(lam)
