@@ -39,8 +39,9 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None):
 
     Parameters
     ----------
-    estimator : DPSparseMeanEstimator
-        The decomposable estimators supported so far (see the user guide).
+    estimator : DPSparseMeanEstimator or DPHeavyTailedMean
+        The decomposable estimators supported so far (the heavy-tailed mean with
+        ``bounds=`` stated; see the user guide).
     X : dask.array.Array of shape (n_samples, n_features) or dask.dataframe.DataFrame
         Dense or scipy.sparse chunks; numeric columns.
     y : None
@@ -68,6 +69,13 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None):
         from ._sparse_mean import fit_sparse_mean_distributed  # imports dask
 
         return fit_sparse_mean_distributed(estimator, X, privacy_unit=privacy_unit)
+    if name == "DPHeavyTailedMean":
+        if privacy_unit is not None:
+            raise NotImplementedError("privacy_unit is supported by "
+                                      "DPSparseMeanEstimator only so far.")
+        from ._heavy_tailed import fit_heavy_tailed_distributed  # imports dask
+
+        return fit_heavy_tailed_distributed(estimator, X)
     raise NotImplementedError(
         f"{name} has no distributed fit yet (issue 20): only DPSparseMeanEstimator "
-        "does. Its statistic decomposes; compute it on a sample in memory for now.")
+        "and DPHeavyTailedMean (bounds stated) do. Fit it in memory for now.")
