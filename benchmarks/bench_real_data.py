@@ -44,8 +44,10 @@ from real_data.linear import linear_rows, score  # noqa: E402
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
 DELTA = 1e-6
 #: diffprivlib 0.6.6 densifies its input: its columns are folded (the hashing trick,
-#: column j -> j mod d') to the largest power of two d' with n·d'·8 bytes <= this.
-DIFFPRIVLIB_DENSE_BYTES = 1 << 30
+#: column j -> j mod d') to the largest power of two d' with n·d'·8 bytes <= this,
+#: and d' <= DIFFPRIVLIB_MAX_COLUMNS (its LinearRegression costs n·d'² per fit).
+DIFFPRIVLIB_DENSE_BYTES = 1 << 29
+DIFFPRIVLIB_MAX_COLUMNS = 1024
 
 _DPL_CHILD = r"""
 import json, os, sys, warnings
@@ -109,7 +111,7 @@ def diffprivlib_rows(tasks, seeds, epsilons, venv_dir, log=print):
                 (Xtr, ytr), _, (Xte, yte) = split(task, seed)
                 width = 1 << int(math.floor(math.log2(
                     DIFFPRIVLIB_DENSE_BYTES / (8 * Xtr.shape[0]))))
-                width = min(width, task.n_features)
+                width = min(width, DIFFPRIVLIB_MAX_COLUMNS, task.n_features)
                 name = f"{task.name}_{seed}.npz"
                 np.savez(os.path.join(tmp, name), Xtr=_fold(Xtr, width), ytr=ytr,
                          Xte=_fold(Xte, width), yte=yte)
