@@ -215,11 +215,14 @@ def main(argv=None):
         print(f"({time.perf_counter() - t0:.0f} s)")
         report[task.name] = {row: {str(k): v for k, v in cells.items()}
                              for row, cells in table.items()}
-    if not args.no_means:
-        report["means"] = _mean_tasks(args)
-    if args.json:
+    if args.json:  # the linear tables first: the mean tasks can take long
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
+    if not args.no_means:
+        report["means"] = _mean_tasks(args)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=1)
 
 
 if __name__ == "__main__":
