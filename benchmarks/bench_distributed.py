@@ -1,0 +1,134 @@
+"""The sparse mean past one machine: a dask CSR array on a 2-worker LocalCluster
+against the in-memory fit (issue 20).
+
+Rows have ``--nnz`` nonzeros at uniform columns of d = ``--d``; chunks of
+``--chunk-rows`` rows are generated on the workers from their block index (nothing is
+shipped from the driver but the graph). Reported:
+
+* wall and CPU time (driver + workers) of ``fit_distributed`` at n = ``--n``;
+* the peak resident memory of each worker process (``ru_maxrss``; the target is
+  < 1 GB at n = 10⁷, d = 2²⁰, 16 nonzeros);
+* at the largest n both can hold (``--in-memory-n``, the same rows): the in-memory
+  ``DPSparseMeanEstimator.fit``, the in-memory core
+  (``skdpsparse.distributed.fit_sparse_mean_in_memory``) and the distributed fit, and
+  whether the core and the distributed fit released the same vector bit for bit.
+
+Not a test: it prints numbers and never fails on a wall-clock value. Time it on a
+quiet machine:
+
+    .venv/bin/python benchmarks/bench_distributed.py                 # n = 10^7
+    .venv/bin/python benchmarks/bench_distributed.py --n 200000 --d 65536 \\
+        --chunk-rows 50000 --in-memory-n 100000                      # a quick check
+"""
+
+import argparse
+import resource
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def make_block(block_id, rows, d, nnz, seed):
+    """Block ``block_id`` of the generated matrix: a pure function of its index."""
+    rng = np.random.default_rng([seed, int(block_id)])
+    cols = rng.integers(0, d, size=rows * nnz, dtype=np.int64)
+    vals = rng.standard_normal(rows * nnz) * 0.5
+    indptr = np.arange(0, rows * nnz + 1, nnz, dtype=np.int64)
+    X = sp.csr_matrix((vals, cols, indptr), shape=(rows, d))
+    X.sum_duplicates()
+    return X
+
+
+def dask_matrix(n, d, nnz, chunk_rows, seed):
+    import dask.array as da
+
+    sizes = [chunk_rows] * (n // chunk_rows) + ([n % chunk_rows] if n % chunk_rows else [])
+
+    def block(block_info=None):
+        loc = block_info[None]["chunk-location"][0]
+        rows = block_info[None]["chunk-shape"][0]
+        return make_block(loc, rows, d, nnz, seed)
+
+    return da.map_blocks(block, chunks=(tuple(sizes), (d,)), dtype=np.float64,
+                         meta=sp.csr_matrix((0, d)))
+
+
+def in_memory_matrix(n, d, nnz, chunk_rows, seed):
+    sizes = [chunk_rows] * (n // chunk_rows) + ([n % chunk_rows] if n % chunk_rows else [])
+    return sp.vstack([make_block(i, r, d, nnz, seed) for i, r in enumerate(sizes)],
+                     format="csr")
+
+
+def _worker_usage():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024  # Linux: KiB
+
+
+def _timed(fn):
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=10**7)
+    parser.add_argument("--d", type=int, default=2**20)
+    parser.add_argument("--nnz", type=int, default=16)
+    parser.add_argument("--chunk-rows", type=int, default=250_000)
+    parser.add_argument("--in-memory-n", type=int, default=2_000_000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    from distributed import Client, LocalCluster
+
+    from skdpsparse.distributed import fit_distributed, fit_sparse_mean_in_memory
+    from skdpsparse.mean import DPSparseMeanEstimator
+
+    def est():
+        return DPSparseMeanEstimator(epsilon=1.0, delta=1e-6, sparsity=args.nnz,
+                                     method="threshold", random_state=0)
+
+    print(f"sparse mean: d = {args.d}, {args.nnz} nonzeros per row, chunks of "
+          f"{args.chunk_rows} rows, {args.workers} workers x 1 thread")
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None, memory_limit=0) as cluster, \
+            Client(cluster) as client:
+        rows = []
+        m = min(args.in_memory_n, args.n)
+        X = in_memory_matrix(m, args.d, args.nnz, args.chunk_rows, args.seed)
+        small = X[:1000]  # warm up: the compiled kernels' cache load
+        est().fit(small), fit_sparse_mean_in_memory(est(), small)
+        _, wall, cpu = _timed(lambda: est().fit(X))
+        rows.append(("in memory, estimator.fit", m, wall, cpu, None))
+        core, wall, cpu = _timed(lambda: fit_sparse_mean_in_memory(est(), X))
+        rows.append(("in memory, distributed core", m, wall, cpu, None))
+        X = None  # free the in-memory matrix before the cluster runs
+        for n in sorted({m, args.n}):
+            Xd = dask_matrix(n, args.d, args.nnz, args.chunk_rows, args.seed)
+            client.restart()  # fresh peak-memory counters
+            # Warm up: imports and the compiled kernels' cache load, on every worker.
+            fit_distributed(est(), dask_matrix(2 * args.workers * 100, args.d, args.nnz,
+                                               100, args.seed + 1))
+            before = client.run(_worker_usage)
+            dist, wall, cpu = _timed(lambda: fit_distributed(est(), Xd))
+            after = client.run(_worker_usage)
+            worker_cpu = sum(after[w][0] - before[w][0] for w in after)
+            peak = max(after[w][1] for w in after)
+            rows.append((f"dask, {args.workers} workers", n, wall, cpu + worker_cpu, peak))
+            if n == m:
+                same = np.array_equal(dist.mean_, core.mean_)
+        print(f"{'fit':32s} {'n':>11s} {'wall s':>8s} {'CPU s':>8s} {'peak/worker':>12s}")
+        for name, n, wall, cpu, peak in rows:
+            mem = "" if peak is None else f"{peak / 2**30:9.2f} GB"
+            print(f"{name:32s} {n:11d} {wall:8.2f} {cpu:8.2f} {mem:>12s}")
+        base = rows[0][2]
+        for name, n, wall, _, _ in rows[2:]:
+            print(f"wall ratio {name} (n={n}) / in-memory fit (n={m}): {wall / base:.2f}")
+        print(f"distributed == in-memory core at n={m}, bit for bit: {same}")
+
+
+if __name__ == "__main__":
+    main()
