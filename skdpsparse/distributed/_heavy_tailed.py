@@ -152,7 +152,10 @@ def fit_heavy_tailed_distributed(estimator, X):
     from ._digest import final_digest
 
     validate_params(estimator, estimator._parameter_constraints)
-    if estimator.method != "private_clip" or estimator.bounds is None:
+    method = estimator.method
+    if hasattr(estimator, "_resolved_method"):  # method="auto" (issue 19)
+        method = estimator._resolved_method()
+    if method != "private_clip" or estimator.bounds is None:
         raise NotImplementedError(
             "DPHeavyTailedMean fits a dask collection with method='private_clip' and "
             "bounds=(lower, upper) stated. The located interval (bounds=None) is two "

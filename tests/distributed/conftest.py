@@ -1,12 +1,12 @@
 """Shared fixture of the distributed tests: one process-based LocalCluster
-(2 workers, 1 thread each) for the module that needs it."""
+(2 workers, 1 thread each), started once for the session."""
 
 import pytest
 
 pytest.importorskip("dask")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def process_client():
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
