@@ -645,28 +645,31 @@ def _publish_env(own):
             os.environ[name] = before
 
 
-def _env_stores(value=None):
-    """The [store, dataset, session, timeout] listed in STORES_ENV_VAR (or ``value``)."""
-    value = os.environ.get(STORES_ENV_VAR) if value is None else value
+def _env_list(name, value, keep):
+    """The items of the JSON list in the environment variable ``name`` (or in
+    ``value``) that ``keep`` accepts; a malformed value lists nothing."""
+    value = os.environ.get(name) if value is None else value
     try:
-        stores = json.loads(value) if value else []
+        items = json.loads(value) if value else []
     except ValueError:
         return []
-    if not isinstance(stores, list):
-        return []
-    return [s for s in stores if isinstance(s, list) and len(s) == 4
-            and all(isinstance(x, str) for x in s[:3])
-            and isinstance(s[3], (int, float)) and s[3] > 0]
+    return [x for x in items if keep(x)] if isinstance(items, list) else []
+
+
+def _is_store_item(item):
+    return (isinstance(item, list) and len(item) == 4
+            and all(isinstance(x, str) for x in item[:3])
+            and isinstance(item[3], (int, float)) and item[3] > 0)
+
+
+def _env_stores(value=None):
+    """The [store, dataset, session, timeout] listed in STORES_ENV_VAR (or ``value``)."""
+    return _env_list(STORES_ENV_VAR, value, _is_store_item)
 
 
 def _env_journals(value=None):
     """Journal paths listed in the environment variable (or in ``value``)."""
-    value = os.environ.get(ENV_VAR) if value is None else value
-    try:
-        paths = json.loads(value) if value else []
-    except ValueError:
-        return []
-    return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
+    return _env_list(ENV_VAR, value, lambda p: isinstance(p, str))
 
 
 def _active_journals():
