@@ -94,9 +94,10 @@ def _url(location):
     sqlalchemy = _sqlalchemy()
     try:
         url = sqlalchemy.engine.make_url(location)
-    except sqlalchemy.exc.ArgumentError as err:
+    except (sqlalchemy.exc.ArgumentError, ValueError):  # ValueError: a bad port
+        # SQLAlchemy's message repeats the string, password included: not shown.
         raise ValueError(f"store={hide_password(location)!r} is not a database URL "
-                         f"({err}).") from None
+                         "(postgresql://user@host:port/dbname).") from None
     if url.get_backend_name() not in _DIALECTS:
         raise ValueError(
             f"store={hide_password(location)!r}: a server store must be a PostgreSQL "

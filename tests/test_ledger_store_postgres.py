@@ -17,6 +17,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -91,11 +92,18 @@ class _Server:
     def start(self):
         self._run("initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
                   "--locale=C", "--no-sync")
-        options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} "
-                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-                   "-c max_connections=300 -c shared_buffers=32MB")
-        self._run("pg_ctl", "-D", self.data, "-l", self.log, "-o", options, "-w",
-                  "-t", "60", "start")
+        for attempt in range(3):  # another process may take the free port first
+            options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} "
+                       "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                       "-c max_connections=300 -c shared_buffers=32MB")
+            try:
+                self._run("pg_ctl", "-D", self.data, "-l", self.log, "-o", options, "-w",
+                          "-t", "60", "start")
+                break
+            except RuntimeError:
+                if attempt == 2:
+                    raise
+                self.port = _free_port()
         self.started = True
         atexit.register(self.stop)
 
@@ -185,6 +193,27 @@ def data():
 
 def _fit():
     return DPHeavyTailedMean(epsilon=1.0, delta=0, truncation=2.0)
+
+
+def test_urls_are_checked_when_the_ledger_is_made(monkeypatch):
+    """No server needed: a URL that cannot name a PostgreSQL store is refused at once,
+    naming ``store``, and without the extra the error says how to install it."""
+    pytest.importorskip("sqlalchemy", reason="the postgres extra is not installed")
+    with pytest.raises(ValueError, match="store=.*must be a PostgreSQL database"):
+        PrivacyLedger(store="mysql://user@host/db", dataset="d")
+    with pytest.raises(ValueError, match="store=.*not a database URL") as err:
+        PrivacyLedger(store="://user:secret@nothing", dataset="d")
+    assert "secret" not in str(err.value)
+    with pytest.raises(ImportError, match="needs the database driver 'postgresql\\+nodriver'"):
+        PrivacyLedger(store="postgresql+nodriver://user@host/db", dataset="d")
+    with pytest.raises(ValueError, match="store=.*not a database URL") as err:
+        PrivacyLedger(store="postgresql://user:secret@host:port/db", dataset="d")
+    assert "secret" not in str(err.value)
+    ledger = PrivacyLedger(store="postgresql://user@host/db", dataset="d")  # no connection
+    assert ledger.store == "postgresql://user@host/db"
+    monkeypatch.setitem(sys.modules, "sqlalchemy", None)  # `import sqlalchemy` now fails
+    with pytest.raises(ImportError, match=r'pip install "skdpsparse\[postgres\]"'):
+        PrivacyLedger(store="postgresql://user@host/db", dataset="d")
 
 
 def test_a_bare_postgresql_url_uses_psycopg_3(pg_url, data):
