@@ -45,9 +45,11 @@ EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
 DELTA = 1e-6
 #: diffprivlib 0.6.6 densifies its input: its columns are folded (the hashing trick,
 #: column j -> j mod d') to the largest power of two d' with n·d'·8 bytes <= this,
-#: and d' <= DIFFPRIVLIB_MAX_COLUMNS (its LinearRegression costs n·d'² per fit).
+#: and d' <= DIFFPRIVLIB_MAX_COLUMNS (256 for regression: its LinearRegression costs
+#: n·d'² per fit).
 DIFFPRIVLIB_DENSE_BYTES = 1 << 29
 DIFFPRIVLIB_MAX_COLUMNS = 1024
+DIFFPRIVLIB_MAX_COLUMNS_REGRESSION = 256
 
 _DPL_CHILD = r"""
 import json, os, sys, warnings
@@ -111,7 +113,9 @@ def diffprivlib_rows(tasks, seeds, epsilons, venv_dir, log=print):
                 (Xtr, ytr), _, (Xte, yte) = split(task, seed)
                 width = 1 << int(math.floor(math.log2(
                     DIFFPRIVLIB_DENSE_BYTES / (8 * Xtr.shape[0]))))
-                width = min(width, DIFFPRIVLIB_MAX_COLUMNS, task.n_features)
+                cap = (DIFFPRIVLIB_MAX_COLUMNS if task.kind == "classification"
+                       else DIFFPRIVLIB_MAX_COLUMNS_REGRESSION)
+                width = min(width, cap, task.n_features)
                 name = f"{task.name}_{seed}.npz"
                 np.savez(os.path.join(tmp, name), Xtr=_fold(Xtr, width), ytr=ytr,
                          Xte=_fold(Xte, width), yte=yte)
@@ -189,6 +193,8 @@ def main(argv=None):
     parser.add_argument("--slow", action="store_true",
                         help="also DPNoisySGD* and DPBiasReducedSGD* (minutes per fit)")
     parser.add_argument("--no-diffprivlib", action="store_true")
+    parser.add_argument("--diffprivlib-only", action="store_true",
+                        help="only the diffprivlib rows (they take long on a busy machine)")
     parser.add_argument("--no-means", action="store_true")
     parser.add_argument("--venv-dir", default=None)
     parser.add_argument("--json", default=None, help="also write the numbers here")
@@ -205,8 +211,8 @@ def main(argv=None):
     report = {}
     for task in tasks:
         t0 = time.perf_counter()
-        table, notes = linear_rows(task, seeds, epsilons, DELTA, tune=not args.no_tune,
-                                   slow=args.slow)
+        table, notes = ({}, {}) if args.diffprivlib_only else linear_rows(
+            task, seeds, epsilons, DELTA, tune=not args.no_tune, slow=args.slow)
         if task.name in dpl:
             row, note = dpl[task.name]
             table["diffprivlib 0.6.6 (ε-DP)"] = row
@@ -218,7 +224,7 @@ def main(argv=None):
     if args.json:  # the linear tables first: the mean tasks can take long
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
-    if not args.no_means:
+    if not args.no_means and not args.diffprivlib_only:
         report["means"] = _mean_tasks(args)
         if args.json:
             with open(args.json, "w") as f:
