@@ -47,7 +47,7 @@ def check_center(center, n_features):
 class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
     """Differentially private mean of heavy-tailed vectors, with nothing to state.
 
-    The default (``method="private_clip"``) needs no bound from the user: a declared
+    The default (``method="auto"``, which runs ``"private_clip"``) needs no bound from the user: a declared
     share of the budget (``scale_fraction``) locates every column's clipping interval
     [q_α, q_{1−α}] by private quantiles (the exponential mechanism over a public
     geometric grid, :mod:`skdpsparse.mechanisms.quantile`), and the rest releases the
@@ -98,9 +98,11 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         The bound M on E|x_j − μ_j|^k (on E|x_j|^k for noise_smoothing, which shrinks
         towards 0). The guarantees of Theorem 4.1 are for M = 1; the automatic τ is
         multiplied by M^{1/k}. Enters only the automatic truncation.
-    method : {"private_clip", "cwme", "noise_smoothing"}, default="private_clip"
+    method : {"auto", "private_clip", "cwme", "noise_smoothing"}, default="auto"
         ``"private_clip"``: clip every column into an interval located privately (or
-        stated in ``bounds``), average, add noise. ``"cwme"``: clip every coordinate into [c_j − 3τ, c_j + 3τ], average in m
+        stated in ``bounds``), average, add noise. ``"auto"``: private_clip, unless a
+        numeric ``truncation`` is given, which is a stated scale for cwme (the
+        estimator τ belongs to, as before this default existed). ``"cwme"``: clip every coordinate into [c_j − 3τ, c_j + 3τ], average in m
         groups, take the coordinate-wise median, add noise. ``"noise_smoothing"``:
         (τ/n)Σ_i ψ_c(x_ij/τ) with ψ_c(a) = E φ(a(1 + N)), N ~ N(0, c), in closed
         form, plus Gaussian noise (δ > 0 only).
@@ -196,7 +198,7 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         "delta": [Interval("real", 0, 1, closed="left"), None],
         "moment": [Interval("real", 1, None, closed="neither")],
         "moment_bound": [Interval("real", 0, None, closed="neither")],
-        "method": [Options("private_clip", "cwme", "noise_smoothing")],
+        "method": [Options("auto", "private_clip", "cwme", "noise_smoothing")],
         "bounds": [InstanceOf(tuple, list, description="a pair (lower, upper)"), None],
         "scale_fraction": [Interval("real", 0, 1, closed="neither")],
         "clip_level": [Options("auto"), Interval("real", 0, 0.125, closed="neither")],
@@ -211,7 +213,7 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
     }
 
     def __init__(self, epsilon=1.0, delta=1e-6, moment=2, moment_bound=1.0,
-                 method="private_clip", bounds=None, scale_fraction=SCALE_FRACTION,
+                 method="auto", bounds=None, scale_fraction=SCALE_FRACTION,
                  clip_level="auto", noise="auto", truncation="auto", failure_prob=0.1, n_groups="auto",
                  center=0.0, smoothing_variance=1.0, shuffle=True, random_state=None):
         self.epsilon = epsilon
@@ -231,10 +233,17 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         self.shuffle = shuffle
         self.random_state = random_state
 
-    def _resolve_truncation(self, n, d, delta):
+    def _resolved_method(self):
+        """``method`` with "auto" resolved: a stated numeric ``truncation`` τ is a
+        scale for cwme (the estimator τ belongs to), otherwise private_clip."""
+        if self.method != "auto":
+            return self.method
+        return "private_clip" if isinstance(self.truncation, str) else "cwme"
+
+    def _resolve_truncation(self, n, d, delta, method):
         if self.truncation not in ("auto", "corollary_4_2"):
             return float(self.truncation)
-        if self.method == "noise_smoothing":
+        if method == "noise_smoothing":
             return truncation_for("cdpnsme", n, d, self.moment,
                                   rho=approx_dp_to_zcdp(self.epsilon, delta),
                                   moment_bound=self.moment_bound)
@@ -266,7 +275,8 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         X, input_attrs = fit_input(self, X, ensure_all_finite=False)  # sets nothing
         n, d = X.shape
         delta = 0.0 if self.delta is None else float(self.delta)
-        if self.method == "noise_smoothing":
+        method = self._resolved_method()
+        if method == "noise_smoothing":
             if delta == 0:
                 raise ValueError("method='noise_smoothing' is a Gaussian (zCDP) mechanism: "
                                  f"delta must be positive, got delta={self.delta!r}.")
@@ -274,10 +284,10 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
                 raise ValueError("method='noise_smoothing' needs a bound on a moment of "
                                  f"order k >= 2, got moment={self.moment!r}.")
         rng = fit_random_source(self.random_state, self, X)
-        if self.method == "private_clip":
+        if method == "private_clip":
             return release(self, dict(input_attrs, **self._fit_private_clip(X, delta, rng)))
-        tau = self._resolve_truncation(n, d, delta)
-        if self.method == "cwme":
+        tau = self._resolve_truncation(n, d, delta, method)
+        if method == "cwme":
             center = check_center(self.center, d)
             if self.n_groups == "auto":
                 m = n_groups_for(d, self.failure_prob, n, even=True)
@@ -291,10 +301,10 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
             mean, budget, info = private_noise_smoothing_mean(
                 X, tau=tau, epsilon=float(self.epsilon), delta=delta, rng=rng,
                 smoothing_variance=float(self.smoothing_variance))
-        attrs = dict(input_attrs, mean_=mean, method_=self.method, truncation_=tau,
+        attrs = dict(input_attrs, mean_=mean, method_=method, truncation_=tau,
                      noise_scale_=float(info["scale"]), privacy_spent_=budget,
                      approx_dp_spent_=info.get("approx_dp", budget))
-        if self.method == "cwme":
+        if method == "cwme":
             attrs["n_groups_"] = int(info["n_groups"])
         return release(self, attrs)  # charges first; a refused fit releases nothing
 

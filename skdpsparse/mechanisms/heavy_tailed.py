@@ -641,7 +641,8 @@ def box_clipped_mean(X, lower, upper):
 
     if sp.issparse(X):
         X = X.tocsr()
-        sums = np.bincount(X.indices, weights=unit(X.data, X.indices), minlength=d)
+        sums = np.bincount(X.indices, weights=unit(X.data, X.indices),
+                           minlength=d).astype(np.float64)  # int64 when X has no entry
         zeros = n - np.bincount(X.indices, minlength=d)
         sums += zeros * unit(np.zeros(d), np.arange(d))  # below 2^53: exact
     else:
@@ -744,7 +745,7 @@ def auto_clip_level(n, n_features, *, quantile_epsilon, grid_size, beta=0.05):
     return min(1.0 / 16.0, rank_error(grid_size, quantile_epsilon, beta) / n)
 
 
-def extrapolated_interval(quantiles, level, noise_sd):
+def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None):
     """The clipping interval of each column from its five private quantiles
     (post-processing: no privacy cost).
 
@@ -755,7 +756,8 @@ def extrapolated_interval(quantiles, level, noise_sd):
     [1.05, 50]; a tail with t_out = t_in is treated as ending there). Clipping at
     m + C then loses B(C) = 4α t_in^a C^{1−a}/(a − 1) of the mean on that side. The
     interval [m − C_lo, m + C_up] minimises (B_up − B_lo)² + (noise_sd·(C_up + C_lo))²
-    over C ∈ t_in·2^{k/4}, k = 0..80 (and C = t_out): the squared bias left after
+    over C ∈ t_in·2^{k/4}, k = 0..80 (and C = t_out), at most ``max_stretch`` times
+    t_out (``MAX_STRETCH`` by default): the squared bias left after
     the two tails' biases cancel, plus the noise of that width (``noise_sd`` is the
     noise's standard deviation per unit of width). Symmetric tails cancel and keep a
     tight interval; a heavy tail on one side widens that side only.
@@ -767,8 +769,9 @@ def extrapolated_interval(quantiles, level, noise_sd):
     q = np.sort(np.asarray(quantiles, dtype=np.float64), axis=0)  # monotone, post-processing
     med = q[2]
     sides = []
+    stretch = MAX_STRETCH if max_stretch is None else float(max_stretch)
     for t_in, t_out in ((q[3] - med, q[4] - med), (med - q[1], med - q[0])):
-        sides.append(_tail_candidates(t_in, t_out, TAIL_RATIO * level))
+        sides.append(_tail_candidates(t_in, t_out, TAIL_RATIO * level, stretch))
     (c_up, b_up), (c_lo, b_lo) = sides
     # err[j, u, l] for every pair of candidates of column j.
     err = ((b_up[:, :, None] - b_lo[:, None, :]) ** 2
@@ -780,7 +783,7 @@ def extrapolated_interval(quantiles, level, noise_sd):
     return med - c_lo[rows, il], med + c_up[rows, iu]
 
 
-def _tail_candidates(t_in, t_out, inner_mass):
+def _tail_candidates(t_in, t_out, inner_mass, stretch):
     """Candidate clipping distances C (d, K) and the modelled bias B(C) of one tail."""
     k = np.arange(81) / 4.0
     t_in = np.maximum(t_in, 0.0)
@@ -795,7 +798,7 @@ def _tail_candidates(t_in, t_out, inner_mass):
     bias = np.where(ended, np.where(C >= t_out[:, None], 0.0, np.inf), bias)
     bias = np.where(np.isfinite(bias), bias, 1e300)
     # The fitted index is noisy: never extrapolate beyond MAX_STRETCH·t_out.
-    C = np.minimum(C, MAX_STRETCH * np.maximum(t_out, base)[:, None])
+    C = np.minimum(C, stretch * np.maximum(t_out, base)[:, None])
     return C, bias
 
 
@@ -947,7 +950,10 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
         noise_sd = math.sqrt(2.0) * d / n / eps_m
     else:
         noise_sd = math.sqrt(d) / n / math.sqrt(2.0 * rho_m)
-    lower, upper = extrapolated_interval(quantiles, alpha, noise_sd)
+    # At the cap of α the draws are too noisy to extrapolate from: no stretch.
+    capped = level == "auto" and alpha >= 1.0 / 16.0
+    lower, upper = extrapolated_interval(quantiles, alpha, noise_sd,
+                                         max_stretch=1.0 if capped else None)
     if laplace:
         estimate, info = private_clipped_mean(X, lower, upper, rng=rng, epsilon=eps_m)
         event = ComposedEvent((draws, PureDPEvent(eps_m)))

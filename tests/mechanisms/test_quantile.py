@@ -167,13 +167,26 @@ def test_private_clip_budget_is_the_composition(delta, noise):
         assert budget.rho == pytest.approx(rho, rel=1e-14)
         assert leaves[0][0].rho * 15 == pytest.approx(0.2 * rho, rel=1e-12)
         assert info["approx_dp"].epsilon <= 1.0 * (1 + 1e-9)
+    elif delta:  # zCDP draws, then a pure release: (ε, δ) by Rényi accounting
+        from skdpsparse.accounting import ApproxDP, compose_events
+
+        assert budget == ApproxDP(1.0, delta)
+        assert leaves[0][0].rho * 15 == pytest.approx(0.2 * approx_dp_to_zcdp(1.0, delta),
+                                                      rel=1e-12)
+        eps_m = leaves[1][0].epsilon
+        assert compose_events([budget.event], delta).epsilon <= 1.0
+        assert compose_events([budget.event.events[0], type(leaves[1][0])(eps_m * 1.01)],
+                              delta).epsilon > 1.0  # ε_m is (nearly) the largest
     else:
         assert isinstance(budget, PureDP)
         assert budget.epsilon == pytest.approx(1.0, rel=1e-14)
         assert leaves[0][0].epsilon * 15 == pytest.approx(0.2, rel=1e-12)
     assert implied_by(budget.event, budget)
     assert np.all(info["lower"] <= info["upper"])
-    np.testing.assert_allclose(est, X.mean(axis=0), rtol=0.15)
+    if delta:  # pure DP splits ε over 15 draws: α is at its cap, no accuracy claim
+        np.testing.assert_allclose(est, X.mean(axis=0), rtol=0.15)
+    else:
+        assert info["level"] == 1 / 16 and np.all(np.isfinite(est))
 
 
 def test_laplace_is_chosen_for_few_columns():
