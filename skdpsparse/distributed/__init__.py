@@ -29,12 +29,14 @@ _SEQUENTIAL = {
 
 
 def is_distributed_input(X):
-    """True for a Dask collection (checked without importing dask)."""
+    """True for a Dask collection or a Spark DataFrame (checked without importing
+    either)."""
     root = (type(X).__module__ or "").split(".")[0]
-    return root in ("dask", "dask_expr") and hasattr(X, "__dask_graph__")
+    return ((root in ("dask", "dask_expr") and hasattr(X, "__dask_graph__"))
+            or (root == "pyspark" and hasattr(X, "mapInArrow")))
 
 
-def fit_distributed(estimator, X, y=None, *, privacy_unit=None):
+def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None):
     """Fit ``estimator`` on the Dask collection ``X``; returns the fitted estimator.
 
     Parameters
@@ -42,14 +44,19 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None):
     estimator : DPSparseMeanEstimator or DPHeavyTailedMean
         The decomposable estimators supported so far (the heavy-tailed mean with
         ``bounds=`` stated; see the user guide).
-    X : dask.array.Array of shape (n_samples, n_features) or dask.dataframe.DataFrame
-        Dense or scipy.sparse chunks; numeric columns.
+    X : dask.array.Array of shape (n_samples, n_features), dask.dataframe.DataFrame \
+            or pyspark.sql.DataFrame
+        Dense or scipy.sparse chunks; numeric columns. A Spark DataFrame (sparse mean
+        only) has list columns ``indices`` and ``values`` (give ``n_features``) or
+        one numeric column per feature.
     y : None
         Ignored by the means.
     privacy_unit : dask.array.Array of shape (n_samples,), optional
         One privacy-unit id (an integer) per row: the guarantee then covers all of a
         unit's rows (user-level privacy). Each unit's rows are summed, the unit's total
         scaled into the row bounds, and n is the number of units.
+    n_features : int, optional
+        d of a Spark DataFrame with list columns (public: never read from the data).
 
     Returns
     -------
@@ -65,6 +72,12 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None):
             "into per-chunk sums (one all-reduce per step of a small batch would cost a "
             "round trip per example batch). Fit it in memory on a sample, or use "
             "DPCyclicSGD with large batches or DPOutputPerturbation*.")
+    if name == "DPSparseMeanEstimator" and (type(X).__module__ or "").startswith("pyspark"):
+        if privacy_unit is not None:
+            raise NotImplementedError("privacy_unit on Spark is not implemented.")
+        from ._spark import fit_sparse_mean_spark
+
+        return fit_sparse_mean_spark(estimator, X, n_features=n_features)
     if name == "DPSparseMeanEstimator":
         from ._sparse_mean import fit_sparse_mean_distributed  # imports dask
 

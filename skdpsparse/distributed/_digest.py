@@ -41,7 +41,8 @@ import hashlib
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["BLOCK_ROWS", "DigestPart", "chunk_digest", "final_digest", "merge_digests"]
+__all__ = ["BLOCK_ROWS", "DigestPart", "chunk_digest", "final_digest", "merge_digests",
+           "multiset_digest", "row_multiset_part"]
 
 #: Rows per global block of the digest.
 BLOCK_ROWS = 1024
@@ -49,6 +50,7 @@ BLOCK_ROWS = 1024
 _MODULUS_BYTES = 256  # 2048 bits
 _MODULUS = 1 << (8 * _MODULUS_BYTES)
 _PERSON = b"skdps-rows-v1"
+_ROW_TAG = 2**64 - 1  # in place of a block index: a lone row of the multiset digest
 
 
 class DigestPart:
@@ -151,4 +153,31 @@ def final_digest(part, shape):
     h = hashlib.blake2b(digest_size=32, person=b"skdps-dist-v1")
     h.update(repr(("matrix", tuple(int(s) for s in shape))).encode())
     h.update(part.total.to_bytes(_MODULUS_BYTES, "little"))
+    return h.digest()
+
+
+# ---------------------------------------------------------- order-free row multiset
+def row_multiset_part(chunk):
+    """(Σ_rows SHAKE256(row) mod 2²⁰⁴⁸, rows) of a chunk: a digest of the rows as a
+    multiset, for engines with no stable global row order (Spark after a shuffle).
+
+    Each row's canonical content (count, columns, values, as above) is hashed on its
+    own, without a position; the sum is the same for every partitioning and order of
+    the rows. It is another function of the data than :func:`final_digest` (which
+    depends on row order), so a Spark fit and an in-memory fit of the same seed draw
+    different noise of the same distribution.
+    """
+    block = _canonical_csr(chunk)
+    total = 0
+    for i in range(block.shape[0]):
+        counts, cols, vals = _rows(block, i, i + 1)
+        total += _block_value(_ROW_TAG, counts, cols, vals)
+    return total % _MODULUS, block.shape[0]
+
+
+def multiset_digest(total, shape):
+    """The 32-byte digest of a matrix's rows as a multiset, from the merged total."""
+    h = hashlib.blake2b(digest_size=32, person=b"skdps-mset-v1")
+    h.update(repr(("rows", tuple(int(s) for s in shape))).encode())
+    h.update((int(total) % _MODULUS).to_bytes(_MODULUS_BYTES, "little"))
     return h.digest()

@@ -31,9 +31,7 @@ def _pieces(paths):
 def _list_parts(column, name):
     import pyarrow as pa
 
-    arr = column.combine_chunks()
-    if isinstance(arr, pa.ChunkedArray):  # pyarrow < 14 with no chunks
-        arr = pa.concat_arrays(arr.chunks)
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if not pa.types.is_list(arr.type) and not pa.types.is_large_list(arr.type):
         raise ValueError(f"{name}: expected a list column, got {arr.type}.")
     if arr.null_count:
