@@ -158,3 +158,19 @@ def test_a_chunk_that_lies_about_its_size_is_refused():
     X = X.map_blocks(lambda b: np.ones((b.shape[0] + 1, 3)), dtype=float)
     with pytest.raises(ValueError, match="metadata said"):
         _threads(fit_distributed, _est(), X)
+
+
+def test_the_fitted_attributes_are_those_of_an_in_memory_fit():
+    X = sparse_rows(n=600, d=40)
+    for kw in ({}, {"output": "sparse"}, {"method": "laplace", "delta": 0}):
+        mem = _est(**kw).fit(X)
+        dist = _threads(fit_distributed, _est(**kw), _dask_csr(X, 250))
+        assert set(vars(dist)) == set(vars(mem))
+        assert type(dist.mean_) is type(mem.mean_)
+    from skdpsparse.mean import DPHeavyTailedMean
+
+    dense = X.toarray()
+    mem = DPHeavyTailedMean(bounds=(-1.0, 1.0)).fit(dense)
+    dist = _threads(fit_distributed, DPHeavyTailedMean(bounds=(-1.0, 1.0)),
+                    da.from_array(dense, chunks=(250, 40)))
+    assert set(vars(dist)) == set(vars(mem))
