@@ -1,9 +1,11 @@
-"""The step loop of cyclic DP-SGD (seed 003, Algorithm 1), dense and CSR.
+"""The step loop of cyclic DP-SGD (Kong and Ribero 2024, "Privacy of the last iterate
+in cyclically-sampled DP-SGD on nonconvex composite losses", Algorithm 1), dense and
+CSR, and its lazy-noise variant for CSR steps without a proximal map.
 
 One call runs a block of noisy proximal steps whose Gaussian noise was drawn
 beforehand by the caller (this module draws nothing: see ``mechanisms/noise.py``).
 Step t, with θ = (w, b) and batch B_t the next b indices of ``order`` taken
-cyclically (wrapping at the end, kong_ribero.md §2):
+cyclically (wrapping at the end):
 
 .. math::
 
@@ -25,11 +27,29 @@ a > 0 and b is in the ball, where Newton's method finds it. No noise is drawn he
 ``fit_intercept`` is false); ``noise`` has d + 1 columns with an intercept, d without.
 """
 
+import math
+
 import numpy as np
 from numba import njit
 
 from ._common import on_grid_nb
-from .linear_losses import csr_clipped_gradient_sum, dense_clipped_gradient_sum
+from .exact_sampling import (
+    _bernoulli_exp_fraction,
+    _bernoulli_fraction,
+    _bernoulli_reciprocal,
+    _bit_length,
+    _discrete_laplace_parts,
+    _magnitude,
+    _new_reader,
+)
+from .linear_losses import (
+    _clipped_derivative,
+    _csr_margin,
+    check_loss,
+    csr_clipped_gradient_sum,
+    dense_clipped_gradient_sum,
+    loss_value_and_derivative,
+)
 from .projections import project_box_nb, project_l2_ball_nb
 from .prox import prox_elastic_net_nb, soft_threshold_nb
 
@@ -39,6 +59,10 @@ __all__ = [
     "BOX",
     "dense_cyclic_sgd_steps",
     "csr_cyclic_sgd_steps",
+    "csr_lazy_cyclic_sgd_steps",
+    "discrete_gaussian_sums",
+    "lazy_final_flush",
+    "lazy_max_count",
 ]
 
 NO_CONSTRAINT = 0
@@ -231,3 +255,292 @@ def csr_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, start, 
                          learning_rate, alpha, l1_ratio, constraint, radius, lower, upper,
                          noise_spacing)
     return start
+
+
+# --------------------------------------------------------------- lazy noise (CSR)
+# When no proximal map acts between two reads of a coordinate (no penalty, no
+# constraint), the grid noise of the steps that do not read it only adds up: the
+# coordinate is released once per interval between reads, with one draw of the sum.
+# The privacy argument is in ``doc/derivations/lazy_noise.rst``; the draw of a sum
+# of k discrete Gaussians is replaced by one discrete Gaussian of variance k·N²,
+# whose probabilities differ from the sum's by a factor within e^{±6·exp(−π²N²/2)}.
+
+LAZY_MAX_SCALE = 1 << 50  # t = a·N of the Laplace proposal (exact_sampling's bound)
+
+
+@njit(cache=True, inline="always")
+def _bernoulli_exp_ratio(io, r, rem, den, k2):
+    # Bernoulli(exp(−γ)), γ = (rem/den)/k2 ≤ 1 (Canonne, Kamath and Steinke 2020,
+    # Algorithm 1): its coin Bernoulli(γ/K) is Bernoulli(rem/den) ∧ Bernoulli(1/(k2·K)).
+    K = 1
+    while True:
+        a, r = _bernoulli_fraction(io, r, rem, den)
+        if not a:
+            break
+        a, r = _bernoulli_reciprocal(io, r, k2 * K)
+        if not a:
+            break
+        K += 1
+    return K % 2 == 1, r
+
+
+@njit(cache=True, inline="always")
+def _bernoulli_exp_square(io, r, rem, den, k2):
+    # Bernoulli(exp(−γ)), γ = (rem/den)²/k2 ≤ 1: coin Bernoulli(rem/den)² ∧ Bernoulli(1/(k2·K)).
+    K = 1
+    while True:
+        a, r = _bernoulli_fraction(io, r, rem, den)
+        if not a:
+            break
+        a, r = _bernoulli_fraction(io, r, rem, den)
+        if not a:
+            break
+        a, r = _bernoulli_reciprocal(io, r, k2 * K)
+        if not a:
+            break
+        K += 1
+    return K % 2 == 1, r
+
+
+@njit(cache=True)
+def _draw_gaussian_sum(io, r, k, n):
+    """One draw of the discrete Gaussian of variance parameter σ² = k·n² (exact).
+
+    CKS 2020 Algorithm 3 with the proposal scale t = a·n, a = ⌈√k⌉ (any t > 0 is
+    valid): Y from the discrete Laplace of scale t, accepted with probability
+    exp(−(|Y| − σ²/t)²/(2σ²)) = exp(−x²/(2k)) with x = |a|Y| − kn|/(an) = Q + f,
+    f = rem/(an), computed in integers; exp(−x²/(2k)) = exp(−Q²/(2k)) ·
+    exp(−Qf/k) · exp(−f²/(2k)) = Π_{i≤Q} exp(−(2i−1)/(2k)) · exp(−f/k)^Q ·
+    exp(−f²/(2k)), each factor an exact coin.
+    """
+    a = 1
+    while a * a < k:
+        a += 1
+    t = a * n
+    t_bits = _bit_length(t - 1)
+    k1 = k // a
+    k0 = k - k1 * a
+    while True:
+        negative, u, v, r = _discrete_laplace_parts(io, r, t, t_bits)
+        # a|Y| − kn = (a u − k0 n) + t (v a − k1), with |Y| = u + v t.
+        g = a * u - k0 * n
+        q0 = g // t  # floor
+        rem = g - q0 * t
+        Q = v * a - k1 + q0
+        if Q < 0:  # x = |Q + rem/t| = (−Q − 1) + (t − rem)/t
+            if rem == 0:
+                Q = -Q
+            else:
+                Q = -Q - 1
+                rem = t - rem
+        ok = True
+        for i in range(1, Q + 1):  # exp(−Q²/(2k)) = Π_i exp(−(2i − 1)/(2k))
+            num = 2 * i - 1
+            den = 2 * k
+            while num > den and ok:  # exp(−1) factors of a γ above 1
+                ok, r = _bernoulli_exp_fraction(io, r, 1, 1)
+                num -= den
+            if not ok:
+                break
+            ok, r = _bernoulli_exp_fraction(io, r, num, den)
+            if not ok:
+                break
+        if ok and rem > 0:
+            for _ in range(Q):
+                ok, r = _bernoulli_exp_ratio(io, r, rem, t, k)
+                if not ok:
+                    break
+            if ok:
+                ok, r = _bernoulli_exp_square(io, r, rem, t, 2 * k)
+        if not ok:
+            continue
+        y = _magnitude(u, v, t)
+        return (-y if negative else y), r
+
+
+@njit(cache=True)
+def _gaussian_sums_fill(out, counts, n, key, domain, chunk):
+    n_chunks = (out.shape[0] + chunk - 1) // chunk
+    for c in range(n_chunks):
+        io, r = _new_reader(key, c, domain)
+        for i in range(c * chunk, min(out.shape[0], (c + 1) * chunk)):
+            y, r = _draw_gaussian_sum(io, r, counts[i], n)
+            out[i] = y
+
+
+def lazy_max_count(scale):
+    """The largest k that one draw of :func:`discrete_gaussian_sums` takes at grid
+    scale N: ⌈√k⌉·N ≤ 2⁵⁰ (the Laplace proposal) and ⌈√k⌉²·N ≤ 2⁶¹ (no overflow);
+    longer intervals are split into several draws."""
+    a = min(LAZY_MAX_SCALE // int(scale), math.isqrt((1 << 61) // int(scale)))
+    if a < 1:
+        raise ValueError(f"the grid scale {scale} is above 2^50")
+    return a * a
+
+
+def discrete_gaussian_sums(counts, scale, key, domain=0, *, chunk=4096):
+    """Entry i: one draw of the discrete Gaussian with σ² = counts[i]·N² (exact).
+
+    Parameters
+    ----------
+    counts : ndarray of int64
+        k ≥ 1 each, at most :func:`lazy_max_count` (scale).
+    scale : int
+        N in [2, 2⁵⁰].
+    key : int64 array of shape (8,)
+        ChaCha20 key words.
+    domain : int
+    chunk : int
+        Entries per keystream (part of the output's definition, as in
+        :func:`.exact_sampling.discrete_noise`).
+
+    Returns
+    -------
+    ndarray of int64
+    """
+    counts = np.ascontiguousarray(counts, dtype=np.int64)
+    n = int(scale)
+    if not 2 <= n <= LAZY_MAX_SCALE:
+        raise ValueError(f"the grid scale must be an integer in [2, 2^50], got {scale}.")
+    if counts.size and (counts.min() < 1 or counts.max() > lazy_max_count(n)):
+        raise ValueError("counts must be in [1, lazy_max_count(scale)].")
+    if key.dtype != np.int64 or key.shape != (8,):
+        raise ValueError("key must be the 8 key words of a ChaCha20 key (chacha.key_words).")
+    out = np.zeros(counts.size, np.int64)
+    _gaussian_sums_fill(out, counts, n, key, int(domain), int(chunk))
+    return out
+
+
+@njit(cache=True, inline="always")
+def _flush(j, t, last, kmax, theta, spacing, sums, pos, counts, coords, starts, count_only):
+    # Add the pending noise of coordinate j (steps last[j] .. t − 1), in draws of at
+    # most kmax steps each; in the counting pass, record the draws instead.
+    c = t - last[j]
+    s0 = last[j]
+    while c > 0:
+        kk = min(c, kmax)
+        if count_only:
+            counts[pos] = kk
+            coords[pos] = j
+            starts[pos] = s0
+        else:
+            theta[j] += spacing * sums[pos]
+        pos += 1
+        s0 += kk
+        c -= kk
+    last[j] = t
+    return pos
+
+
+@njit(cache=True)
+def csr_lazy_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, start, step0,
+                              n_steps, code, param, clip_norm, batch_size, learning_rate,
+                              fit_intercept, noise_spacing, last, mark, scratch, kmax,
+                              sums, counts, coords, starts, count_only):
+    """Steps ``step0 .. step0 + n_steps − 1`` of cyclic DP-SGD on CSR rows with lazy noise.
+
+    Only for steps without a proximal map (no penalty, no constraint) and with grid
+    noise: then :func:`csr_cyclic_sgd_steps` moves coordinate j by γ·(N_{t,j} −
+    round(λḡ_{t,j}/γ)) at every step, and θ_j is read only by the steps whose batch
+    has a nonzero in column j (and the intercept by every step). Here the noise of
+    coordinate j is added when it is next read, as the sum of the steps since its
+    last read (``sums``, one entry per draw, in the order this loop asks for them),
+    and the gradient part at the step itself. The work of a step is O(nnz of its
+    batch). θ stays on the grid γℤ, so with the sums of the same integers the result
+    is bitwise that of :func:`csr_cyclic_sgd_steps` (tested).
+
+    Two passes over the same steps: ``count_only=True`` records the draws the steps
+    need (``counts[i]`` steps of noise of coordinate ``coords[i]``, from step
+    ``starts[i]``; touches neither θ nor the data values), then the caller draws
+    ``sums`` and runs ``count_only=False``.
+
+    Parameters
+    ----------
+    last : ndarray of int64, shape (d + 1,)
+        Per coordinate, the first step whose noise is pending; updated.
+    mark : ndarray of int64, shape (d,)
+        Scratch, −1 initially (``mark[j] == t``: j already read at step t).
+    scratch : ndarray of float64, shape (d,)
+        Zeros; the batch gradient is accumulated on the read coordinates and zeroed.
+    kmax : int
+        The most steps one draw covers (:func:`lazy_max_count`).
+    sums, counts, coords, starts : ndarrays
+        See above (``counts``/``coords``/``starts`` are written in the counting pass,
+        ``sums`` read in the other); both passes return the number of draws used.
+
+    Returns
+    -------
+    next_start : int
+    n_draws : int
+    """
+    n = indptr.shape[0] - 1
+    d = n_cols
+    if theta.shape[0] != d + 1 or last.shape[0] != d + 1 or mark.shape[0] != d \
+            or scratch.shape[0] != d or order.shape[0] != n or y.shape[0] != n:
+        raise ValueError("inconsistent shapes")
+    if not 1 <= batch_size <= n or not 0 <= start < n or not noise_spacing > 0.0 \
+            or kmax < 1:
+        raise ValueError("need 1 <= batch_size <= n_rows, 0 <= start < n_rows, "
+                         "noise_spacing > 0 and kmax >= 1")
+    check_loss(code, param)
+    rows = np.empty(batch_size, dtype=np.int64)
+    step = learning_rate / batch_size
+    inv = 1.0 / noise_spacing
+    pos = 0
+    for s in range(n_steps):
+        t = step0 + s
+        start = _next_batch(order, start, rows)
+        for r_ in range(batch_size):
+            i = rows[r_]
+            if i < 0 or i >= n:
+                raise IndexError("order holds an index out of range")
+            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                j = np.int64(indices[k])
+                if mark[j] != t:
+                    mark[j] = t
+                    pos = _flush(j, t, last, kmax, theta, noise_spacing, sums, pos, counts,
+                                 coords, starts, count_only)
+        if fit_intercept:
+            pos = _flush(d, t, last, kmax, theta, noise_spacing, sums, pos, counts, coords,
+                         starts, count_only)
+        if count_only:
+            continue
+        # The clipped gradient sum, as _csr_clipped_gradient_sum computes it (same
+        # order of operations), on the read coordinates only.
+        w = theta[:d]
+        intercept_sum = 0.0
+        for r_ in range(batch_size):
+            i = rows[r_]
+            z = _csr_margin(indptr, indices, data, i, w, theta[d])
+            der = loss_value_and_derivative(code, z, y[i], param)[1]
+            if der == 0.0:
+                continue
+            c = _clipped_derivative(der, data, indptr[i], indptr[i + 1], clip_norm,
+                                    fit_intercept)
+            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                scratch[np.uint64(indices[k])] += c * np.float64(data[k])
+            if fit_intercept:
+                intercept_sum += c
+        for r_ in range(batch_size):
+            i = rows[r_]
+            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                j = np.int64(indices[k])
+                if mark[j] == t:  # once per coordinate
+                    theta[j] -= noise_spacing * on_grid_nb(step * scratch[j] * inv)
+                    scratch[j] = 0.0
+                    mark[j] = -1 - t
+        if fit_intercept:
+            theta[d] -= noise_spacing * on_grid_nb(step * intercept_sum * inv)
+    return start, pos
+
+
+@njit(cache=True)
+def lazy_final_flush(theta, last, n_steps, p, kmax, noise_spacing, sums, counts, coords,
+                     starts, count_only):
+    """Add the pending noise of the first ``p`` coordinates up to step ``n_steps``
+    (the end of the run), or record the draws it needs; returns the number of draws."""
+    pos = 0
+    for j in range(p):
+        pos = _flush(j, n_steps, last, kmax, theta, noise_spacing, sums, pos, counts,
+                     coords, starts, count_only)
+    return pos

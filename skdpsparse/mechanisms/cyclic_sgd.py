@@ -1,19 +1,23 @@
-"""Cyclic DP-SGD released at its last iterate (seed 003, Kong & Ribero, Algorithm 1).
+"""Cyclic DP-SGD released at its last iterate (Kong and Ribero 2024, "Privacy of the
+last iterate in cyclically-sampled DP-SGD on nonconvex composite losses", Algorithm 1).
 
 Pass over the n examples in a fixed order in batches of b (wrapping at the end), clip
 each per-example gradient of f to norm C, average, step by λ, add N(0, σ²I) to the
 displacement, apply prox_{λh}; after T = ⌈E·n/b⌉ steps release only the last iterate
-(``../shared/papers/recovered/kong_ribero.md`` §2). The noise std is σ = λzC/b for the
-noise multiplier z (noise N(0, z²C²I) on the sum of the clipped gradients; notes §2
-"Noise convention"), and the privacy of x_T is the minimum over every RDP bound that
-holds for the declared assumptions (:func:`~skdpsparse.accounting.last_iterate_rdp`,
-notes §4.4).
+(Kong and Ribero 2024, Section 2). The noise std is σ = λzC/b for the noise multiplier
+z (noise N(0, z²C²I) on the sum of the clipped gradients, the paper's convention), and
+the privacy of x_T is the minimum over every RDP bound that holds for the declared
+assumptions (:func:`~skdpsparse.accounting.last_iterate_rdp`, Kong and Ribero 2024,
+Section 4).
+
+On CSR input without penalty or constraint the noise is added lazily (O(nnz) per
+step, the same guarantee): :func:`uses_lazy_noise`, ``doc/derivations/lazy_noise.rst``.
 
 Those assumptions are not taken on trust. For the built-in losses of linear models,
 f_i(θ) = ℓ(⟨θ, x̃_i⟩, y_i) with x̃ = (x, 1) (intercept) or x, and every row is scaled
 into ‖x‖ ≤ R first, so ‖x̃‖ ≤ G = √(R² + 1) (or R). Along any direction u the second
 derivative of f_i is ℓ''(z)⟨u, x̃⟩², so with a ≤ ℓ'' ≤ c (a.e.; ℓ' absolutely
-continuous for every loss here) assumption (A2) of seed 003, eq. (9), holds for every
+continuous for every loss here) assumption (A2) of Kong and Ribero 2024, eq. (9), holds for every
 possible record with
 
     M = max(c, 0)·G²,   m = max(−a, 0)·G²,
@@ -33,7 +37,7 @@ huber           {0, 1}              δ            (0, G²), δ = ``loss_param``
 (sigmoid: ℓ(t) = s(−t), s the logistic function, s'' = s(1−s)(1−2s) peaks at
 s = (3 ± √3)/6 with |s''| = 1/(6√3).) When sup|ℓ'|·G ≤ C clipping is the identity on
 every possible record and the paper's eq. (12) Lipschitz constant is valid; otherwise
-only the clipping-safe constant is (kong_ribero.md §0 caveat, §3.5). The squared loss
+only the clipping-safe constant is (Kong and Ribero 2024, Section 3). The squared loss
 has unbounded gradients, so clipping is always taken to bind for it.
 """
 
@@ -45,12 +49,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _kernels
+from .._kernels.chacha import key_words
 from .._kernels.cyclic_sgd import (
     BALL,
     BOX,
     NO_CONSTRAINT,
     csr_cyclic_sgd_steps,
+    csr_lazy_cyclic_sgd_steps,
     dense_cyclic_sgd_steps,
+    discrete_gaussian_sums,
+    lazy_final_flush,
+    lazy_max_count,
 )
 from ..accounting import (
     ApproxDP,
@@ -63,7 +72,7 @@ from ..accounting import (
 )
 from ..utils._data import as_canonical_csr
 from ..utils._random import as_random_source
-from .noise import grid_noise
+from .noise import grid_noise, plan_grid_noise
 
 __all__ = [
     "CLASSIFICATION_LOSSES",
@@ -76,6 +85,7 @@ __all__ = [
     "gradient_bound",
     "loss_curvature",
     "plan_cyclic_sgd",
+    "uses_lazy_noise",
 ]
 
 CLASSIFICATION_LOSSES = ("logistic", "smoothed_hinge", "sigmoid")
@@ -85,6 +95,9 @@ PENALTIES = ("l1", "l2", "elasticnet")
 _SIGMOID_CURVATURE = 1.0 / (6.0 * math.sqrt(3.0))
 # Noise entries drawn per block of steps (8 MB of float64).
 _NOISE_BLOCK = 1 << 20
+# The lazy path needs N ≥ 2^29 (noise.py's grid guarantees it) for its bound on the
+# gap between a sum of discrete Gaussians and one discrete Gaussian.
+_LAZY_MIN_SCALE = 1 << 29
 
 
 def feature_bound(norm_bound, fit_intercept):
@@ -93,7 +106,7 @@ def feature_bound(norm_bound, fit_intercept):
 
 
 def loss_curvature(loss, loss_param, feature_bound):
-    """(m, M) of (A2), seed 003 eq. (9), for every record with ‖x̃‖ ≤ ``feature_bound``.
+    """(m, M) of (A2), Kong and Ribero 2024, eq. (9), for every record with ‖x̃‖ ≤ ``feature_bound``.
 
     See the module docstring for the derivation; the bounds on ℓ'' are exact
     suprema, so no smaller (m, M) holds for every possible record.
@@ -294,7 +307,7 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
                          "indicator of their intersection is not a projection composition)")
     p = d + 1 if fit_intercept else d
     if radius is not None:
-        diameter = 2.0 * float(radius)  # seed 003 eq. (19) for a ball of radius r
+        diameter = 2.0 * float(radius)  # Kong and Ribero 2024, eq. (19), for a ball of radius r
     elif box is not None:
         lo, hi = (float(v) for v in box)
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
@@ -320,7 +333,7 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
         z = calibrate_last_iterate_noise(float(epsilon), delta, **params)
     else:
         z = float(noise_multiplier)
-    # Every valid bound at z, converted at δ; the smallest ε is the guarantee (notes §4.4).
+    # Every valid bound at z, converted at δ; the smallest ε is the guarantee (Kong and Ribero 2024, Section 4).
     epsilons, orders = {}, {}
     curves = last_iterate_rdp_bounds(noise_multiplier=z, **params)
     for name, curve in curves.items():
@@ -356,6 +369,84 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
         noise_multiplier=z, noise_std=sigma, budget=budget, accounting=report)
 
 
+def uses_lazy_noise(plan, sparse):
+    """Whether :func:`cyclic_sgd` adds the noise lazily (O(nnz) per step) for ``plan``.
+
+    Lazy: CSR input, no penalty (``alpha == 0``), no ``radius`` or ``box``, noise on,
+    and the proven ``"composition"`` accounting. Then nothing acts on a coordinate
+    between two steps that read it but the noise, which only adds up. Otherwise
+    (ℓ1, ℓ2² or elastic-net prox, a constraint, dense input) every step adds a dense
+    noise vector (eager). The derivation is ``doc/derivations/lazy_noise.rst``.
+    """
+    # ε ≥ 1e-100 implies ρ ≥ 2^-900, which the derivation's last step needs.
+    return (bool(sparse) and plan.alpha == 0.0 and plan.radius is None and plan.box is None
+            and plan.noise_std > 0.0 and plan.accounting.get("accounting") == "composition"
+            and plan.budget.epsilon >= 1e-100)
+
+
+def _lazy_run(X, y, theta, plan, src, code, verbose, t0):
+    """The steps of :func:`cyclic_sgd` with lazy noise (see :func:`uses_lazy_noise`).
+
+    The grid and its scale N are those of the eager path for the same plan, with the
+    integer scale raised to N + 1: the derivation shows that this run's Rényi
+    divergences are then at most the eager run's at scale N at every order, whatever
+    the partition of the steps into draws.
+    """
+    n, d = X.shape
+    p = d + 1 if plan.fit_intercept else d
+    rounding_sensitivity = plan.learning_rate * plan.clip_norm / plan.batch_size
+    grid = plan_grid_noise("gaussian", plan.noise_std, rounding_sensitivity, p)
+    if grid.grid_scale < _LAZY_MIN_SCALE:
+        return False
+    scale = grid.grid_scale + 1
+    kmax = lazy_max_count(scale)
+    spacing = grid.spacing
+    order = np.arange(n)
+    last = np.zeros(d + 1, dtype=np.int64)
+    mark = np.full(d, -1, dtype=np.int64)
+    scratch = np.zeros(d)
+    row_nnz = np.diff(X.indptr)
+    per_step = plan.batch_size * int(row_nnz.max(initial=0)) + 1
+    block = max(1, _NOISE_BLOCK // per_step)
+    total_steps = plan.n_steps
+    split = 1 + total_steps // kmax  # draws per coordinate interval, at most
+    start = step0 = 0
+    for epoch, steps in enumerate(_pass_steps(n, plan.batch_size, plan.epochs)):
+        for k in range(0, steps, block):
+            m = min(block, steps - k)
+            size = m * per_step * split
+            counts = np.empty(size, dtype=np.int64)
+            coords, starts = np.empty_like(counts), np.empty_like(counts)
+            args = (X.indptr, X.indices, X.data, d, y, theta, order, start, step0, m, code,
+                    plan.loss_param, plan.clip_norm, plan.batch_size, plan.learning_rate,
+                    plan.fit_intercept, spacing)
+            saved = last.copy()
+            _, used = csr_lazy_cyclic_sgd_steps(*args, last, mark, scratch, kmax,
+                                                np.zeros(0), counts, coords, starts, True)
+            # N_Z(0, k·(N+1)²) for each interval of k steps of one coordinate.
+            key = key_words(src.secret_int(256).to_bytes(32, "little"))
+            sums = discrete_gaussian_sums(counts[:used], scale, key).astype(np.float64)
+            last[:] = saved
+            mark[:] = -1
+            start, _ = csr_lazy_cyclic_sgd_steps(*args, last, mark, scratch, kmax, sums,
+                                                 counts, coords, starts, False)
+            step0 += m
+        if verbose:
+            print(f"-- Pass {epoch + 1}/{plan.epochs}: {steps} noisy steps (lazy noise), "
+                  f"{time.perf_counter() - t0:.2f} s")
+    size = p * split
+    counts = np.empty(size, dtype=np.int64)
+    coords, starts = np.empty_like(counts), np.empty_like(counts)
+    saved = last.copy()
+    used = lazy_final_flush(theta, last, step0, p, kmax, spacing, np.zeros(0), counts, coords,
+                            starts, True)
+    key = key_words(src.secret_int(256).to_bytes(32, "little"))
+    sums = discrete_gaussian_sums(counts[:used], scale, key).astype(np.float64)
+    last[:] = saved
+    lazy_final_flush(theta, last, step0, p, kmax, spacing, sums, counts, coords, starts, False)
+    return True
+
+
 def _pass_steps(n, b, epochs):
     """Steps of each pass: pass e ends at step ⌈(e+1)n/b⌉, so they sum to T = ⌈En/b⌉."""
     ends = [-(-(e + 1) * n // b) for e in range(epochs)]
@@ -363,7 +454,14 @@ def _pass_steps(n, b, epochs):
 
 
 def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
-    """Run Algorithm 1 of seed 003 and return its last iterate.
+    """Run Algorithm 1 of Kong and Ribero 2024 and return its last iterate.
+
+    Noise: on CSR input without penalty or constraint (and with the proven
+    ``"composition"`` accounting) the noise of each coordinate is added lazily, when a
+    step next reads it, as one exact discrete Gaussian of the summed variance: O(nnz)
+    per step, the same guarantee (:func:`uses_lazy_noise`,
+    ``doc/derivations/lazy_noise.rst``). With an ℓ1, ℓ2² or elastic-net penalty, a
+    radius or a box, or dense input, every step adds a dense noise vector.
 
     Parameters
     ----------
@@ -412,6 +510,11 @@ def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
         constraint = BOX
         lower, upper = np.array([plan.box[0]]), np.array([plan.box[1]])
         theta[:p] = np.clip(theta[:p], lower[0], upper[0])  # x_0 ∈ dom h
+    code = _kernels.LOSS_CODES[plan.loss]
+    if uses_lazy_noise(plan, sp.issparse(X)):
+        t0 = time.perf_counter()
+        if _lazy_run(X, y, theta, plan, as_random_source(rng), code, verbose, t0):
+            return theta[:d].copy(), float(theta[d])
     common = (plan.loss_param, plan.clip_norm, plan.batch_size, plan.learning_rate)
     tail = (plan.alpha, plan.l1_ratio, constraint, radius, lower, upper, plan.fit_intercept)
     code = _kernels.LOSS_CODES[plan.loss]
@@ -420,8 +523,8 @@ def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
     start, t0 = 0, time.perf_counter()
     for epoch, steps in enumerate(_pass_steps(n, plan.batch_size, plan.epochs)):
         for k in range(0, steps, block):
-            # N_t ~ N(0, σ²I) on the displacement, σ = λzC/b (seed 003 Algorithm 1;
-            # kong_ribero.md §2 "Noise convention"), pre-drawn for a block of steps.
+            # N_t ~ N(0, σ²I) on the displacement, σ = λzC/b (Kong and Ribero 2024,
+            # Algorithm 1), pre-drawn for a block of steps.
             # λC/b: the smallest sensitivity the displacement can be charged with.
             noise, spacing = grid_noise((min(block, steps - k), p), rng, "gaussian",
                                         plan.noise_std, sensitivity=rounding_sensitivity)
