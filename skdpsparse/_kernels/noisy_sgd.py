@@ -1,12 +1,12 @@
 """Inner loop of noisy projected SGD with fresh/stale steps (Arora et al. 2020, Algorithm 1).
 
-Arora, Marinov and Ullah (2020), as reconstructed in the recovered notes
-(``osmd_and_private_selection.md`` §1.2): at step t an index y_t is drawn uniformly
+Arora, Marinov and Ullah (2020), "Private stochastic convex optimization: efficient
+algorithms for non-smooth objectives", Algorithm 1: at step t an index y_t is drawn uniformly
 with replacement; if it has not been seen, a projected step with the noisy gradient
 ``∇f(θ_t, z_{y_t}) + ξ_t`` is taken and the iterate θ_t *before* the step is added to
 the running sum of fresh iterates; otherwise a noise-only projected step
 ``Π_W(θ_t − η ξ_t)`` is taken. The loop stops as soon as ``target`` distinct indices
-have been seen (target = ⌈n/2⌉ for the algorithm; notes §1.2 "stopping edge case").
+have been seen (target = ⌈n/2⌉ for the algorithm: the run stops with exactly ⌈n/2⌉ fresh steps).
 
 The model is linear: θ = (w, b) with the intercept b in ``theta[d]`` when
 ``fit_intercept``, f(θ, z) = ℓ(⟨w, x̃⟩ + b, y), and x̃ = x·min(1, R_x/‖x‖₂) is the row
@@ -113,7 +113,7 @@ def dense_noisy_sgd_block(X, y, theta, fresh_sum, seen, n_seen, target, rows, no
         i = rows[t]
         if not seen[i]:
             # Fresh step: remember the iterate at which the fresh loss is evaluated
-            # (the average of these is the output, notes §1.2 "Output [D]").
+            # (the average of these is the output, Arora et al. 2020, Algorithm 1).
             for j in range(dim):
                 fresh_sum[j] += theta[j]
             # Bound the row first (module doc): only x̃_j = s·x_j enters below.

@@ -88,8 +88,8 @@ so σ does not shrink with n (the error still does: ~n/2 averaged fresh steps wi
 η ∝ 1/√n), and the random τ costs no δ. For every valid ε the calibration exists:
 it never refuses a target.
 
-*Paper* (``noise_calibration="paper"``; **unproven as run here**). Seed 001
-Theorem 6: with σ = 8L√log(1/δ)/(√n ε), n ≥ 16 and ε ≤ 1/(2√n), the output is
+*Paper* (``noise_calibration="paper"``; **unproven as run here**). Arora et al.
+2020, Theorem 6: with σ = 8L√log(1/δ)/(√n ε), n ≥ 16 and ε ≤ 1/(2√n), the output is
 (4ε(√log(1/δ′) + 2), δ + δ′ + 2e^{−n/16})-DP. Our reading of the proof makes two
 corrections: the per-step δ is halved, σ = 8L√log(2/δ)/(√n ε) (τ ≤ 2n steps at δ/n
 each would spend 2δ), and the condition ε ≤ 1/(2√n), the strictest of the three
@@ -119,6 +119,20 @@ true, but that is not a proof). Both are kept as options that report what they
 compute; an unproven (ε, δ) carries no privacy event, so a ledger adds it up by
 basic composition. :func:`noisy_sgd_privacy` reports the smallest of the three ε
 for a given σ (the provable one is valid for every σ).
+
+Why the noise is added eagerly (O(p) per step)
+----------------------------------------------
+The lazy noise of :mod:`skdpsparse.mechanisms.cyclic_sgd` (add a coordinate's noise
+when it is next read, as one draw for the whole interval) does not apply here, for
+two reasons. The projection onto W after every step scales θ by min(1, D/‖θ_t −
+ηγV_t‖), and that norm depends on every coordinate of the step's noise, which a lazy
+run does not know. And the output is the average of the fresh iterates, so an
+interval of k steps between two reads of a coordinate contributes both the sum of
+its k noise draws and a weighted sum of them (each draw weighted by the fresh steps
+after it); drawing that pair jointly with the law of the eager run's discrete
+Gaussians has no known exact sampler. Dropping the projection or the averaging
+would change the algorithm and its error bound (Arora et al. 2020, Theorem 4), so
+the noisy SGD stays O(p) per step.
 
 References
 ----------
@@ -231,7 +245,7 @@ def lipschitz_constant(loss, norm_bound, fit_intercept, *, radius=None, label_bo
 
 
 def remark1_split(epsilon, delta):
-    """Seed 001 Remark 1: a target (ε̄, δ̄) as Theorem 6's (ε, δ, δ′).
+    """Arora et al. 2020, Remark 1: a target (ε̄, δ̄) as Theorem 6's (ε, δ, δ′).
 
     δ = δ′ = δ̄/3 and ε = ε̄/(8√log(1/δ′)) (Arora et al. 2020 Remark 1).
 

@@ -337,3 +337,23 @@ def test_docstring_examples():
 
     result = doctest.testmod(_noisy_sgd)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_warns_before_fitting_when_the_noise_dominates():
+    """From public numbers only: n below (1 + σ√p/L)² warns (and names that n); a
+    problem above it does not."""
+    from skdpsparse.linear_model._noisy_sgd import rows_needed
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 40)) / 7
+    y = (X[:, 0] > 0).astype(int)
+    clf = DPNoisySGDClassifier(epsilon=1.0, classes=[0, 1], random_state=0)
+    with pytest.warns(UserWarning, match="privacy noise dominates"):
+        clf.fit(X, y)
+    needed = rows_needed(clf.lipschitz_, clf.noise_std_, 41)
+    assert needed == pytest.approx((1 + 9.0617542 * math.sqrt(41)) ** 2, rel=1e-6)
+    X2 = rng.standard_normal((400, 2)) / 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DPNoisySGDClassifier(epsilon=8.0, classes=[0, 1], random_state=0).fit(
+            X2, (X2[:, 0] > 0).astype(int))
