@@ -364,8 +364,8 @@ def test_pipeline_and_grid_search():
 @pytest.mark.parametrize("n, expected", [(100, (20, 100)), (1000, (20, 256)),
                                          (50_000, (20, 10_000))])
 def test_auto_schedule_is_about_100_steps_of_large_batches(n, expected):
-    """batch_size="auto", epochs="auto": E = 20 and b = ⌈E·n/100⌉ within [256, n],
-    from n alone (issue 18)."""
+    """batch_size="auto", epochs="auto": E = 20 and b = ⌈E·n/100⌉ within [256, n]
+    (classifier), from n and the loss alone (issue 18)."""
     est = DPCyclicSGD(classes=[0, 1])
     assert est._schedule(n) == expected
     X, y = _blobs(1000, d=5)
@@ -373,3 +373,5 @@ def test_auto_schedule_is_about_100_steps_of_large_batches(n, expected):
     assert (fitted.n_iter_, fitted.batch_size_) == (20, 256)
     assert fitted.n_steps_ == math.ceil(20 * 1000 / 256)
     assert DPCyclicSGD(epochs=3, batch_size=7)._schedule(10_000) == (3, 7)
+    # A regressor aims at 400 steps.
+    assert DPCyclicSGD("squared")._schedule(50_000) == (20, 2500)
