@@ -96,7 +96,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
     >>> est = DPSparseMeanEstimator(epsilon=1.0, delta=1e-6, sparsity=5,
     ...                             random_state=0).fit(X)
     >>> est.method_, str(est.privacy_spent_)
-    ('threshold', '(1, 1e-06)-DP')
+    ('projection', '(1, 1e-06)-DP')
     """
 
     _parameter_constraints = {

@@ -177,10 +177,13 @@ def test_auto_depends_only_on_public_shape_and_parameters():
     m1 = DPSparseMeanEstimator(sparsity=5, random_state=0).fit(X1).method_
     m2 = DPSparseMeanEstimator(sparsity=5, random_state=0).fit(X2).method_
     assert m1 == m2 == choose_method(1000, 5000, 5, 1.0, 1e-6)
-    # Pure DP: thresholding (bounded like the projection) beats the dense Laplace
-    # baseline's bound; the projection runs only when named (issue 19).
-    assert choose_method(1000, 5000, 5, 1.0, 0.0) == "threshold"
+    # Thresholding where its worst-case bound beats the dense release's (the sparse
+    # regime), else the projection, which never does worse than the dense release
+    # (issue 19).
     assert choose_method(1000, 5000, 5, 1.0, 1e-6) == "threshold"
+    assert choose_method(1000, 5000, 5, 1.0, 0.0) == "projection"
+    assert choose_method(10_000, 100_000, 10, 1.0, 1e-6) == "threshold"
+    assert choose_method(100_000, 5_000, 7, 0.5, 1e-6) == "projection"  # one-hot-like
 
 
 def test_method_reports_what_ran():
