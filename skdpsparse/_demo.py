@@ -22,8 +22,9 @@ def demo_sparse_mean():
     _section(f"DPSparseMeanEstimator: n={n}, d={d}, s={s} nonzeros per row (CSR)")
     print(f"{'method':<22} {'privacy spent':<16} {'l2 error':>9} {'nonzeros':>9}")
     print(f"{'zero vector':<22} {'none':<16} {np.linalg.norm(target):>9.4f} {0:>9}")
-    for method, delta in [("auto", 1e-6), ("gaussian", 1e-6), ("projection", 1e-6),
-                          ("auto", 0.0), ("laplace", 0.0), ("projection", 0.0)]:
+    for method, delta in [("auto", 1e-6), ("threshold", 1e-6), ("gaussian", 1e-6),
+                          ("projection", 1e-6), ("auto", 0.0), ("laplace", 0.0),
+                          ("projection", 0.0)]:
         est = DPSparseMeanEstimator(epsilon=1.0, delta=delta, sparsity=s, method=method,
                                     random_state=0).fit(X)
         err = np.linalg.norm(est.mean_ - target)
@@ -136,7 +137,8 @@ def demo_noisy_sgd():
 
 
 def demo_output_perturbation():
-    """DPOutputPerturbationClassifier on sparse logistic data (Ghazi et al. 2024 v1, Algorithms 3-4)."""
+    """DPOutputPerturbationClassifier on sparse logistic data (Ghazi et al. 2024 v1,
+    Algorithms 3-4)."""
     from sklearn.linear_model import LogisticRegression
 
     from .datasets import make_sparse_classification
@@ -173,7 +175,8 @@ def demo_output_perturbation():
 
 
 def demo_bias_reduced_sgd():
-    """DPBiasReducedSGDClassifier (Ghazi et al. 2024 v1, Algorithms 5-7) on a strong sparse signal."""
+    """DPBiasReducedSGDClassifier (Ghazi et al. 2024 v1, Algorithms 5-7) on a strong
+    sparse signal."""
     import scipy.sparse as sp
     from sklearn.linear_model import LogisticRegression
 

@@ -76,7 +76,6 @@ scikit-learn<1.8, scipy<1.18) once.
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys

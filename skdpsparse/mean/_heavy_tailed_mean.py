@@ -47,10 +47,11 @@ def check_center(center, n_features):
 class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
     """Differentially private mean of heavy-tailed vectors, with nothing to state.
 
-    The default (``method="auto"``, which runs ``"private_clip"``) needs no bound from the user: a declared
-    share of the budget (``scale_fraction``) locates every column's clipping interval
-    [q_α, q_{1−α}] by private quantiles (the exponential mechanism over a public
-    geometric grid, :mod:`skdpsparse.mechanisms.quantile`), and the rest releases the
+    The default (``method="auto"``, which runs ``"private_clip"``) needs no bound
+    from the user: a declared share of the budget (``scale_fraction``) locates every
+    column's clipping interval by five private quantiles (the exponential mechanism
+    over a public geometric grid, :mod:`skdpsparse.mechanisms.quantile`) and a Pareto
+    extrapolation of each tail (post-processing), and the rest releases the
     mean of each column clipped into its interval, with noise proportional to the
     interval's width (:func:`~skdpsparse.mechanisms.heavy_tailed.private_quantile_clipped_mean`).
     With ``bounds=(lower, upper)`` stated, the whole budget goes to the clipped mean.
@@ -102,7 +103,8 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         ``"private_clip"``: clip every column into an interval located privately (or
         stated in ``bounds``), average, add noise. ``"auto"``: private_clip, unless a
         numeric ``truncation`` is given, which is a stated scale for cwme (the
-        estimator τ belongs to, as before this default existed). ``"cwme"``: clip every coordinate into [c_j − 3τ, c_j + 3τ], average in m
+        estimator τ belongs to, as before this default existed). ``"cwme"``: clip
+        every coordinate into [c_j − 3τ, c_j + 3τ], average in m
         groups, take the coordinate-wise median, add noise. ``"noise_smoothing"``:
         (τ/n)Σ_i ψ_c(x_ij/τ) with ψ_c(a) = E φ(a(1 + N)), N ~ N(0, c), in closed
         form, plus Gaussian noise (δ > 0 only).
@@ -128,7 +130,8 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         noise for (d, ε, δ) (:func:`~skdpsparse.mechanisms.heavy_tailed.laplace_is_better`;
         Laplace for few columns).
     truncation : "auto", "corollary_4_2" or float, default="auto"
-        τ of cwme and noise_smoothing. ``"auto"`` (or ``"corollary_4_2"``): Corollary 4.2, τ = (√ρ n/√d)^{1/k} (δ > 0) or (εn/d)^{1/k}
+        τ of cwme and noise_smoothing. ``"auto"`` (or ``"corollary_4_2"``):
+        Corollary 4.2, τ = (√ρ n/√d)^{1/k} (δ > 0) or (εn/d)^{1/k}
         (δ = 0), times M^{1/k}; for noise_smoothing the k = 2 balance
         τ = (√ρ n/√d)^{1/2}·M^{1/k} (:func:`~skdpsparse.mechanisms.heavy_tailed.truncation_for`).
         It depends on (n, d, ε, δ, k, M) only, never on the data. Corollary 4.2's τ
@@ -214,7 +217,8 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
 
     def __init__(self, epsilon=1.0, delta=1e-6, moment=2, moment_bound=1.0,
                  method="auto", bounds=None, scale_fraction=SCALE_FRACTION,
-                 clip_level="auto", noise="auto", truncation="auto", failure_prob=0.1, n_groups="auto",
+                 clip_level="auto", noise="auto", truncation="auto", failure_prob=0.1,
+                 n_groups="auto",
                  center=0.0, smoothing_variance=1.0, shuffle=True, random_state=None):
         self.epsilon = epsilon
         self.delta = delta

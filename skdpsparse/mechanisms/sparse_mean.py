@@ -20,11 +20,12 @@ inequality for soft thresholding (Theorem 1 there), E‖θ̂ − μ‖₂² ≤ 
 Σ_j min(μ_j², σ²)), with Σ_j min(μ_j², σ²) ≤ σ‖μ‖₁ ≤ σL√s for the mean of rows in
 the bounded domain, gives √((2 ln d + 1)(σ² + min(σL√s, dσ²))) whatever the data:
 σ·√(ln d) times a sparsity term instead of the dense σ√d. Hard thresholding obeys
-the same bound up to a constant (same paper, Section 4). Hard thresholding was kept because it does not
-shrink the large coordinates: on generated sparse rows (``make_sparse_vectors``,
-power-law and uniform columns, n = 10⁴–10⁵, d = 10⁴–2¹⁸, s = 10–20) it was never
-worse than the zero vector by more than 1 % and beat the projection by up to 25 %,
-where soft thresholding at the same λ only matched the projection. The output has
+the same bound up to a constant (same paper, Section 4). Hard thresholding was
+kept because it does not shrink the large coordinates: on generated sparse rows
+(``make_sparse_vectors``, power-law and uniform columns, n = 10⁴–10⁵,
+d = 10⁴–2¹⁸, s = 10–20) it was never worse than the zero vector by more than 1 %
+and beat the projection by up to 25 %, where soft thresholding at the same λ only
+matched the projection. The output has
 few nonzeros, hence the ``output="sparse"`` option of the estimator.
 
 ``"auto"`` (:func:`choose_method`) takes threshold when its worst-case bound
@@ -173,4 +174,3 @@ def noise_threshold(n, d, *, epsilon, delta, norm_bound, sparsity, calibration="
     if kind == "laplace":
         return scale * np.log(max(d, 2))
     return scale * np.sqrt(2.0 * np.log(max(d, 2)))
-
