@@ -44,7 +44,8 @@ MEASUREMENT_CLIP = 1.5
 
 
 def n_measurements(n, d, sparsity, epsilon, delta):
-    """m of Ghazi et al. 2024 v1 Algorithm 2: m ≈ nε√(s ln(d/s) / ln(1/δ)), constant 1, in [1, d]."""
+    """m of Ghazi et al. 2024 v1 Algorithm 2: m ≈ nε√(s ln(d/s) / ln(1/δ)), constant 1,
+    in [1, d]."""
     s = float(sparsity)
     ratio = max(d / s, np.e)
     m = n * epsilon * np.sqrt(s * np.log(ratio) / np.log(1.0 / delta))

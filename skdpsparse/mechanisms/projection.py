@@ -100,7 +100,8 @@ def mean_noise(n, *, epsilon, delta, norm_bound, sparsity, calibration="analytic
 
     Replacement neighbours change one row z_i into z_i'; both lie in the bounded
     domain, so the mean moves by (z_i − z_i')/n with
-    ``‖·‖₁ ≤ 2L√s/n`` (Ghazi et al. 2024 v1, proof of Thm 3.2) and ``‖·‖₂ ≤ 2L/n`` (proof of Thm 3.3).
+    ``‖·‖₁ ≤ 2L√s/n`` (Ghazi et al. 2024 v1, proof of Thm 3.2) and ``‖·‖₂ ≤ 2L/n``
+    (proof of Thm 3.3).
 
     Returns
     -------
