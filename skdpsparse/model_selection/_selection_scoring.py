@@ -20,11 +20,15 @@ Two kinds, both ε-DP for a fixed model under replacement of one row (n public):
   noise (hi − lo)/(kε).
 
 Everything that can be checked without fitting is checked when the scoring is
-resolved, before the first fit.
+resolved, before the first fit, on fixed probes rather than on the data. During the
+runs, a scorer or loss that raises or warns on some data is turned into the worst
+score, silently: an error or a warning that depends on the data would be an event no
+noise covers.
 """
 
 import inspect
 import math
+import warnings
 
 import numpy as np
 from sklearn.metrics import get_scorer, get_scorer_names
@@ -62,6 +66,24 @@ def _per_example_losses(scoring, y, y_pred):
     return per.reshape(len(y), -1).mean(axis=1)
 
 
+def _quiet_call(func, *args):
+    """``float(func(*args))``, NaN if it raises, and no warning reaches the caller.
+
+    Whether a scorer raises or warns on a chunk is a function of the data (log loss on
+    a chunk with one class raises, ROC AUC warns): an exception that escapes ``fit`` on
+    one data set and not on its neighbour, or a warning printed on one only, is an
+    event of probability 1 against 0 that no noise covers. So every outcome of the
+    call becomes a number, and its side effects stay inside.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            value = func(*args)
+            return float(value) if np.ndim(value) == 0 else value
+        except Exception:  # noqa: BLE001 - the error itself would be the leak
+            return math.nan
+
+
 class PerExampleLoss:
     """A mean of per-example losses clipped into [0, ``bound``]; sensitivity bound/n."""
 
@@ -73,10 +95,12 @@ class PerExampleLoss:
 
     def private_loss(self, estimator, X, y, *, epsilon, rng):
         n = np.asarray(y).shape[0]
-        losses = _per_example_losses(self.scoring, y, estimator.predict(X))
+        losses = np.asarray(_quiet_call(_per_example_losses, self.scoring, y,
+                                        estimator.predict(X)), dtype=np.float64)
         if losses.shape != (n,):
-            raise ValueError(f"scoring must give one loss per example, shape ({n},); "
-                             f"got shape {losses.shape}.")
+            # A callable that raised (NaN) or gave another shape on this data: every
+            # row counts as the bound (NaN is clipped to it), as for a NaN loss.
+            losses = np.full(n, np.nan)
         return private_mean_loss(losses, loss_bound=self.bound, epsilon=epsilon, rng=rng)
 
 
@@ -103,9 +127,9 @@ class ChunkedScorer:
         losses = np.empty(self.n_chunks)
         for j, rows in enumerate(np.array_split(order, self.n_chunks)):
             rows = np.sort(rows)
-            score = float(self.scorer(estimator, _safe_indexing(X, rows),
-                                      _safe_indexing(y, rows)))
-            # NaN (an undefined score on a chunk) counts as the worst value.
+            score = _quiet_call(self.scorer, estimator, _safe_indexing(X, rows),
+                                _safe_indexing(y, rows))
+            # NaN (an undefined score, or an error, on a chunk) counts as the worst value.
             score = self.low if math.isnan(score) else min(max(score, self.low), self.high)
             losses[j] = self.high - score  # lower is better, in [0, hi − lo]
         return losses
@@ -156,13 +180,18 @@ def resolve_scoring(scoring, *, score_bound, score_range, score_chunks, y, owner
     if required == 3:  # scorer(estimator, X, y), as make_scorer returns
         return ChunkedScorer(scoring, _check_range(score_range, owner),
                              _n_chunks(score_chunks, n, owner))
-    if required == 2:  # loss(y, y_pred): check its shape on two rows, before any fit
-        probe = np.asarray(y)[:2]
+    if required == 2:  # loss(y, y_pred): check its shape before any fit
+        # On a fixed probe, not on rows of y: whether the check passes must not
+        # depend on the data.
+        probe = np.zeros(2)
         try:
-            shape = np.shape(scoring(probe, probe))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                shape = np.shape(scoring(probe, probe))
         except Exception as err:  # noqa: BLE001 - reported with the parameter's name
             raise ValueError(f"The 'scoring' parameter of {owner}: calling it as "
-                             f"scoring(y, y_pred) on two rows failed ({err!r}).") from err
+                             f"scoring(y, y_pred) on two numeric rows (zeros) failed "
+                             f"({err!r}).") from err
         if shape != (len(probe),):
             raise ValueError(
                 f"The 'scoring' parameter of {owner}: a callable scoring(y, y_pred) must "
