@@ -101,20 +101,20 @@ SECOND_SCRIPT = """
 """
 
 
-def test_the_total_persists_across_scripts_and_the_limit_holds(data, any_store):
+def test_the_total_persists_across_scripts_and_the_limit_holds(data, store):
     """Two fits here, then a second interpreter on the same dataset gets one more:
     the limit of 3 counts the first script's two."""
-    with PrivacyLedger(store=any_store, dataset="patients", limit=PureDP(3.0)) as first:
+    with PrivacyLedger(store=store, dataset="patients", limit=PureDP(3.0)) as first:
         _pure_fit().fit(data)
         _pure_fit().fit(data)
-    out = _run_script(SECOND_SCRIPT, any_store)
+    out = _run_script(SECOND_SCRIPT, store)
     assert out.returncode == 0, out.stderr
     second = json.loads(out.stdout.strip().splitlines()[-1])
     assert second == {"fitted": 1, "refused": 2, "total": str(PureDP(3.0))}
     assert len(first.entries) == 3 and first.total() == PureDP(3.0)  # read from the store
-    sessions = {row[0] for row in _rows(any_store, "SELECT session FROM ledger_entries")}
+    sessions = {row[0] for row in _rows(store, "SELECT session FROM ledger_entries")}
     assert len(sessions) == 2
-    with PrivacyLedger(store=any_store, dataset="other") as other:  # datasets are separate
+    with PrivacyLedger(store=store, dataset="other") as other:  # datasets are separate
         _pure_fit().fit(data)
     assert len(other.entries) == 1 and len(first.entries) == 3
 

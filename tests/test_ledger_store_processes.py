@@ -3,7 +3,9 @@ backend write to it, a process killed mid-fit or mid-transaction leaves whole en
 only, a lock held by another process gives a clear error, and concurrent writers lose
 no entry and never exceed the limit. No database is mocked: every test uses real
 processes and an SQLite file or, where the test says ``any_store``, also a database on
-a real PostgreSQL server (test_ledger_store_postgres.py starts it).
+a real PostgreSQL server (test_ledger_store_postgres.py starts it). Tests whose extra
+interpreters would only repeat, on the server, what another server test shows run on
+SQLite alone, to keep CI short.
 """
 
 import contextlib
@@ -151,17 +153,17 @@ UNTIL_CLOSED = """
 """
 
 
-def test_a_process_that_finds_no_journal_charges_the_store(any_store, tmp_path):
+def test_a_process_that_finds_no_journal_charges_the_store(store, tmp_path):
     """Started inside the ledger, it charges the store named in its environment, in
     the ledger's session; once the ledger has closed, its fits are no longer charged
     (the session is recorded closed in the store)."""
-    with PrivacyLedger(store=any_store, dataset="d") as ledger:
+    with PrivacyLedger(store=store, dataset="d") as ledger:
         with _journals_hidden(tmp_path):
-            child = _script(PRELUDE.format(store=any_store) + UNTIL_CLOSED)
+            child = _script(PRELUDE.format(store=store) + UNTIL_CLOSED)
         assert child.stdout.readline().strip() == "fitted", child.stderr.read()
     out, err = child.communicate("\n", timeout=120)
     assert child.returncode == 0 and out.strip() == "fitted again", err
-    entry, = _entries(any_store)
+    entry, = _entries(store)
     _assert_whole(entry)
     assert entry["pid"] == child.pid and entry["session"] == ledger.session
 
@@ -255,11 +257,11 @@ def test_a_crash_inside_the_transaction_leaves_no_entry(data, any_store):
     assert ledger.total() == PureDP(1.5)
 
 
-def test_a_writer_killed_at_any_moment_leaves_whole_entries(any_store):
+def test_a_writer_killed_at_any_moment_leaves_whole_entries(store):
     """Kill -9 a process charging as fast as it can: every stored entry is whole, and
     there are as many as it reported committed (or one more, committed before it
     could say so)."""
-    child = _script(PRELUDE.format(store=any_store) + """
+    child = _script(PRELUDE.format(store=store) + """
     from skdpsparse.ledger import charge_budget
 
     est = DPHeavyTailedMean(epsilon=1.0, delta=0)
@@ -276,7 +278,7 @@ def test_a_writer_killed_at_any_moment_leaves_whole_entries(any_store):
     child.kill()
     child.wait(timeout=60)
     committed = max([committed] + [int(x) for x in child.stdout.read().split()])
-    entries = _entries(any_store)
+    entries = _entries(store)
     assert committed <= len(entries) <= committed + 1
     for entry in entries:
         _assert_whole(entry)
