@@ -528,11 +528,11 @@ CATALOGUE = {
         runs=1000, variants=("correct", "bound x10")),
     "noisy_sgd_extreme_row": Entry(
         functools.partial(case_noisy_sgd_extreme_row, epsilon=1.0, delta=1e-5),
-        runs=300, variants=("correct", "raw margin"), supports=("correct", "raw margin")),
+        runs=600, variants=("correct", "raw margin"), supports=("correct", "raw margin")),
     "noisy_sgd_classifier_extreme_row": Entry(
         functools.partial(case_noisy_sgd_extreme_row, epsilon=1.0, delta=1e-5,
                           loss="logistic", d=2, n=20),
-        runs=300, variants=("correct", "raw margin"), supports=("correct", "raw margin")),
+        runs=600, variants=("correct", "raw margin"), supports=("correct", "raw margin")),
     "output_perturbation_gaussian": Entry(
         functools.partial(case_output_perturbation, epsilon=8.0, delta=1e-5), runs=600,
         full=dict(n=200, d=20)),
