@@ -63,10 +63,11 @@ def fit_sparse_mean_units_in_memory(estimator, X, privacy_unit):
     validate_params(estimator, estimator._parameter_constraints)
     X, input_attrs = fit_input(estimator, X)
     n, d = X.shape
+    # row_plan: the bounds, d and n (for the digest); its F is not used, the rows'
+    # grid is F₁ of L alone (_units.unit_row_frac_bits), never of n.
     row_plan = sparse_mean_plan(n, d, float(estimator.norm_bound),
                                 _unit_sparsity(estimator, d))
-    ids, totals = unit_totals(X, privacy_unit, row_plan.l2_bound, row_plan.l1_bound,
-                              row_plan.frac_bits)
+    ids, totals = unit_totals(X, privacy_unit, row_plan.l2_bound, row_plan.l1_bound)
     digest = final_digest(chunk_digest(_ids_and_rows(X, privacy_unit), 0, n), (n, d + 1))
     return _release_units(estimator, totals, row_plan, len(ids), d, input_attrs, digest)
 
@@ -81,7 +82,7 @@ def _release_units(estimator, totals, row_plan, n_units, d, input_attrs, digest,
     _refuse_l1_recovery(method)
     plan = sparse_mean_plan(n_units, d, float(estimator.norm_bound), s)
     if parts is None:
-        part = bound_unit_totals(totals, row_plan.frac_bits, plan)
+        part = bound_unit_totals(totals, plan)
     else:  # the distributed buckets' parts, computed with this plan
         part = parts(plan)
     attrs = sparse_mean_attributes(estimator, part, plan, (n_units, d), input_attrs,
@@ -100,8 +101,7 @@ def _unit_chunk(chunk, ids, row_plan, offset, rows, n_buckets):
         raise ValueError(f"the chunk at row {offset} has {chunk.shape[0]} rows and "
                          f"{ids.shape[0]} unit ids; its metadata said {rows}.")
     digest = chunk_digest(_ids_and_rows(chunk, ids), offset, row_plan.n_rows)
-    uids, totals = unit_totals(chunk, ids, row_plan.l2_bound, row_plan.l1_bound,
-                               row_plan.frac_bits)
+    uids, totals = unit_totals(chunk, ids, row_plan.l2_bound, row_plan.l1_bound)
     bucket = unit_bucket(uids, n_buckets)
     pieces = tuple((uids[bucket == p], totals[bucket == p]) for p in range(n_buckets))
     return digest, pieces
@@ -112,8 +112,8 @@ def _gather_bucket(p, *chunk_pieces):
     return add_unit_totals([pieces[p] for pieces in chunk_pieces])
 
 
-def _bucket_part(bucket, row_frac_bits, plan):
-    return bound_unit_totals(bucket[1], row_frac_bits, plan)
+def _bucket_part(bucket, plan):
+    return bound_unit_totals(bucket[1], plan)
 
 
 def _add_parts(a, b):
@@ -153,7 +153,7 @@ def _fit_units_distributed(estimator, X, chunks, shape, input_attrs, privacy_uni
     digest_bytes = final_digest(digest_part, (n, d + 1))
 
     def parts(plan):
-        level = [dask.delayed(_bucket_part, pure=True)(b, row_plan.frac_bits, plan)
+        level = [dask.delayed(_bucket_part, pure=True)(b, plan)
                  for b in buckets]
         while len(level) > 1:
             level = [dask.delayed(_add_parts, pure=True)(level[i], level[i + 1])

@@ -10,13 +10,27 @@ is the row-level one (:func:`~skdpsparse.distributed._core.release_sparse_mean`)
 A unit spread over many rows and partitions is still one total: no partitioning
 lets it contribute twice, because its rows meet in one place before B is applied.
 
-Exactness. Each row is first scaled into the same bounds and rounded to 2^-F₁
-(F₁ = the fixed-point bits of n rows, so no int64 sum of rows can overflow); the
-unit's total t_u is then an exact int64 sum, the same for every partitioning and
-order. (This pre-scaling changes nothing for rows already within the bounds; a row
-outside them would be scaled down by B anyway if it were a unit alone.) t_u·2^-F₁ is
-rounded once to float64, scaled by B and summed in fixed point with the F of U rows,
-exactly as the row-level kernel does, so the computed sensitivity of
+Why the other units' totals cannot move. That argument needs B(t_u) to be a function
+of unit u's rows *alone*, for every unit: then a neighbour changes exactly one term of
+the sum. So nothing in t_u may depend on the data beyond u's rows:
+
+* The grid. Each row is first scaled into the same bounds and rounded to 2^-F₁
+  (this changes nothing for rows already within them; a row outside them would be
+  scaled down by B anyway if it were a unit alone). F₁ = :func:`unit_row_frac_bits`
+  depends on L only. It must not depend on n, the total row count: a replaced unit
+  can bring any number of rows, and a grid of n would re-round every other unit.
+* Overflow. With F₁ fixed, no public number bounds a unit's row count, so an int64
+  sum could wrap. Each coordinate of t_u is therefore kept as two sums, of its
+  positive and of its negative rounded entries, each **saturating** at
+  2^62 quanta: a saturating sum of non-negative integers is min(2^62, exact sum),
+  the same for every order, chunking and merge tree, and a function of u's rows only.
+  t_u = P_u − N_u (|P − N| ≤ 2^62: no overflow) is exact unless a part saturated,
+  which needs more than 2^(62−F₁) > 2^20·L of one sign in one coordinate (F₁'s
+  headroom; 2^22 for L = 1); then
+  t_u is still a bounded function of u's rows, and only u's own accuracy suffers.
+
+t_u·2^-F₁ is rounded once to float64, scaled by B and summed in fixed point with the F
+of U rows, exactly as the row-level kernel does, so the computed sensitivity of
 ``bounded_mean_sensitivity(U, ...)`` holds.
 """
 
@@ -26,9 +40,26 @@ from numba import njit
 
 from .._kernels._common import bounding_scale_nb
 from .._kernels.fixed_point import bounded_fixed_sum
+from ..mechanisms.projection import mean_fixed_point_bits
 from ._core import BoundedSumPart, check_chunk
 
-__all__ = ["bound_unit_totals", "row_grid_values", "unit_totals"]
+__all__ = ["add_unit_totals", "bound_unit_totals", "row_grid_values", "unit_row_frac_bits",
+           "unit_totals"]
+
+ROWS_BEFORE_SATURATION = 2**20  # the headroom that fixes F₁ (see unit_row_frac_bits)
+SATURATION = np.int64(2**62)  # quanta; P − N of two saturated parts still fits int64
+
+
+def unit_row_frac_bits(l2_bound):
+    """F₁, the grid 2^-F₁ the rows of a user-level fit are rounded to: a function of
+    the bound L only (public), never of the data or its size.
+
+    It is the F of 2^20 rows: 2^20·(L·2^F₁ + 1) < 2^62, so a part of a unit's total
+    (the positive or negative entries of one coordinate) saturates at 2^62 quanta,
+    i.e. at 2^(62−F₁) > 2^20·L. For L = 1, F₁ = 40 (rows rounded to within 2^-41,
+    saturation at 2^22).
+    """
+    return int(mean_fixed_point_bits(ROWS_BEFORE_SATURATION, float(l2_bound)))
 
 
 @njit(cache=True, nogil=True)
@@ -51,12 +82,46 @@ def row_grid_values(X, l2_bound, l1_bound, frac_bits):
     return sp.csr_matrix((out, X.indices.copy(), X.indptr.copy()), shape=X.shape)
 
 
-def unit_totals(X, units, l2_bound, l1_bound, row_frac_bits):
-    """(ids, totals): each unit's exact int64 sum of its scaled, rounded rows.
+@njit(cache=True, nogil=True)
+def _saturating_segment_sums(starts, values, cap, out):
+    # values ≥ 0 and ≤ cap, so acc + v is computed only when it cannot pass cap (and
+    # never overflows): each segment's result is min(cap, exact sum), in any order.
+    for g in range(starts.shape[0] - 1):
+        acc = np.int64(0)
+        for k in range(starts[g], starts[g + 1]):
+            v = values[k]
+            acc = cap if v > cap - acc else acc + v
+        out[g] = acc
+    return out
 
-    ``ids`` sorted ascending; ``totals`` a CSR of shape (len(ids), d), int64 entries
-    on the grid 2^-F₁. Partial totals of one unit from several chunks add exactly
-    (:func:`add_unit_totals`).
+
+def _saturating_sum(rows, cols, values, shape, cap=None):
+    """CSR of shape ``shape``: the entries (rows, cols, values ≥ 0) with the duplicates
+    added with saturation at ``cap`` (default :data:`SATURATION`; min(cap, exact sum)
+    per position)."""
+    cap = SATURATION if cap is None else cap
+    order = np.lexsort((cols, rows))
+    rows, cols, values = rows[order], cols[order], values[order]
+    new = np.ones(len(rows), dtype=bool)
+    new[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+    starts = np.append(np.flatnonzero(new), len(rows)).astype(np.int64)
+    sums = _saturating_segment_sums(starts, values.astype(np.int64), np.int64(cap),
+                                    np.empty(len(starts) - 1, dtype=np.int64))
+    rows, cols = rows[starts[:-1]], cols[starts[:-1]]
+    indptr = np.zeros(shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=shape[0]), out=indptr[1:])
+    return sp.csr_matrix((sums, cols.astype(np.int64), indptr), shape=shape)
+
+
+def unit_totals(X, units, l2_bound, l1_bound):
+    """(ids, totals): each unit's sums of its scaled rows rounded to 2^-F₁.
+
+    ``ids`` sorted ascending; ``totals`` a CSR of shape (len(ids), 2d) with int64
+    entries in [0, 2^62]: column j holds the saturating sum P of the positive rounded
+    entries of coordinate j, column d + j the saturating sum N of the magnitudes of
+    the negative ones (the unit's total is P − N, :func:`bound_unit_totals`).
+    F₁ = :func:`unit_row_frac_bits` (``l2_bound``). Partial totals of one unit from
+    several chunks add to the same result in any order (:func:`add_unit_totals`).
     """
     units = np.asarray(units)
     if units.ndim != 1 or units.shape[0] != X.shape[0]:
@@ -64,40 +129,48 @@ def unit_totals(X, units, l2_bound, l1_bound, row_frac_bits):
                          f"shape {units.shape}.")
     if units.dtype.kind not in "iu":
         raise ValueError(f"privacy_unit must hold integer ids, got dtype {units.dtype}.")
-    grid = row_grid_values(X, l2_bound, l1_bound, row_frac_bits)
+    d = X.shape[1]
+    grid = row_grid_values(X, l2_bound, l1_bound, unit_row_frac_bits(l2_bound)).tocoo()
     ids, inverse = np.unique(units, return_inverse=True)
-    member = sp.csr_matrix((np.ones(len(units), dtype=np.int64),
-                            (inverse, np.arange(len(units)))), shape=(len(ids), len(units)))
-    totals = (member @ grid).tocsr()  # int64 products of 0/1 and grid values: exact
-    totals.sum_duplicates()
+    keep = grid.data != 0
+    values = grid.data[keep]  # |value| ≤ L·2^F₁ + ½ < 2^42: abs cannot overflow
+    cols = grid.col[keep].astype(np.int64) + np.where(values < 0, d, 0)
+    totals = _saturating_sum(inverse.ravel()[grid.row[keep]].astype(np.int64), cols,
+                             np.abs(values), (len(ids), 2 * d))
     return ids, totals
 
 
 def add_unit_totals(pieces):
-    """Merge (ids, totals) pieces of possibly overlapping units (exact)."""
+    """Merge (ids, totals) pieces of possibly overlapping units (saturating, so the
+    same result for every grouping and order of the pieces)."""
     pieces = [p for p in pieces if len(p[0])]
     if not pieces:
         return np.zeros(0, dtype=np.int64), None
     all_ids = np.concatenate([p[0] for p in pieces])
-    stacked = sp.vstack([p[1] for p in pieces], format="csr")
+    stacked = sp.vstack([p[1] for p in pieces], format="coo")
     ids, inverse = np.unique(all_ids, return_inverse=True)
-    member = sp.csr_matrix((np.ones(len(all_ids), dtype=np.int64),
-                            (inverse, np.arange(len(all_ids)))),
-                           shape=(len(ids), len(all_ids)))
-    totals = (member @ stacked).tocsr()
-    totals.sum_duplicates()
+    totals = _saturating_sum(inverse.ravel()[stacked.row].astype(np.int64),
+                             stacked.col.astype(np.int64), stacked.data,
+                             (len(ids), stacked.shape[1]))
     return ids, totals
 
 
-def bound_unit_totals(totals, row_frac_bits, plan):
+def bound_unit_totals(totals, plan):
     """The :class:`~skdpsparse.distributed._core.BoundedSumPart` of unit totals: each
-    total t·2^-F₁ (one float64 rounding) scaled into the plan's bounds and summed in
-    the plan's fixed point (``plan.n_rows`` = U, the number of units). The digest is
-    left empty: the key of a user-level fit hashes the raw rows and ids instead."""
+    total (P − N)·2^-F₁ (exact in int64, then one float64 rounding) scaled into the
+    plan's bounds and summed in the plan's fixed point (``plan.n_rows`` = U, the number
+    of units). The digest is left empty: the key of a user-level fit hashes the raw
+    rows and ids instead."""
     if totals is None:
         return BoundedSumPart(np.zeros(plan.n_features, dtype=np.int64), 0, None)
-    values = np.ldexp(totals.data.astype(np.float64), -int(row_frac_bits))
-    sums = bounded_fixed_sum((totals.indptr, totals.indices, values), plan.n_features,
+    d = plan.n_features
+    if totals.shape[1] != 2 * d:
+        raise ValueError(f"unit totals have {totals.shape[1]} columns, expected 2·{d}.")
+    signed = (totals[:, :d] - totals[:, d:]).tocsr()  # each in [0, 2^62]: no overflow
+    signed.sum_duplicates()
+    signed.eliminate_zeros()
+    values = np.ldexp(signed.data.astype(np.float64), -unit_row_frac_bits(plan.l2_bound))
+    sums = bounded_fixed_sum((signed.indptr, signed.indices, values), d,
                              plan.l2_bound, plan.l1_bound, plan.frac_bits)
     return BoundedSumPart(np.asarray(sums, dtype=np.int64), totals.shape[0], None)
 
