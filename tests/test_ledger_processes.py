@@ -245,7 +245,9 @@ def test_fork_workers_survive_numba_threads(fresh_numba_cache, workers_data):
 
 
 def test_dask_local_cluster(data):
-    distributed = pytest.importorskip("distributed")
+    # Not importorskip("distributed"): without dask, that import finds the folder
+    # tests/distributed (a namespace package) and does not skip.
+    distributed = pytest.importorskip("dask.distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1,
                                   processes=True) as cluster, distributed.Client(cluster):
         grid = GridSearchCV(DPHeavyTailedMean(truncation=2.0, random_state=0),
