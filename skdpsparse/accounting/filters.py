@@ -4,7 +4,7 @@ A *filter* (Rogers, Roth, Ullman and Vadhan 2016) runs mechanisms whose privacy
 parameters (ε_t, δ_t) may themselves be chosen adaptively, and stops before a fixed
 budget would be exceeded; the whole transcript is then DP at that budget. This module
 has the (ε, δ)-DP filter of Whitehouse, Ramdas, Rogers and Wu (ICML 2023), as stated in
-seed 002, Theorem A.4: with δ = δ′ + δ″ (δ′ > 0, δ″ ≥ 0),
+Ghazi et al. 2024, Theorem A.4: with δ = δ′ + δ″ (δ′ > 0, δ″ ≥ 0),
 
     ε_{[0:t]} = √(2 ln(1/δ′) Σ_{s≤t} ε_s²) + ½ Σ_{s≤t} ε_s²,    δ_{[0:t]} = Σ_{s≤t} δ_s,
 
@@ -14,13 +14,25 @@ converted at δ′: ρ + 2√(ρ ln(1/δ′)), which is why it matches advanced 
 with its constants.) The requirement is that (ε_t, δ_t) be *predictable*: fixed before
 step t looks at the data, possibly from earlier outputs and public randomness.
 
+It also has the Rényi filter of Feldman and Zrnic (2021), :class:`RenyiFilter`: at one
+order α fixed in advance, steps whose RDP ε_t(α) is predictable are admitted while
+Σ_{s≤t} ε_s(α) ≤ B; the whole transcript is then (α, B)-RDP, and (ε, δ)-DP by the
+conversion of :func:`~skdpsparse.accounting.rdp.rdp_to_epsilon`. It accounts for
+each step by its exact RDP curve (subsampled Gaussians included), where the (ε, δ)
+filter needs each step as an (ε_t, δ_t) pair and pays advanced composition's
+constants.
+
 No data enters this module, only numbers. It is what decides when the bias-reduced
-SGD of seed 002 (Algorithm 6) stops; see :mod:`skdpsparse.mechanisms.bias_reduced`.
+SGD of Ghazi, Guzmán, Kamath, Kumar and Manurangsi (2024, "Differentially private
+optimization with sparse gradients", Algorithm 6) stops; see
+:mod:`skdpsparse.mechanisms.bias_reduced`.
 
 References
 ----------
 .. [WRRW23] J. Whitehouse, A. Ramdas, R. Rogers, Z. S. Wu. Fully-adaptive composition
    in differential privacy. ICML 2023. arXiv:2203.05481.
+.. [FZ21] V. Feldman, T. Zrnic. Individual privacy accounting via a Rényi filter.
+   NeurIPS 2021. arXiv:2008.11193.
 .. [RRUV16] R. Rogers, A. Roth, J. Ullman, S. Vadhan. Privacy odometers and filters:
    pay-as-you-go composition. NeurIPS 2016.
 """
@@ -31,11 +43,11 @@ import math
 
 from .budget import ApproxDP, _delta, _nonnegative, _positive
 
-__all__ = ["ApproxDPFilter", "filter_epsilon"]
+__all__ = ["ApproxDPFilter", "RenyiFilter", "filter_epsilon", "renyi_budget"]
 
 
 def filter_epsilon(sum_sq, delta_prime):
-    """ε_{[0:t]} of seed 002 Theorem A.4: √(2 ln(1/δ′) S) + S/2 with S = Σ ε_s².
+    """ε_{[0:t]} of Ghazi et al. 2024, Theorem A.4: √(2 ln(1/δ′) S) + S/2 with S = Σ ε_s².
 
     Parameters
     ----------
@@ -54,7 +66,7 @@ def filter_epsilon(sum_sq, delta_prime):
 
 
 class ApproxDPFilter:
-    """The (ε, δ)-DP filter of [WRRW23]_ (seed 002 Theorem A.4).
+    """The (ε, δ)-DP filter of [WRRW23]_ (Ghazi et al. 2024, Theorem A.4).
 
     Call :meth:`try_spend` (or :meth:`spend`) with each step's (ε_t, δ_t) *before*
     running that step; it records the step and returns True iff the composition
@@ -70,7 +82,7 @@ class ApproxDPFilter:
     delta : float
         The total δ = δ′ + δ″, in (0, 1).
     delta_prime : float, optional
-        δ′ in (0, δ]; default δ/2 (seed 002 Lemma 6.3 uses δ′ = δ″).
+        δ′ in (0, δ]; default δ/2 (Ghazi et al. 2024, Lemma 6.3, uses δ′ = δ″).
 
     Attributes
     ----------
@@ -180,3 +192,131 @@ class ApproxDPFilter:
         return (f"ApproxDPFilter(epsilon={self.epsilon!r}, delta={self.delta!r}, "
                 f"delta_prime={self.delta_prime!r}; admitted {self.n_admitted}, "
                 f"epsilon_spent={self.epsilon_spent():.6g}, delta_sum={self.delta_sum:.6g})")
+
+
+def renyi_budget(order, epsilon, delta):
+    """The largest B such that (α, B)-RDP implies (ε, δ)-DP by the conversion of
+    :func:`~skdpsparse.accounting.rdp.rdp_to_epsilon` (Balle et al. 2020, Theorem 21;
+    Canonne, Kamath and Steinke 2020, Proposition 12), at the single order α:
+
+        B = ε − log((α−1)/α) + (log δ + log α)/(α − 1),
+
+    rounded down so that the conversion of B never exceeds ε. 0 when no positive B
+    converts to (ε, δ) at this order.
+
+    Parameters
+    ----------
+    order : float
+        α > 1.
+    epsilon : float
+        > 0.
+    delta : float
+        In (0, 1).
+
+    Returns
+    -------
+    float
+    """
+    from .rdp import rdp_to_epsilon  # rdp imports budget; keep this module light
+
+    a = float(order)
+    if not (a > 1.0 and math.isfinite(a)):
+        raise ValueError(f"order must be a finite float > 1, got {order!r}.")
+    eps = _positive(epsilon, "epsilon")
+    d = _delta(delta, "delta", allow_zero=False)
+    b = eps - math.log((a - 1.0) / a) + (math.log(d) + math.log(a)) / (a - 1.0)
+    if not b > 0.0:
+        return 0.0
+    while b > 0.0 and rdp_to_epsilon([a], [b], d)[0] > eps:  # float rounding only
+        b = math.nextafter(b, 0.0)
+    return b
+
+
+class RenyiFilter:
+    """The Rényi filter of [FZ21]_ at one order α, fixed before the run.
+
+    Call :meth:`try_spend` with each step's RDP ε_t(α) *before* running that step; it
+    records the step and returns True iff Σ_{s≤t} ε_s(α) ≤ B. Once a step is refused
+    the filter is closed (the run stops there). Every run is then (α, B)-RDP.
+
+    **Theorem** ([FZ21]_, Theorem 3.1, the Rényi filter). Let mechanisms A_1, A_2, ...
+    be chosen adaptively, A_t being (α, ρ_t)-RDP with ρ_t a function of the outputs
+    before step t (and of public randomness), and let the run stop at a time T with
+    Σ_{t≤T} ρ_t ≤ B on every path. Then the transcript is (α, B)-RDP.
+
+    *Proof sketch* (discrete outputs; the general case is the same with densities).
+    Fix neighbours S, S′ with per-step conditional laws p_t, q_t. Under S′ the process
+    M_t = Π_{s≤t} (p_s/q_s)^α · e^{−(α−1)Σ_{s≤t} ρ_s} is a supermartingale: given the
+    past, ρ_t is fixed and E_{q_t}[(p_t/q_t)^α] = e^{(α−1)D_α(p_t‖q_t)} ≤
+    e^{(α−1)ρ_t}. Steps after T output a constant (ratio 1, cost 0). Optional
+    stopping (T is bounded: each step costs at least a positive amount here, so
+    T ≤ B/min ρ_t) gives E[M_T] ≤ 1, hence e^{(α−1)D_α} = E_{S′}[Π (p/q)^α] =
+    E[M_T e^{(α−1)Σρ}] ≤ e^{(α−1)B}. ∎
+
+    Parameters
+    ----------
+    order : float
+        α > 1.
+    budget : float
+        B ≥ 0 (:func:`renyi_budget` for a target (ε, δ)).
+
+    Examples
+    --------
+    >>> f = RenyiFilter(20.0, renyi_budget(20.0, 1.0, 1e-6))
+    >>> steps = 0
+    >>> while f.try_spend(0.01):
+    ...     steps += 1
+    >>> steps, f.spent <= f.budget, f.try_spend(0.0)
+    (48, True, False)
+    """
+
+    __slots__ = ("order", "budget", "spent", "n_admitted", "closed")
+
+    def __init__(self, order, budget):
+        a = float(order)
+        if not (a > 1.0 and math.isfinite(a)):
+            raise ValueError(f"order must be a finite float > 1, got {order!r}.")
+        self.order = a
+        self.budget = _nonnegative(budget, "budget")
+        self.spent = 0.0
+        self.n_admitted = 0
+        self.closed = False
+
+    def admits(self, rdp_step):
+        """Whether a step of RDP ``rdp_step`` at :attr:`order` would be admitted now."""
+        r = _nonnegative(rdp_step, "rdp_step")
+        return not self.closed and self.spent + r <= self.budget
+
+    def try_spend(self, rdp_step):
+        """Admit and record the step if :meth:`admits`; else close the filter.
+
+        Returns
+        -------
+        bool
+            True iff the step may run.
+        """
+        if not self.admits(rdp_step):
+            self.closed = True
+            return False
+        self.spent += float(rdp_step)
+        self.n_admitted += 1
+        return True
+
+    def guarantee(self, delta):
+        """The (ε, δ)-DP guarantee of every run: (α, B)-RDP converted at ``delta``.
+
+        It is the budget's, not the realized Σ ε_t(α) (an ex-post value is not a DP
+        guarantee of the run: the stopping rule is part of the mechanism).
+
+        Returns
+        -------
+        ApproxDP
+        """
+        from .rdp import rdp_to_epsilon
+
+        eps = rdp_to_epsilon([self.order], [self.budget], delta)[0]
+        return ApproxDP(max(eps, float.fromhex("0x1p-1022")), float(delta))
+
+    def __repr__(self):
+        return (f"RenyiFilter(order={self.order!r}, budget={self.budget!r}; admitted "
+                f"{self.n_admitted}, spent={self.spent:.6g})")

@@ -501,19 +501,21 @@ def _log_moments_by_quadrature(sigma, ls):
     return logsumexp(log_f(y), axis=1) + np.log(step)
 
 
-def _wor_log_a_int(gamma, sigma, alphas):
+def _wor_log_a_int(gamma, sigma, alphas, moments_bound=True):
     """Upper bound on log A_α (integer α ≥ 2) for sampling m = γn of n without replacement.
 
     [WBK19] Thm 9 for the Gaussian (ε(j) = j/(2σ²), ε(∞) = ∞):
     A_α ≤ 1 + γ² C(α,2) min{4(e^{ε(2)} − 1), 2e^{ε(2)}} + Σ_{j≥3} γ^j C(α,j) 2e^{(j−1)ε(j)},
     and for α ≤ 256 the term j ≥ 3 is also capped by 4 √(B(2⌊j/2⌋) B(2⌈j/2⌉)) (the
     strengthened bound, [WBK19] arXiv v2 Thm 27), with B from :func:`_log_central_moments`.
+    ``moments_bound=False`` keeps Thm 9 alone, which needs nothing of the base mechanism
+    but its RDP curve ε(j) = j/(2σ²) at integer orders.
     """
     al, j, starts = _ragged(alphas, 2)
     e2 = 1.0 / sigma / sigma  # ε(2)
     gen = np.where(j == 2, min(math.log(4) + float(_log_expm1(e2)), e2 + math.log(2)),
                    math.log(2) + j * (j - 1) / (2 * sigma * sigma))  # 2 e^{(j−1)ε(j)}
-    use_tight = (al <= _WOR_MAX_TIGHT_ORDER) & (j >= 3)
+    use_tight = (al <= _WOR_MAX_TIGHT_ORDER) & (j >= 3) & bool(moments_bound)
     if use_tight.any():
         jt = j[use_tight].astype(np.int64)
         lb = _log_central_moments(sigma, 2 * int(math.ceil(jt.max() / 2)))
@@ -524,7 +526,8 @@ def _wor_log_a_int(gamma, sigma, alphas):
 
 
 def subsampled_without_replacement_gaussian_rdp(
-    sample_size, population_size, noise_multiplier, orders=DEFAULT_ORDERS
+    sample_size, population_size, noise_multiplier, orders=DEFAULT_ORDERS, *,
+    moments_bound=True,
 ):
     """Gaussian mechanism on a uniformly random subset of fixed size, replace-one
     neighbours ([WBK19]_ Thm 9, strengthened by Thm 27 of arXiv:1808.00087v2 for α ≤ 256).
@@ -545,6 +548,12 @@ def subsampled_without_replacement_gaussian_rdp(
         σ = noise std / ℓ2 sensitivity under replace-one, positive.
     orders : array-like of float, default=DEFAULT_ORDERS
         All > 1.
+    moments_bound : bool, default=True
+        Use the strengthened bound of Thm 27, whose central moments are those of the
+        continuous Gaussian mechanism. ``False`` uses Thm 9 alone, valid for *any* base
+        mechanism whose RDP is at most α/(2σ²) at every integer order (a discrete
+        Gaussian: Canonne, Kamath and Steinke 2020, Theorem 14; or a
+        composition of Gaussian mechanisms whose ρ add up to 1/(2σ²)).
 
     Returns
     -------
@@ -567,7 +576,7 @@ def subsampled_without_replacement_gaussian_rdp(
     gamma = sample_size / population_size
     ints = np.union1d(np.floor(alphas), np.ceil(alphas))
     ints = ints[ints >= 2]
-    log_a = _wor_log_a_int(gamma, sigma, ints)
+    log_a = _wor_log_a_int(gamma, sigma, ints, moments_bound)
     rdp = _interpolate_cgf(alphas, ints, log_a)  # exact at integer orders (t = 0)
     # Rényi divergence is jointly quasi-convex (van Erven & Harremoës 2014, Thm 13), so
     # subsampling never exceeds the base mechanism's α/(2σ²); Thm 9 alone can (large σ).

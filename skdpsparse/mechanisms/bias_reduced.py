@@ -1,4 +1,6 @@
-"""Bias-reduced private SGD with sparse gradients (seed 002, Sections 6-7; seed 000 §5-6).
+"""Bias-reduced private SGD with sparse gradients (Ghazi, Guzmán, Kamath, Kumar and
+Manurangsi 2024, "Differentially private optimization with sparse gradients",
+Sections 6-7, and the later version's Sections 5-6).
 
 * :class:`BiasReducedOracle` — Algorithm 5, the subsampled bias-reduced gradient
   estimator. With N ~ TGeom(M) (Definition 6.1), a batch B of 2^{N+1} rows drawn
@@ -6,27 +8,36 @@
 
       𝒢(x) = (G⁺(∇F_B) − ½(G⁻(∇F_O) + G⁻(∇F_E)))/p_N + G₀(∇f_I),
 
-  each G a private sparse mean (the projection mechanism, seed 002 Algorithm 1, or
-  Gaussian ℓ1-recovery, Algorithm 2 — the mechanism of seed 000's version) at a
+  each G a private sparse mean (the projection mechanism, Ghazi et al. 2024, Algorithm 1, or
+  Gaussian ℓ1-recovery, Algorithm 2 — the mechanism of the paper's later version) at a
   quarter of the oracle's budget. Its expectation telescopes to that of the
   mechanism on the largest batch (proof of Lemma 6.4), so its bias is the bias of
   a batch of 2^{M+1} ≈ n rows, while a call costs O(log n) rows on average.
-* :func:`bias_reduced_sgd` — Algorithm 6: projected SGD with that oracle, stopped by
-  the fully adaptive composition filter (:class:`~skdpsparse.accounting.filters.
-  ApproxDPFilter`) with the per-step cost of Lemma 6.3; the average iterate (convex)
-  or a uniformly random one (nonconvex).
-* :func:`boost_noisy_min` (seed 002 Algorithm 7) and :func:`boost_random_stopping`
-  (seed 000 Algorithm 5) — several runs and a private choice among them.
+* :func:`bias_reduced_sgd` — Algorithm 6: projected SGD with that oracle, the average
+  iterate (convex) or a uniformly random one (nonconvex), stopped by a privacy
+  filter. By default each step is accounted by its exact RDP curve
+  (:func:`step_rdp`: the record enters two of the three batch means, each part
+  amplified by subsampling without replacement) under a Rényi filter at one order
+  (:class:`~skdpsparse.accounting.filters.RenyiFilter`, Feldman and Zrnic 2021),
+  and the gain is spent on less noise per mean at the paper's run length
+  (:func:`renyi_filter_plan`). ``accounting="paper"`` keeps the paper's per-step
+  cost (Lemma 6.3) under the (ε, δ) filter of
+  :class:`~skdpsparse.accounting.filters.ApproxDPFilter`. Proofs:
+  ``doc/derivations/bias_reduced_accounting.rst``.
+* :func:`boost_noisy_min` (Algorithm 7) and :func:`boost_random_stopping` (the later
+  version's Algorithm 5) — several runs and a private choice among them.
 
 Privacy unit: one example, replacement neighbours, n public. The gradient rows are
 bounded into {‖g‖₂ ≤ L, ‖g‖₁ ≤ L√s} inside every mean (contribution bounding), so the
 sensitivities hold for every input, whatever the caller's derivation of L and s.
 """
 
+import functools
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -34,14 +45,21 @@ import scipy.sparse as sp
 from .. import _kernels
 from .._kernels.bias_reduced import bias_reduced_step, csr_gradient_rows, dense_gradient_rows
 from .._kernels.sparse_rows import csr_bounded_column_sum_rows
-from ..accounting import ApproxDP
-from ..accounting.filters import ApproxDPFilter
+from ..accounting import ApproxDP, approx_dp_to_zcdp, subsampled_without_replacement_gaussian_rdp
+from ..accounting.filters import ApproxDPFilter, RenyiFilter, renyi_budget
 from .projection import bounded_mean, projection_mechanism, row_bounds
 from ..utils._random import as_random_source
 from .sparse_mean import private_sparse_mean
 
 __all__ = [
+    "ACCOUNTINGS",
     "MECHANISMS",
+    "RenyiFilterPlan",
+    "mean_rho",
+    "renyi_filter_feasible",
+    "renyi_filter_plan",
+    "renyi_filter_privacy",
+    "step_rdp",
     "tgeom_max_level",
     "tgeom_pmf",
     "sample_tgeom",
@@ -59,6 +77,11 @@ __all__ = [
 ]
 
 MECHANISMS = ("projection", "l1_recovery")
+ACCOUNTINGS = ("renyi_filter", "paper")
+# Orders the Rényi filter chooses its one order α from (before the run, from public
+# numbers only: the choice is part of the mechanism, not a function of the data).
+_FILTER_ORDERS = tuple(np.concatenate([np.linspace(1.25, 10.0, 36), np.arange(11.0, 64.0),
+                                       [64.0, 80.0, 96.0, 128.0, 160.0, 192.0, 256.0]]))
 
 # Below this dimension the four mean mechanisms of a step run in the calling thread:
 # a thread hand-off costs more than a noise vector of this size.
@@ -108,7 +131,7 @@ _LINEAR_AMPLIFICATION_MAX = 1.2564
 
 
 def step_privacy(level, n, epsilon, delta):
-    """(ε_t, δ_t) of one step of Algorithm 6 at N_t = ``level`` (seed 002 Lemma 6.3).
+    """(ε_t, δ_t) of one step of Algorithm 6 at N_t = ``level`` (Ghazi et al. 2024, Lemma 6.3).
 
     The oracle runs at (ε/8, δ/4), so its four mechanisms at (ε/32, δ/16). The three
     on B (2^{N+1} of n rows, without replacement) are (3ε/32, 3δ/16)-DP together and,
@@ -127,6 +150,166 @@ def step_privacy(level, n, epsilon, delta):
         + math.log1p(math.expm1(epsilon / 32.0) / n)
     delta_t = (3.0 * 2.0 ** (int(level) + 1) + 1.0) * delta / (16.0 * n)
     return max(seed_eps, exact_eps), delta_t
+
+
+def mean_rho(epsilon, delta):
+    """ρ₀: every one of the four means of a step is ρ₀-zCDP (module docstring).
+
+    The oracle runs at (ε/8, δ/4) and each mean at (ε/32, δ/16): a discrete Gaussian
+    mechanism whose σ comes from
+    :func:`~skdpsparse.accounting.discrete.discrete_gaussian_sigma` at that (ε, δ),
+    i.e. σ ≥ Δ/√(2ρ₀) with ρ₀ = :func:`~skdpsparse.accounting.approx_dp_to_zcdp`
+    (ε/32, δ/16) (``calibration="classic"``, and ℓ1-recovery's halved δ, only make σ
+    larger), the grid rounding charged in the noise (:mod:`.noise`). By Canonne,
+    Kamath and Steinke 2020 (Theorem 14) the mean is then (α, αρ₀)-RDP at every α > 1.
+    """
+    return approx_dp_to_zcdp(float(epsilon) / 32.0, float(delta) / 16.0)
+
+
+def _multiplier(rho):
+    """The largest float z with 1/(2z²) ≥ ρ: the Gaussian curve α/(2z²) bounds αρ."""
+    z = 1.0 / math.sqrt(2.0 * rho)
+    while 1.0 / (2.0 * z * z) < rho:
+        z = math.nextafter(z, 0.0)
+    return z
+
+
+def step_rdp(level, n, rho, orders=_FILTER_ORDERS):
+    """RDP curve of one step of Algorithm 6 at N = ``level``, accounted exactly.
+
+    **Claim.** For replace-one neighbours and every α > 1, one step is
+    (α, ε_B(α) + ε_I(α))-RDP, where ε_B is the Gaussian RDP α/(2z²) with z = 1/√(4ρ₀)
+    amplified by sampling m = 2^{N+1} of n rows without replacement, and ε_I the curve
+    α/(2z²) with z = 1/√(2ρ₀) amplified by sampling 1 of n (both by Wang, Balle and
+    Kasiviswanathan 2019, "Subsampled Rényi differential privacy and analytical
+    moments accountant", AISTATS, Theorem 9).
+
+    *Proof.* The step releases (G⁺(B), G⁻(O), G⁻(E)) and G₀(I) with B, I drawn
+    independently of each other and of the data, and N drawn before, independently
+    of everything (it costs nothing and may be treated as released).
+
+    1. Fix an ordered batch B and its halves O, E. A record of B is in B and in
+       exactly one of O, E (the halves partition B): the differing record enters
+       two of the three means, not three as Ghazi et al. 2024 Lemma 6.3 charges.
+       Each mean is ρ₀-zCDP (:func:`mean_rho`), their noise is independent, so the
+       triple is 2ρ₀-zCDP (Bun and Steinke 2016, "Concentrated differential privacy",
+       Lemma 2.3): RDP α·2ρ₀ = α/(2z²) with z = 1/√(4ρ₀), for neighbours that differ
+       inside B, and 0 otherwise. The split into halves is a uniformly random order
+       of B, the same under both neighbours: a mixture with equal weights, which
+       keeps the bound (joint quasi-convexity of Rényi divergence, van Erven and
+       Harremoës 2014, Theorem 13).
+    2. B is a uniformly random subset of size m (``choice(n, m, replace=False)``),
+       so the triple is the subsampled mechanism of [WBK19] Theorem 9, which holds
+       for any base mechanism with RDP ε(j) at the integer orders j ≥ 2 (here
+       ε(j) = j/(2z²); the strengthened bound of their Theorem 27 uses the moments of
+       the continuous Gaussian and is not used). Its curve at fractional orders is
+       the chord of the convex CGF (their Corollary 10).
+    3. G₀ on one uniform row I is the same with m = 1 and z = 1/√(2ρ₀).
+    4. The two parts compose (Mironov 2017, "Rényi differential privacy",
+       Proposition 1). ∎
+
+    Parameters
+    ----------
+    level : int
+        N, 0 ≤ N ≤ M.
+    n : int
+    rho : float
+        ρ₀ of each mean (:func:`mean_rho`).
+    orders : array-like of float
+
+    Returns
+    -------
+    RdpCurve
+    """
+    m = 1 << (int(level) + 1)
+    n = int(n)
+    if not 2 <= m <= n:
+        raise ValueError(f"level {level} needs 2 <= 2^(level+1) <= n={n}")
+    rho = float(rho)
+    batch = subsampled_without_replacement_gaussian_rdp(m, n, _multiplier(2.0 * rho), orders,
+                                                        moments_bound=False)
+    single = subsampled_without_replacement_gaussian_rdp(1, n, _multiplier(rho), orders,
+                                                         moments_bound=False)
+    return batch + single
+
+
+class RenyiFilterPlan(NamedTuple):
+    """The Rényi-filter accounting of a run, fixed from public numbers before it.
+
+    The oracle runs at ``oracle_epsilon`` (δ/4): its four means are ρ₀-zCDP,
+    ρ₀ = :func:`mean_rho` (4·``oracle_epsilon``, δ), where the paper's accounting
+    runs it at ε/8. ``costs[N]`` is the RDP at ``order`` of a step at level N
+    (:func:`step_rdp`); the filter admits steps while their sum stays ≤ ``budget``;
+    ``expected_steps`` = budget / E_N[cost], the run length to expect (it only sets
+    the step size and the noise, never the guarantee).
+    """
+
+    oracle_epsilon: float
+    order: float
+    budget: float
+    costs: np.ndarray
+    expected_steps: float
+
+
+def _filter_at(n, epsilon, delta, oracle_epsilon, orders):
+    M = tgeom_max_level(n)
+    rho = mean_rho(4.0 * oracle_epsilon, delta)
+    costs = np.stack([step_rdp(level, n, rho, orders).epsilons for level in range(M + 1)])
+    expected = tgeom_pmf(M) @ costs
+    budgets = np.array([renyi_budget(a, epsilon, delta) for a in orders])
+    steps = np.where(budgets > 0, budgets / np.maximum(expected, 1e-300), 0.0)
+    k = int(np.argmax(steps))
+    col = costs[:, k].copy()
+    col.setflags(write=False)
+    return RenyiFilterPlan(float(oracle_epsilon), float(orders[k]), float(budgets[k]), col,
+                           float(steps[k]))
+
+
+@functools.lru_cache(maxsize=64)
+def renyi_filter_plan(n, epsilon, delta, target_steps=None):
+    """Oracle budget, order α, RDP budget B and per-level costs of the default accounting.
+
+    For a given oracle budget, α maximizes B(α)/E_N[ε_N(α)] (the expected number of
+    steps) over a fixed grid of orders, with B(α) =
+    :func:`~skdpsparse.accounting.filters.renyi_budget` (α, ε, δ), the largest
+    (α, B)-RDP that converts to (ε, δ), and N ~ TGeom(M). The oracle budget is then
+    the largest (to within 2 %) at which the expected number of steps is still at
+    least ``target_steps`` (default τ = n/ln(2/δ), the run length of Ghazi et al.
+    2024, Theorems 6.7–6.8, about what the paper's filter admits): exact accounting
+    buys less noise per step at the paper's run length (and run time), not a longer
+    run. It is never below the paper's ε/8. Only n, ε, δ enter: the choice is part
+    of the mechanism.
+
+    Returns
+    -------
+    RenyiFilterPlan
+    """
+    n = int(n)
+    epsilon, delta = float(epsilon), float(delta)
+    tau = n / math.log(2.0 / delta) if target_steps is None else float(target_steps)
+    tau = max(tau, 1.0)
+    orders = np.asarray(_FILTER_ORDERS)
+    lo = _filter_at(n, epsilon, delta, epsilon / 8.0, orders)  # the paper's oracle budget
+    if not lo.expected_steps > 0:
+        raise ValueError(f"no order converts a positive RDP budget to (epsilon={epsilon}, "
+                         f"delta={delta})")
+    if lo.expected_steps <= tau:
+        return lo
+    # Expected steps fall as the oracle budget grows: double, then bisect in log scale.
+    hi_eps = 2.0 * lo.oracle_epsilon
+    while True:
+        hi = _filter_at(n, epsilon, delta, hi_eps, orders)
+        if hi.expected_steps < tau:
+            break
+        lo, hi_eps = hi, 2.0 * hi_eps
+    while hi_eps / lo.oracle_epsilon > 1.02:
+        mid_eps = math.sqrt(hi_eps * lo.oracle_epsilon)
+        mid = _filter_at(n, epsilon, delta, mid_eps, orders)
+        if mid.expected_steps >= tau:
+            lo = mid
+        else:
+            hi_eps = mid_eps
+    return lo
 
 
 def algorithm6_filter(epsilon, delta):
@@ -157,13 +340,37 @@ def algorithm6_privacy(n, epsilon, delta, max_iter=None):
     return admitted + ApproxDP(eps_max, delta_max)
 
 
+def renyi_filter_feasible(n, epsilon, delta):
+    """Whether some order of the grid (1.25 … 256) converts a positive RDP budget to
+    (ε, δ): false only for very small ε (about ε < ln(1/δ)/256); then
+    :func:`bias_reduced_sgd` falls back to the paper's accounting."""
+    return any(renyi_budget(a, epsilon, delta) > 0 for a in _FILTER_ORDERS)
+
+
+def renyi_filter_privacy(n, epsilon, delta, max_iter=None):
+    """Guarantee of a run with the default accounting: its Rényi filter's budget.
+
+    (α, B)-RDP converted at δ (:meth:`~skdpsparse.accounting.filters.RenyiFilter.
+    guarantee`), at most (ε, δ); with an iteration cap k, the filter's B is also at
+    most k times the costliest step, which may give less.
+
+    >>> print(renyi_filter_privacy(100_000, 1.0, 1e-6))
+    (1, 1e-06)-DP
+    """
+    plan = renyi_filter_plan(int(n), float(epsilon), float(delta))
+    budget = plan.budget
+    if max_iter is not None:
+        budget = min(budget, int(max_iter) * float(np.max(plan.costs)))
+    return RenyiFilter(plan.order, budget).guarantee(delta)
+
+
 def theorem_learning_rate(n, dim, *, epsilon, delta, gradient_bound, sparsity, convex,
                           radius=None, smoothness=None, suboptimality=None):
     """η of Theorem 6.7 (convex) or 6.8 (nonconvex), absolute constants set to 1.
 
     τ = n/ln(2/δ) (C′ = 1), ν² = L² ln(n) √(s ln(d/s) ln(1/δ))/ε (Lemma 6.4, with
     ln(d/s) ≥ 1); convex: η = D/(ν√τ); nonconvex: η = √(Γ/(Hτν²)) (the seed's "Ht" is
-    τ, notes §2.2 item 4). All from public quantities.
+    τ). All from public quantities.
     """
     s = min(float(sparsity), float(dim))
     L = float(gradient_bound)
@@ -358,16 +565,27 @@ class BiasReducedOracle:
 def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, sparsity,
                      learning_rate, rng, radius=None, convex=True, mechanism="projection",
                      calibration="analytic", max_iter=None, x0=None, n_threads=None,
-                     mechanism_options=None, verbose=0):
-    """Seed 002 Algorithm 6: projected SGD with :class:`BiasReducedOracle`, (ε, δ)-DP.
+                     mechanism_options=None, accounting="renyi_filter", verbose=0):
+    """Algorithm 6 of Ghazi et al. 2024: projected SGD with :class:`BiasReducedOracle`,
+    (ε, δ)-DP.
 
-    Step t draws N_t ~ TGeom(M), calls the oracle at (ε/8, δ/4) and steps
-    x^{t+1} = Π_𝒳(x^t − η𝒢(x^t)) with 𝒳 the ℓ2 ball of radius D (or ℝᵈ). The loop
-    continues while the filter of :func:`algorithm6_filter` admits the steps *before*
-    the current one (the seed's while-condition on Σ_{s=0}^{t−1}): step t runs iff
-    steps 0..t−1 fit in (ε/2, δ/2), so the last step may overshoot the filter by
-    one, which Lemma 6.3 pays for. Released: x̄ = mean of x⁰..x^T (convex) or x^{t̂},
-    t̂ ~ Unif{0..T} (nonconvex), T the number of steps taken.
+    Step t draws N_t ~ TGeom(M), calls the oracle and steps
+    x^{t+1} = Π_𝒳(x^t − η𝒢(x^t)) with 𝒳 the ℓ2 ball of radius D (or ℝᵈ). Released:
+    x̄ = mean of x⁰..x^T (convex) or x^{t̂}, t̂ ~ Unif{0..T} (nonconvex), T the number
+    of steps taken. When the loop stops depends on ``accounting``:
+
+    * ``"renyi_filter"`` (default): the oracle runs at the budget of
+      :func:`renyi_filter_plan` (δ/4), and step t runs iff its exact RDP at the
+      plan's order (:func:`step_rdp` at the drawn N_t) still fits in the plan's RDP
+      budget (:class:`~skdpsparse.accounting.filters.RenyiFilter`); the first step
+      that does not fit ends the run. Every run is (α, B)-RDP, hence (ε, δ)-DP.
+      When no order of the grid reaches (ε, δ) (:func:`renyi_filter_feasible`,
+      tiny ε) the run uses ``"paper"``; ``info["accounting"]`` says which.
+    * ``"paper"``: the oracle runs at (ε/8, δ/4) and the loop continues while the
+      filter of :func:`algorithm6_filter` admits the steps *before* the current one
+      (the paper's while-condition on Σ_{s=0}^{t−1}): step t runs iff steps 0..t−1
+      fit in (ε/2, δ/2), so the last step may overshoot the filter by one, which
+      Lemma 6.3 pays for.
 
     Parameters
     ----------
@@ -387,6 +605,8 @@ def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, spars
         Optional cap on T (the filter's guarantee still holds; it may be smaller).
     x0 : ndarray or None
         Initial point (default 0).
+    accounting : {"renyi_filter", "paper"}, default="renyi_filter"
+        See above.
     verbose : int
         Prints the step count, N_t and the filter's state (all data-independent).
 
@@ -394,14 +614,20 @@ def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, spars
     -------
     x : ndarray of shape (dim,)
     info : dict
-        ``n_iter`` (T), ``privacy`` (:func:`algorithm6_privacy`, never above (ε, δ)).
+        ``n_iter`` (T), ``privacy`` (:func:`algorithm6_privacy` or
+        :func:`renyi_filter_privacy`, never above (ε, δ)), ``oracle_epsilon``.
     """
+    if accounting not in ACCOUNTINGS:
+        raise ValueError(f"accounting must be one of {ACCOUNTINGS}, got {accounting!r}.")
     rng = as_random_source(rng)
-    oracle = BiasReducedOracle(gradient_rows, n, dim, epsilon=epsilon / 8, delta=delta / 4,
+    renyi = accounting == "renyi_filter" and renyi_filter_feasible(n, epsilon, delta)
+    plan = renyi_filter_plan(int(n), float(epsilon), float(delta)) if renyi else None
+    oracle_epsilon = plan.oracle_epsilon if renyi else epsilon / 8
+    oracle = BiasReducedOracle(gradient_rows, n, dim, epsilon=oracle_epsilon, delta=delta / 4,
                                norm_bound=norm_bound, sparsity=sparsity, rng=rng,
                                mechanism=mechanism, calibration=calibration,
                                n_threads=n_threads, mechanism_options=mechanism_options)
-    filt = algorithm6_filter(epsilon, delta)
+    filt = RenyiFilter(plan.order, plan.budget) if renyi else algorithm6_filter(epsilon, delta)
     D = math.inf if radius is None else float(radius)
     x = np.zeros(dim) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
     if math.isfinite(D):
@@ -413,31 +639,43 @@ def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, spars
     pool = ThreadPoolExecutor(max_workers=oracle.n_threads) if oracle.n_threads > 1 else None
     try:
         while True:
-            # The while-condition: steps 0..t−1 within the filter (previous = step t−1).
-            if previous is not None and not filt.try_spend(*previous):
-                break
             if max_iter is not None and t >= max_iter:
                 break
-            level = oracle.draw_level()
+            if renyi:
+                # N_t is drawn independently of the data before the step: its cost is
+                # predictable, as the Rényi filter requires; a step that does not fit
+                # ends the run (it is not run).
+                level = oracle.draw_level()
+                if not filt.try_spend(plan.costs[level]):
+                    break
+            else:
+                # The paper's while-condition: steps 0..t−1 within the filter
+                # (previous = step t−1).
+                if previous is not None and not filt.try_spend(*previous):
+                    break
+                level = oracle.draw_level()
             g_b, g_o, g_e, g_i = oracle.estimates(x, level, pool)
             bias_reduced_step(x, g_b, g_o, g_e, g_i, 1.0 / oracle.pmf[level], eta, D, total)
-            previous = step_privacy(level, n, epsilon, delta)
+            if not renyi:
+                previous = step_privacy(level, n, epsilon, delta)
             t += 1
             if not convex and rng.bernoulli(Fraction(1, t + 1)):  # keep x^t w.p. 1/(t+1)
                 chosen[:] = x
             if verbose > 1 or (verbose and t % 1000 == 0):
-                print(f"[bias-reduced SGD] step {t}: N={level}, filter "
-                      f"eps={filt.epsilon_spent():.4g}/{filt.epsilon:.4g}")
+                print(f"[bias-reduced SGD] step {t}: N={level}, {filt!r}")
     finally:
         if pool is not None:
             pool.shutdown()
     out = total / (t + 1) if convex else chosen
-    return out, {"n_iter": t, "privacy": algorithm6_privacy(n, epsilon, delta, max_iter)}
+    privacy = (renyi_filter_privacy(n, epsilon, delta, max_iter) if renyi
+               else algorithm6_privacy(n, epsilon, delta, max_iter))
+    return out, {"n_iter": t, "privacy": privacy, "oracle_epsilon": oracle_epsilon,
+                 "accounting": "renyi_filter" if renyi else "paper"}
 
 
 # ----------------------------------------------------------------------- boosting
 def noisy_min_runs(failure_prob):
-    """K = ⌈log₂(2/β)⌉ parallel runs of seed 002 Theorem 7.1."""
+    """K = ⌈log₂(2/β)⌉ parallel runs of Ghazi et al. 2024, Theorem 7.1."""
     return max(1, math.ceil(math.log2(2.0 / float(failure_prob))))
 
 

@@ -94,3 +94,45 @@ def test_invalid_budgets(kwargs, match):
 def test_negative_step_is_refused():
     with pytest.raises(ValueError, match="epsilon_step"):
         ApproxDPFilter(1.0, 1e-6).try_spend(-0.1, 0.0)
+
+
+# ------------------------------------------------------------------ Rényi filter
+from skdpsparse.accounting.filters import RenyiFilter, renyi_budget  # noqa: E402
+from skdpsparse.accounting.rdp import rdp_to_epsilon  # noqa: E402
+
+
+@pytest.mark.parametrize("order", [1.5, 4.0, 20.0, 64.0])
+@pytest.mark.parametrize("eps, delta", [(0.5, 1e-6), (1.0, 1e-6), (4.0, 1e-5), (8.0, 1e-9)])
+def test_renyi_budget_is_the_largest_rdp_that_converts(order, eps, delta):
+    b = renyi_budget(order, eps, delta)
+    if b == 0.0:  # this order cannot reach (ε, δ) with a budget above δ² (where
+        # the total-variation rule of rdp_to_epsilon gives ε = 0 whatever the order)
+        assert rdp_to_epsilon([order], [delta], delta)[0] > eps
+        return
+    assert rdp_to_epsilon([order], [b], delta)[0] <= eps
+    # Tight: a relative 1e-9 more converts to more than ε.
+    assert rdp_to_epsilon([order], [b * (1 + 1e-9)], delta)[0] > eps
+
+
+def test_renyi_filter_admits_exactly_while_the_sum_fits_and_then_closes():
+    f = RenyiFilter(10.0, 1.0)
+    costs = [0.3, 0.3, 0.3, 0.2, 0.05]
+    assert [f.try_spend(c) for c in costs[:3]] == [True, True, True]
+    assert not f.try_spend(0.2)  # 0.9 + 0.2 > 1: refused, and the filter closes
+    assert not f.try_spend(0.05) and not f.admits(0.0)
+    assert f.n_admitted == 3 and f.spent == pytest.approx(0.9)
+
+
+def test_renyi_filter_guarantee_is_the_budget_converted():
+    b = renyi_budget(20.0, 1.0, 1e-6)
+    g = RenyiFilter(20.0, b).guarantee(1e-6)
+    assert g.delta == 1e-6 and g.epsilon <= 1.0 and g.epsilon == pytest.approx(1.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"order": 1.0, "budget": 1.0}, "order"), ({"order": float("inf"), "budget": 1.0}, "order"),
+    ({"order": 2.0, "budget": -1.0}, "budget"),
+])
+def test_renyi_filter_rejects_bad_parameters(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RenyiFilter(**kwargs)

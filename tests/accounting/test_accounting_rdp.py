@@ -333,3 +333,31 @@ def test_vectorised_custom_orders():
                   subsampled_without_replacement_gaussian_rdp(5, 100, 1.0, orders)):
         assert curve.orders.shape == (40,) and np.all(np.isfinite(curve.epsilons))
         assert np.all(np.diff(curve.epsilons) >= -1e-12)  # RDP is non-decreasing in α
+
+
+def test_without_replacement_theorem_9_alone_matches_a_hand_computation():
+    """moments_bound=False is [WBK19] Theorem 9 alone: at integer orders,
+    (α−1)ε′(α) = log(1 + γ²C(α,2)·min{4(e^{ε(2)}−1), 2e^{ε(2)}} + Σ_{j=3..α}
+    γ^j C(α,j)·2e^{(j−1)ε(j)}) with ε(j) = j/(2σ²); it is never below the strengthened
+    bound, and it is capped by the plain Gaussian's α/(2σ²)."""
+    from math import comb, exp, log
+
+    from skdpsparse.accounting import subsampled_without_replacement_gaussian_rdp
+
+    m, n, sigma = 30, 1000, 1.3
+    g = m / n
+    orders = np.array([2.0, 3.0, 5.0, 8.0])
+
+    def eps(j):
+        return j / (2 * sigma**2)
+
+    ref = []
+    for a in orders.astype(int):
+        s = 1 + g**2 * comb(a, 2) * min(4 * (exp(eps(2)) - 1), 2 * exp(eps(2)))
+        s += sum(g**j * comb(a, j) * 2 * exp((j - 1) * eps(j)) for j in range(3, a + 1))
+        ref.append(min(log(s) / (a - 1), a / (2 * sigma**2)))
+    plain = subsampled_without_replacement_gaussian_rdp(m, n, sigma, orders,
+                                                        moments_bound=False).epsilons
+    np.testing.assert_allclose(plain, ref, rtol=1e-10)
+    tight = subsampled_without_replacement_gaussian_rdp(m, n, sigma, orders).epsilons
+    assert np.all(tight <= plain * (1 + 1e-12))

@@ -12,7 +12,7 @@ from skdpsparse.linear_model._bias_reduced_sgd import (
     DPBiasReducedSGDClassifier,
     DPBiasReducedSGDRegressor,
 )
-from skdpsparse.mechanisms.bias_reduced import algorithm6_privacy
+from skdpsparse.mechanisms.bias_reduced import algorithm6_privacy, renyi_filter_privacy
 
 pytestmark = pytest.mark.filterwarnings("ignore::skdpsparse.exceptions.PrivacyLeakWarning")
 
@@ -62,7 +62,7 @@ def test_accuracy_on_easy_sparse_data_at_a_generous_epsilon():
         clf = DPBiasReducedSGDClassifier(epsilon=10.0, sparsity=2, classes=[0, 1],
                                          random_state=seed).fit(X[:50_000], y[:50_000])
         scores.append(clf.score(X[50_000:], y[50_000:]))
-        assert clf.privacy_spent_ == algorithm6_privacy(50_000, 10.0, 1e-6)
+        assert clf.privacy_spent_ == renyi_filter_privacy(50_000, 10.0, 1e-6)
         assert clf.n_iter_ > 300
     # Measured over the changes of this randomness layer: medians 0.89-0.94, the worst
     # seed 0.75-0.82; chance is 0.5 and the Bayes accuracy 0.95.
@@ -94,7 +94,7 @@ def test_privacy_spent_never_exceeds_the_request_and_boosting_runs(boosting, ext
     assert clf.privacy_spent_ <= ApproxDP(2.0, 1e-5)
     assert clf.n_iter_ >= 1 and np.all(np.isfinite(clf.coef_))
     if boosting is None:
-        assert clf.privacy_spent_ == algorithm6_privacy(3000, 2.0, 1e-5)
+        assert clf.privacy_spent_ == renyi_filter_privacy(3000, 2.0, 1e-5)
     assert set(clf.predict(X[:50])) <= {0, 1}
 
 
@@ -190,11 +190,16 @@ def test_max_iter_caps_the_run_and_lowers_the_spend():
     clf = DPBiasReducedSGDClassifier(epsilon=1.0, classes=[0, 1], max_iter=5,
                                      random_state=0).fit(X, y)
     assert clf.n_iter_ == 5
+    assert clf.privacy_spent_ == renyi_filter_privacy(2000, 1.0, 1e-6, max_iter=5)
+    assert clf.privacy_spent_ <= ApproxDP(1.0, 1e-6)
+    clf = DPBiasReducedSGDClassifier(epsilon=1.0, classes=[0, 1], max_iter=5,
+                                     accounting="paper", random_state=0).fit(X, y)
+    assert clf.n_iter_ == 5
     assert clf.privacy_spent_ == algorithm6_privacy(2000, 1.0, 1e-6, max_iter=5)
     # One step at most: the filter admits none, only the step it may overshoot by
     # is paid (a step costs up to 3/16 of ε, so a cap of a few steps already reaches
     # the filter's budget ε/2 under its √(2 ln(4/δ) Σ ε_s²) term).
     one = DPBiasReducedSGDClassifier(epsilon=1.0, classes=[0, 1], max_iter=1,
-                                     random_state=0).fit(X, y)
+                                     accounting="paper", random_state=0).fit(X, y)
     assert one.n_iter_ == 1
     assert one.privacy_spent_.epsilon < 0.2 < algorithm6_privacy(2000, 1.0, 1e-6).epsilon

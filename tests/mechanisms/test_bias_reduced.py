@@ -103,7 +103,8 @@ def test_stopping_reproduces_the_while_condition(monkeypatch, n, eps, delta, see
 
     x, info = bias_reduced_sgd(lambda rows, x: Z[rows], n, 3, epsilon=eps, delta=delta,
                                norm_bound=1.0, sparsity=3, learning_rate=0.1,
-                               rng=np.random.default_rng(seed), radius=1.0)
+                               rng=np.random.default_rng(seed), radius=1.0,
+                               accounting="paper")
     T = _seed_stopping_time(levels, n, eps, delta)
     assert info["n_iter"] == T > 0
     assert info["privacy"] <= ApproxDP(eps, delta)
@@ -113,7 +114,7 @@ def test_iteration_cap():
     Z = np.ones((256, 2)) / 2
     _, info = bias_reduced_sgd(lambda rows, x: Z[rows], 256, 2, epsilon=1.0, delta=1e-6,
                                norm_bound=1.0, sparsity=2, learning_rate=0.1,
-                               rng=np.random.default_rng(0), max_iter=3)
+                               rng=np.random.default_rng(0), max_iter=3, accounting="paper")
     assert info["n_iter"] == 3
     assert info["privacy"] == algorithm6_privacy(256, 1.0, 1e-6, max_iter=3)
 
@@ -311,7 +312,7 @@ def test_mean_stopping_time_within_lemma_6_5():
     T = np.array([
         bias_reduced_sgd(lambda rows, x: Z[rows], n, 1, epsilon=eps, delta=delta,
                          norm_bound=1.0, sparsity=1, learning_rate=0.1,
-                         rng=np.random.default_rng(seed))[1]["n_iter"] - 1
+                         rng=np.random.default_rng(seed), accounting="paper")[1]["n_iter"] - 1
         for seed in range(150)])
     lower = n * n / ((n + 1) * math.log(4 / delta)) - 1
     upper = 64 * n / (9 * math.log(4 / delta))
@@ -348,3 +349,102 @@ def test_noisy_min_boosting_success_rises_with_k_as_theorem_7_1():
         rates.append(rate)
     assert all(b > a for a, b in zip(rates, rates[1:])), rates
     assert rates[-1] >= 1 - 0.1  # K = 5 = ⌈log₂(2/β)⌉ for β = 0.1
+
+
+# ------------------------------------------- exact step accounting and Rényi filter
+from skdpsparse.accounting import (  # noqa: E402
+    approx_dp_to_zcdp, subsampled_without_replacement_gaussian_rdp)
+from skdpsparse.accounting.filters import renyi_budget  # noqa: E402
+from skdpsparse.mechanisms.bias_reduced import (  # noqa: E402
+    mean_rho, renyi_filter_plan, renyi_filter_privacy, step_rdp)
+
+_ORDERS = np.array([1.5, 2.0, 3.0, 8.0, 20.0, 64.0])
+
+
+def test_mean_rho_is_the_zcdp_of_a_mean_at_a_32nd_of_epsilon():
+    assert mean_rho(1.0, 1e-6) == approx_dp_to_zcdp(1.0 / 32, 1e-6 / 16)
+
+
+def test_a_full_batch_step_charges_two_means_not_three():
+    """n = 256 = 2^{M+1}: at the top level B is every row, so the batch part is not
+    amplified: exactly the Gaussian curve of two ρ₀-zCDP means, α·2ρ₀ (Lemma 6.3
+    charges three), plus the single row's part, which is at most α·ρ₀."""
+    n, rho = 256, 0.01
+    M = tgeom_max_level(n)
+    assert 2 ** (M + 1) == n
+    curve = step_rdp(M, n, rho, _ORDERS).epsilons
+    single = subsampled_without_replacement_gaussian_rdp(
+        1, n, 1 / math.sqrt(2 * rho), _ORDERS, moments_bound=False).epsilons
+    np.testing.assert_allclose(curve - single, 2 * rho * _ORDERS, rtol=1e-12)
+    assert np.all(single <= rho * _ORDERS * (1 + 1e-12))
+    assert np.all(curve < 3 * rho * _ORDERS)
+
+
+def test_step_rdp_is_the_sum_of_two_subsampled_curves_and_grows_with_the_level():
+    n, rho = 10_000, 0.05
+    costs = []
+    for level in range(tgeom_max_level(n) + 1):
+        curve = step_rdp(level, n, rho, _ORDERS).epsilons
+        ref = (subsampled_without_replacement_gaussian_rdp(
+            2 ** (level + 1), n, 1 / math.sqrt(4 * rho), _ORDERS, moments_bound=False)
+            + subsampled_without_replacement_gaussian_rdp(
+                1, n, 1 / math.sqrt(2 * rho), _ORDERS, moments_bound=False)).epsilons
+        np.testing.assert_allclose(curve, ref, rtol=1e-9)
+        costs.append(curve)
+    assert np.all(np.diff(np.array(costs), axis=0) >= 0)
+    with pytest.raises(ValueError, match="level"):
+        step_rdp(tgeom_max_level(n) + 1, n, rho)
+
+
+@pytest.mark.parametrize("n, eps, delta", [(1000, 1.0, 1e-6), (20_000, 0.5, 1e-6),
+                                           (20_000, 4.0, 1e-5)])
+def test_renyi_filter_plan(n, eps, delta):
+    plan = renyi_filter_plan(n, eps, delta)
+    assert plan.oracle_epsilon >= eps / 8  # never more noise than the paper's
+    assert plan.expected_steps >= n / math.log(2 / delta) * (1 - 1e-12)
+    assert plan.budget == renyi_budget(plan.order, eps, delta) > 0
+    k = list(np.round(np.asarray(step_rdp(0, n, 1.0).orders), 12)).index(plan.order)
+    rho = mean_rho(4 * plan.oracle_epsilon, delta)
+    for level in (0, tgeom_max_level(n)):
+        assert plan.costs[level] == step_rdp(level, n, rho).epsilons[k]
+    spent = renyi_filter_privacy(n, eps, delta)
+    assert spent <= ApproxDP(eps, delta) and spent.epsilon == pytest.approx(eps, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_renyi_filter_run_stops_at_the_first_step_that_does_not_fit(monkeypatch, seed):
+    n, eps, delta = 4096, 1.0, 1e-6
+    plan = renyi_filter_plan(n, eps, delta)
+    levels = sample_tgeom(tgeom_max_level(n), np.random.default_rng(seed), size=20 * n)
+    it = iter(levels.tolist())
+    monkeypatch.setattr(BiasReducedOracle, "draw_level", lambda self: next(it))
+    Z = np.random.default_rng(seed).normal(size=(n, 2)) / 2
+    _, info = bias_reduced_sgd(lambda rows, x: Z[rows], n, 2, epsilon=eps, delta=delta,
+                               norm_bound=1.0, sparsity=2, learning_rate=0.1,
+                               rng=np.random.default_rng(seed), radius=1.0)
+    spent = np.cumsum(plan.costs[levels])
+    T = int(np.argmax(spent > plan.budget))  # steps 0..T-1 fit, step T does not
+    assert info["n_iter"] == T > 0
+    assert spent[T - 1] <= plan.budget < spent[T]
+    assert info["privacy"] == renyi_filter_privacy(n, eps, delta)
+    assert info["oracle_epsilon"] == plan.oracle_epsilon
+
+
+def test_unknown_accounting_is_refused():
+    with pytest.raises(ValueError, match="accounting"):
+        bias_reduced_sgd(lambda rows, x: np.zeros((len(rows), 1)), 16, 1, epsilon=1.0,
+                         delta=1e-6, norm_bound=1.0, sparsity=1, learning_rate=0.1,
+                         rng=np.random.default_rng(0), accounting="basic")
+
+
+def test_tiny_epsilon_falls_back_to_the_paper_accounting():
+    from skdpsparse.mechanisms.bias_reduced import renyi_filter_feasible
+
+    assert renyi_filter_feasible(1000, 1.0, 1e-6)
+    assert not renyi_filter_feasible(1000, 1e-3, 1e-6)
+    Z = np.ones((256, 1))
+    _, info = bias_reduced_sgd(lambda rows, x: Z[rows], 256, 1, epsilon=1e-3, delta=1e-6,
+                               norm_bound=1.0, sparsity=1, learning_rate=0.1,
+                               rng=np.random.default_rng(0), max_iter=2)
+    assert info["accounting"] == "paper"
+    assert info["privacy"] == algorithm6_privacy(256, 1e-3, 1e-6, max_iter=2)
