@@ -67,22 +67,15 @@ def _warm_up(backend, method):
         multiprocessing.forkserver.ensure_running()
 
 
-#: joblib's multiprocessing backend with the fork start method can hang: its workers
-#: are killed and the pool waits for their tasks forever. The cause (issue 17) is in the
-#: numba kernels, not in the ledger; test_fork_workers_survive_numba_threads pins it
-#: in a subprocess (a hang there is a timeout, not a blocked test run). In process, a
-#: hang would block the whole run, so the fork variants stay skipped until that test
-#: passes; then remove this mark and that test's xfail together.
-_FORK_HANGS = pytest.mark.skip(reason="multiprocessing fork: workers die when the parent "
-                               "started numba's OpenMP threads (issue 17; see "
-                               "test_fork_workers_survive_numba_threads)")
-
+#: joblib's multiprocessing backend with the fork start method used to hang (issue 17):
+#: numba's OpenMP threads killed the forked workers. Fixed in the kernels
+#: (_kernels/_common.threads_are_fork_safe, and two separate builds of the noise fill);
+#: test_fork_workers_survive_numba_threads pins it in a subprocess.
 BACKENDS = [
     pytest.param("loky", None, id="loky"),
     pytest.param("threading", None, id="threading"),
 ] + [
-    pytest.param("multiprocessing", method, id=f"multiprocessing-{method}",
-                 marks=[_FORK_HANGS] if method == "fork" else [])
+    pytest.param("multiprocessing", method, id=f"multiprocessing-{method}")
     for method in ("fork", "spawn", "forkserver")
 ]
 
@@ -180,8 +173,6 @@ if __name__ == "__main__":
             cross_validate(clone(est), X, cv=3)
     print(len(ledger.entries), flush=True)
 """
-#: Set to True by the change that fixes the kernels (then remove _FORK_HANGS too).
-FORK_HANG_FIXED = False
 FORK_PHASE_SECONDS = 120  # the fork phase takes about 10 s on a busy 2-core machine
 SCENARIO_TIMEOUT = 900  # the first run compiles every kernel it uses into a new cache
 
@@ -234,13 +225,6 @@ def test_fork_workers_survive_numba_threads(fresh_numba_cache, workers_data):
     ok = proc.returncode == 0 and out.split()[-1:] == ["10"]
     report = (f"the fork scenario failed or hung (exit {proc.returncode}); stdout:\n{out}\n"
               f"stderr (the last 3000 characters):\n{err[-3000:]}")
-    if "threading layer: omp" in out and not FORK_HANG_FIXED:
-        # Other layers (TBB, workqueue) are fork-safe: there the test must pass today.
-        assert not ok, ("the fork hang is gone: set FORK_HANG_FIXED = True and remove "
-                        "_FORK_HANGS")
-        assert "already using GNU OpenMP" in err, report  # the known failure, no other
-        pytest.xfail("issue 17's fork hang: the kernel fix (see the docstring) is not "
-                     "done yet; " + report[:300])
     assert ok, report
 
 

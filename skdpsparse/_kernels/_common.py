@@ -13,6 +13,7 @@ Two numba facts shape the compiled helpers here and elsewhere in ``_kernels``:
 """
 
 import math
+import os
 import threading
 
 import numba
@@ -218,8 +219,36 @@ PARALLEL_MIN_WORK = 1 << 20
 
 def use_threads(work):
     """Use the threaded drivers only for work worth a thread launch (on a busy
-    machine a parallel region can wait milliseconds for a descheduled worker), and
-    only from the main thread: numba's fallback "workqueue" threading layer aborts
-    the process when two Python threads enter parallel regions at once."""
-    return (work >= PARALLEL_MIN_WORK and numba.get_num_threads() > 1
+    machine a parallel region can wait milliseconds for a descheduled worker), only
+    from the main thread (numba's fallback "workqueue" threading layer aborts the
+    process when two Python threads enter parallel regions at once), and never in a
+    process forked from one whose numba threads run on OpenMP (see
+    :func:`threads_are_fork_safe`)."""
+    return (work >= PARALLEL_MIN_WORK and threads_are_fork_safe()
+            and numba.get_num_threads() > 1
             and threading.current_thread() is threading.main_thread())
+
+
+_FORKED_FROM_OPENMP = False
+
+
+def _after_fork_in_child():
+    # numba's "omp" layer on GNU libgomp (its choice on Linux without TBB) is not
+    # fork-safe: numba terminates (SIGTERM) a child forked from the process that
+    # started the threads as soon as the child enters a parallel region, and a
+    # multiprocessing pool then waits forever for the dead worker's task.
+    global _FORKED_FROM_OPENMP
+    from numba.np.ufunc import parallel
+
+    if parallel._is_initialized and parallel._threading_layer == "omp":
+        _FORKED_FROM_OPENMP = True  # inherited by the child's own children
+
+
+def threads_are_fork_safe():
+    """False in a process forked (directly or not) from one whose numba threads
+    run on OpenMP: the threaded drivers must not run there."""
+    return not _FORKED_FROM_OPENMP
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -37,6 +37,7 @@ probability of reaching it is below exp(−2²⁰).
 import numba
 import numpy as np
 
+from ._common import threads_are_fork_safe
 from .chacha import LANES, chacha20_blocks
 
 __all__ = [
@@ -279,22 +280,38 @@ def _fill_range(io, r, values, start, stop, add, kind, n, n_bits):
             values[i] = y
 
 
-def _fill_chunks(values, add, kind, n, key, domain, chunk):
-    n_chunks = (values.size + chunk - 1) // chunk
+@numba.njit(cache=True)
+def _fill_one_chunk(values, add, kind, n, n_bits, key, domain, chunk, c):
+    io, r = _new_reader(key, c, domain)
+    _fill_range(io, r, values, c * chunk, min(values.size, (c + 1) * chunk), add, kind, n,
+                n_bits)
+
+
+# Two functions, not one compiled twice: numba's on-disk cache keys an entry by the
+# function, its signature and its bytecode, not by ``parallel=``, so two builds of one
+# function shared an entry and whichever was cached first was loaded by the other (the
+# serial path then ran the threaded build, which killed forked workers: issue 17's
+# fork hang).
+@numba.njit(cache=True, parallel=True)
+def _fill_parallel(values, add, kind, n, key, domain, chunk):
     n_bits = _bit_length(n - 1)
-    for c in numba.prange(n_chunks):
-        io, r = _new_reader(key, c, domain)
-        _fill_range(io, r, values, c * chunk, min(values.size, (c + 1) * chunk), add, kind, n,
-                    n_bits)
+    for c in numba.prange((values.size + chunk - 1) // chunk):
+        _fill_one_chunk(values, add, kind, n, n_bits, key, domain, chunk, c)
 
 
-# Threads only pay off beyond one chunk: a parallel launch costs tens of microseconds.
-_fill_serial = numba.njit(cache=True)(_fill_chunks)
-_fill_parallel = numba.njit(cache=True, parallel=True)(_fill_chunks)
+@numba.njit(cache=True)
+def _fill_serial(values, add, kind, n, key, domain, chunk):
+    n_bits = _bit_length(n - 1)
+    for c in range((values.size + chunk - 1) // chunk):
+        _fill_one_chunk(values, add, kind, n, n_bits, key, domain, chunk, c)
 
 
 def _fill(values, add, kind, n, key, domain, chunk):
-    fill = _fill_parallel if values.size > chunk else _fill_serial
+    # Threads only pay off beyond one chunk (a parallel launch costs tens of
+    # microseconds), and never in a child forked from a process whose numba threads
+    # run on OpenMP (_common.threads_are_fork_safe).
+    threaded = values.size > chunk and threads_are_fork_safe()
+    fill = _fill_parallel if threaded else _fill_serial
     fill(values, add, kind, n, key, domain, chunk)
 
 
