@@ -3,9 +3,11 @@ the same object as in its subpackage, without importing numba until it is used, 
 without POSIX-only modules (Windows and macOS)."""
 
 import inspect
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from sklearn.base import BaseEstimator
@@ -73,3 +75,14 @@ def test_every_export_imports_without_posix_only_modules():
     """)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ok")
+
+
+@pytest.mark.skipif(os.environ.get("SKDPSPARSE_TEST_WHEEL") != "1",
+                    reason="set by the README's test command, which tests the built wheel")
+def test_the_installed_wheel_is_what_is_tested():
+    """CI builds the wheel, installs it and runs the tests from outside the source
+    tree, so a file the wheel forgets fails here instead of being found in the tree."""
+    root = Path(__file__).resolve().parents[1]
+    installed = Path(skdpsparse.__file__).resolve()
+    assert installed.parent != root / "skdpsparse", installed  # not the source tree
+    assert "site-packages" in installed.parts, installed
