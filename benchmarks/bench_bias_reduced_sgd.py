@@ -1,4 +1,4 @@
-"""Benchmark of DPBiasReducedSGDClassifier (seed 002, Algorithms 5-6). Not a test.
+"""Benchmark of DPBiasReducedSGDClassifier (Ghazi et al. 2024, Algorithms 5-6). Not a test.
 
 1. Accuracy and excess empirical risk at (ε, δ) = (1, 1e-6) (``--epsilons`` adds
    more) on generated sparse classification (16 nonzeros per row, unit rows;
@@ -6,7 +6,7 @@
    ``--full``, {10⁴, 10⁵} otherwise) and on ``load_sparse_digits(binary=True)``
    (rows scaled by 1/√176), for
    * this estimator (projection mechanism, ball D = 10, learning rate of Thm 6.7);
-   * ``DPOutputPerturbationClassifier`` (seed 002 Alg. 3, the same ball, ℓ∞
+   * ``DPOutputPerturbationClassifier`` (Ghazi et al. 2024 Alg. 3, the same ball, ℓ∞
      projection, λ of Theorem 5.1);
    * plain DP-SGD with dense Gaussian noise: ``DPCyclicSGD`` (b = 256, 5 epochs,
      last-iterate accounting);

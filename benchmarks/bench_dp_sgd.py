@@ -1,4 +1,4 @@
-"""Benchmark of DPCyclicSGD (cyclic DP-SGD, last-iterate accounting; seed 003). Not a test.
+"""Benchmark of DPCyclicSGD (cyclic DP-SGD, Kong and Ribero 2024). Not a test.
 
 1. Noise multiplier z for (ε, δ) = (1, 1e-5) by last-iterate accounting vs composition,
    over E ∈ {1, 5, 20} and m ∈ {0, 0.1, 1}: the table of

@@ -10,7 +10,7 @@ and reports that total, and can refuse a fit that would exceed a set limit::
     print(ledger.summary())
 
 To tune privately instead of paying for every candidate, use private selection
-(:mod:`skdpsparse.model_selection`, seed 000 Algorithm 5).
+(:mod:`skdpsparse.model_selection`, Ghazi et al. (2024 v2) Algorithm 5).
 
 How fits are counted. Every estimator of this library calls :func:`charge_budget`
 at the end of ``fit``, *before* it sets any fitted attribute: a refused fit raises
@@ -824,7 +824,7 @@ class PrivacyLedger:
     Notes
     -----
     A grid search over k private fits on the same data costs the composition of the
-    k fits, not one of them. Private selection (seed 000, Algorithm 5;
+    k fits, not one of them. Private selection (Ghazi et al. 2024 v2, Algorithm 5;
     :mod:`skdpsparse.model_selection`) tunes for a total close to one fit's budget.
     How the total is composed, and the limits of the composition theorems when the
     fits' privacy parameters are chosen adaptively, are in

@@ -1,4 +1,4 @@
-"""Loops of the bias-reduced SGD (seed 002, Algorithms 5-6): per-example gradient rows
+"""Loops of the bias-reduced SGD (Ghazi et al. 2024, Algorithms 5-6): per-example gradient rows
 of a linear model, and the fused combine-step-project-average update.
 
 Per-example gradients of a linear model are ℓ'(z_i, y_i)·x_i (the intercept is a
@@ -81,7 +81,7 @@ def dense_gradient_rows(X, y, w, code, param, rows):
 
 @njit(cache=True, nogil=True)
 def bias_reduced_step(x, g_batch, g_odd, g_even, g_single, inv_p, eta, radius, total):
-    """One step of seed 002 Algorithm 6 with the estimate of Algorithm 5, in place.
+    """One step of Ghazi et al. (2024) Algorithm 6 with the estimate of Algorithm 5, in place.
 
     x ← Π_{‖·‖₂ ≤ radius}(x − η·𝒢) with 𝒢 = (g_batch − (g_odd + g_even)/2)·inv_p
     + g_single, then ``total += x`` (the running sum of the average iterate). Two

@@ -1,6 +1,8 @@
-"""Privacy of the last iterate of cyclic DP-SGD (seed 003, Kong & Ribero 2024).
+"""Privacy of the last iterate of cyclic DP-SGD (Kong and Ribero 2024).
 
-The mechanism (``../shared/papers/recovered/kong_ribero.md`` §2, Algorithm 1): visit the
+The mechanism (Algorithm 1 of [KR24]_; the formulas used, with what was
+reconstructed, are in the documentation's derivation "Cyclic DP-SGD and the privacy
+of the last iterate"): visit the
 n examples in a fixed order in batches of b (wrapping at the end), average the
 per-example gradients of f clipped to norm C, take a step of size λ, add Gaussian noise
 to the displacement, apply prox_{λh}; after T steps release only x_T.
@@ -13,24 +15,24 @@ the paper's "swap model"), so one use of a record moves the displacement by at m
 s = 2λC/b (Lemma 4.2(a)) and s/σ = 2/z.
 
 Every bound has the form ε(α) = α s² B / (2σ²) = 2αB/z², i.e. it is the Rényi
-divergence of two Gaussians (seed 003, remark after Prop. 2.2), and is returned as
+divergence of two Gaussians (Kong and Ribero 2024, remark after Prop. 2.2), and is returned as
 :func:`~skdpsparse.accounting.gaussian_rdp` at noise multiplier z/(2√B). Names of bounds:
 
 ``"composition"``
     RDP composition over the K steps that touch a record (no assumption on f).
 ``"thm4.5-safe"``
-    Thm 4.5 (eq. (21)) with L = 1 + λ·max(m, M); valid with clipping (notes §3.5).
+    Thm 4.5 (eq. (21)) with L = 1 + λ·max(m, M); valid with clipping (derivation, "Which
+    Lipschitz constant").
 ``"thm4.5-eq12"``
     Thm 4.5 with the paper's L_λ of eq. (12); only if clipping never binds and
-    λ ≤ 1/(M+m) (notes §3.4, §3.5).
+    λ ≤ 1/(M+m) (derivation, "Which Lipschitz constant").
 ``"thm4.4-bounded"``
     Thm 4.4 (eq. (20)) when dom h has finite diameter d.
 
 References
 ----------
 .. [KR24] W. Kong, M. Ribero. Privacy of the last iterate in cyclically-sampled DP-SGD on
-   nonconvex composite losses. arXiv:2407.05237v1 (seed 003; formulas recovered in
-   ``kong_ribero.md``).
+   nonconvex composite losses. arXiv:2407.05237v1.
 .. [FMTT18] V. Feldman, I. Mironov, K. Talwar, A. Thakurta. Privacy amplification by
    iteration. FOCS 2018. arXiv:1808.06651.
 """
@@ -114,7 +116,8 @@ def cyclic_schedule(n_samples, batch_size, epochs=None, *, n_steps=None):
 
 
 def displacement_noise_std(noise_multiplier, learning_rate, clip_norm, batch_size):
-    """σ = λzC/b: the std of the noise on the displacement, the σ of [KR24]_ (notes §2)."""
+    """σ = λzC/b: the std of the noise on the displacement, the σ of [KR24]_ (derivation,
+    "Algorithm 1")."""
     return (_positive(learning_rate, "learning_rate") * _positive(clip_norm, "clip_norm")
             * _positive(noise_multiplier, "noise_multiplier")
             / _positive_int(batch_size, "batch_size"))
@@ -131,14 +134,15 @@ def _log_lip_sq_eq12(lr, m, big_m):
     """log L_λ² for eq. (12) of [KR24]_ Prop. 3.4(b): L_λ² = 1 + 2λm(1 + m/(2(M+m))).
 
     Formula verbatim from third-party code (kong_ribero.md §0, §3.4); the condition
-    λ ≤ 1/(M+m) is inferred. Not valid when clipping binds (notes §3.5)."""
+    λ ≤ 1/(M+m) is inferred. Not valid when clipping binds (derivation, "Which Lipschitz
+    constant")."""
     if m == 0.0:  # also M + m = 0: f affine, L = 1
         return 0.0
     return math.log1p(2.0 * lr * m * (1.0 + m / (2.0 * (big_m + m))))
 
 
 def _inv_s(log_lip_sq, k):
-    """1/S_L(k) with S_L(k) = Σ_{j<k} L^{−2j} (eq. (6); notes §3.3), computed through
+    """1/S_L(k) with S_L(k) = Σ_{j<k} L^{−2j} (eq. (6); derivation, "The bounds"), computed through
     expm1 so that it tends continuously to 1/k as L → 1 (the convex limit, eq. (22))."""
     if log_lip_sq == 0.0:
         return 1.0 / k
@@ -150,7 +154,7 @@ def _thm45_bracket(log_lip_sq, schedule):
 
     Windows close at each use of the record (Prop. 2.2(a) with the shift allocation
     (24)); the K − 1 full windows are ≥ ⌊n/b⌋ steps and the last one ≥ 1 step, and
-    1/S_L(k) decreases in k (notes §3.3 "General occurrence pattern", §4.3; derived).
+    1/S_L(k) decreases in k (derivation, "The bounds"; derived).
     With b | n this is eq. (21) exactly."""
     return 1.0 + (schedule.max_uses - 1) * _inv_s(log_lip_sq, schedule.min_gap)
 
@@ -208,7 +212,7 @@ def last_iterate_rdp_bounds(*, n_samples, batch_size, noise_multiplier, learning
     bounds = {"composition": sched.max_uses * gaussian_rdp(z / 2.0, orders)}
     if big_m is None:
         return bounds
-    # Thm 4.5, eq. (21): ε(α) = (2αλ²C²/(b²σ²))·B = 2αB/z² (notes §4.3, noise form).
+    # Thm 4.5, eq. (21): ε(α) = (2αλ²C²/(b²σ²))·B = 2αB/z² (derivation, "The bounds", noise form).
     lips = {"thm4.5-safe": _log_lip_sq_safe(lr, m, big_m)}
     if not clipping_can_bind and lr * (big_m + m) <= 1.0:
         lips["thm4.5-eq12"] = _log_lip_sq_eq12(lr, m, big_m)
@@ -216,7 +220,8 @@ def last_iterate_rdp_bounds(*, n_samples, batch_size, noise_multiplier, learning
         bounds[name] = gaussian_rdp(z / (2.0 * math.sqrt(_thm45_bracket(log_l2, sched))), orders)
     if d is not None:
         # Thm 4.4, eq. (20): α(L d + s)²/(2σ²), one step of (5) from W∞(X_{T−1}, X′_{T−1})
-        # ≤ d (notes §4.2; formula 3rd-party-verbatim, derivation ours). Any valid L:
+        # ≤ d (derivation, "The bounds": Theorem 4.4, the formula as published, the
+        # derivation ours). Any valid L:
         # the smaller of the constants above (eq. (12) can exceed L_safe when m ≈ M).
         lip = math.exp(0.5 * min(lips.values()))
         sigma = displacement_noise_std(z, lr, c, b)

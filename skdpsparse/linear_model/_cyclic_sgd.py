@@ -1,4 +1,4 @@
-"""DPCyclicSGD: cyclic DP-SGD released at its last iterate (seed 003, Kong & Ribero)."""
+"""DPCyclicSGD: cyclic DP-SGD released at its last iterate (Kong and Ribero 2024)."""
 
 
 import numpy as np
@@ -33,8 +33,9 @@ class DPCyclicSGD(BaseEstimator):
     """Linear model trained by cyclic DP-SGD, private at its last iterate.
 
     Algorithm 1 of Kong and Ribero, "Privacy of the last iterate in cyclically-sampled
-    DP-SGD on nonconvex composite losses" (seed 003; formulas recovered in
-    ``kong_ribero.md``): E passes over the rows in a fixed order in batches of b
+    DP-SGD on nonconvex composite losses" (2024; the formulas used are in the
+    documentation's derivation "Cyclic DP-SGD and the privacy of the last iterate"): E
+    passes over the rows in a fixed order in batches of b
     (wrapping at the end), each per-example gradient clipped to norm C, Gaussian noise
     of std λzC/b added to the displacement, then the proximal map of the penalty /
     constraint h; only the last iterate is released. Its privacy is the smallest of
@@ -59,7 +60,8 @@ class DPCyclicSGD(BaseEstimator):
     ----------
     loss : {"logistic", "smoothed_hinge", "sigmoid", "squared", "huber"}, \
 default="logistic"
-        f in seed 003 eq. (1), ℓ(⟨θ, x̃⟩, y) with x̃ = (x, 1) when fitting an intercept.
+        f in Kong and Ribero (2024) eq. (1), ℓ(⟨θ, x̃⟩, y) with x̃ = (x, 1) when fitting an
+        intercept.
     penalty : {"l2", "l1", "elasticnet"} or None, default="l2"
         The nonsmooth part h on the coefficients (never the intercept), applied by
         its proximal map after every step: α‖w‖₁, (α/2)‖w‖² or
@@ -106,7 +108,7 @@ default="logistic"
         ``None``: the smallest z meeting (ε, δ), found by root finding. Given:
         ``epsilon`` is ignored and the ε reached is reported.
     weak_convexity, smoothness : float or None, default=None
-        m and M of (A2), seed 003 eq. (9). ``None``: computed as above. A declared
+        m and M of (A2), Kong and Ribero (2024) eq. (9). ``None``: computed as above. A declared
         value below the computed one is refused with a ``ValueError`` (it is false for
         some possible record and would void the guarantee); a larger one is used as
         declared (valid, and looser for the clipping-safe bound).
@@ -268,7 +270,8 @@ default="logistic"
             weak_convexity=self.weak_convexity, smoothness=self.smoothness,
             penalty=self.penalty, alpha=float(self.alpha), l1_ratio=float(self.l1_ratio),
             radius=self.radius, box=None if self.box is None else tuple(self.box))
-        coef, intercept = cyclic_sgd(X, targets, plan, fit_random_source(self.random_state, self, X, targets),
+        rng = fit_random_source(self.random_state, self, X, targets)
+        coef, intercept = cyclic_sgd(X, targets, plan, rng,
                                      shuffle=bool(self.shuffle), verbose=self.verbose)
         attrs.update(
             coef_=coef[None, :] if classifier else coef, intercept_=np.array([intercept]),

@@ -1,5 +1,5 @@
 """DPHeavyTailedRegressor: linear regression by private SCO with heavy-tailed gradients
-(seed 004, Algorithms 1-2)."""
+(Kamath, Liu and Zhang 2022, Algorithms 1-2)."""
 
 import numpy as np
 import scipy.sparse as sp
@@ -19,7 +19,7 @@ _ENTRY_CAP = 1e150
 class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
     """Linear regression under zCDP when gradients are heavy-tailed.
 
-    Private stochastic convex optimization of Kamath, Liu and Zhang (seed 004):
+    Private stochastic convex optimization of Kamath, Liu and Zhang:
     projected gradient descent on the ℓ2 ball {‖(w, b)‖₂ ≤ D} whose gradient is a
     private heavy-tailed mean (:class:`~skdpsparse.mean.DPHeavyTailedMean`'s
     mechanisms) of the per-example gradients ℓ'(x·w + b, y)(x, 1). No bound on the
@@ -47,7 +47,7 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
     epsilon : float, default=1.0
         ε > 0.
     delta : float, default=1e-6
-        δ in (0, 1): the SCO of seed 004 is stated under zCDP (Gaussian noise).
+        δ in (0, 1): the SCO of Kamath, Liu and Zhang (2022) is stated under zCDP (Gaussian noise).
     mean_oracle : {"cwme", "noise_smoothing"}, default="noise_smoothing"
         The private mean of the gradients: coordinate-wise trimmed median of means
         (Algorithm 3) or the noise-smoothing mean (Algorithm 4). At the theorems'

@@ -1,4 +1,4 @@
-"""Private linear models by output perturbation (seed 002, Section 5, Algorithms 3-4)."""
+"""Private linear models by output perturbation (Ghazi et al. 2024, Section 5, Algorithms 3-4)."""
 
 import math
 import warnings
@@ -87,7 +87,7 @@ _SHARED_DOC = """epsilon : float, default=1.0
         the sum (basic composition, Dwork and Roth 2014, Theorem 3.16).
     sparsity : int or None, default=None
         s: rows with ‖x‖₁ > √s·R are scaled down too; gradients then have ℓ1 norm
-        ≤ √s·R·|ℓ'|, which is how sparsity enters (seed 002 Remark 2.1). ``None``: s = d.
+        ≤ √s·R·|ℓ'|, which is how sparsity enters (Ghazi et al. 2024 Remark 2.1). ``None``: s = d.
     radius : float or None, default=None
         D of the feasible set 𝒳 = {‖θ‖₂ ≤ D}, or ``None`` for ℝᵖ. The released
         parameters are the point of 𝒳 nearest in ℓ∞ to the noisy minimizer (a
@@ -216,7 +216,7 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
     __doc__ = """Differentially private linear regression by output perturbation.
 
     Ghazi, Guzmán, Kamath, Kumar and Manurangsi, "Differentially Private Optimization
-    with Sparse Gradients" (seed 002), Algorithm 3: minimize the λ-regularized
+    with Sparse Gradients", Algorithm 3: minimize the λ-regularized
     empirical risk, add Gaussian (δ > 0) or Laplace (δ = 0) noise calibrated to the
     minimizer's sensitivity, return the point of 𝒳 nearest in ℓ∞. Derivations of the
     Lipschitz/smoothness constants and sensitivities are in
@@ -274,7 +274,8 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
     def __init__(self, loss="squared", *, epsilon=1.0, delta=1e-6, alpha="auto",
                  objective="erm", method="output_perturbation", fit_intercept=True,
                  intercept_scaling="auto", norm_bound=1.0, sparsity=None, label_bound=None,
-                 bound_fraction=0.1, radius=None, huber_threshold=1.0, calibration="analytic", tol=1e-2,
+                 bound_fraction=0.1, radius=None, huber_threshold=1.0, calibration="analytic",
+                 tol=1e-2,
                  solver_max_iter=1000, tau="auto", max_net_size=MAX_NET_SIZE, random_state=None):
         self.loss = loss
         self.epsilon = epsilon
@@ -349,10 +350,11 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
         return tags
 
 
-class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseOutputPerturbation):
+class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin,
+                                     _BaseOutputPerturbation):
     __doc__ = """Differentially private linear classification by output perturbation.
 
-    Seed 002 Algorithm 3 (or Algorithm 4 with ``method="exponential"``) for the
+    Ghazi et al. (2024) Algorithm 3 (or Algorithm 4 with ``method="exponential"``) for the
     logistic or smoothed hinge loss (the hinge loss: exponential method only). Binary
     problems fit one model (label ``classes_[1]`` is +1). More classes are fit one
     versus rest, all K models on all rows and released together: replacing a row

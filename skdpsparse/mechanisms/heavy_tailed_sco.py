@@ -1,4 +1,4 @@
-"""Private stochastic convex optimization with heavy-tailed gradients (seed 004,
+"""Private stochastic convex optimization with heavy-tailed gradients (Kamath, Liu and Zhang 2022,
 Algorithms 1-2, Theorems 5.2, 5.5, 5.7) for linear models.
 
 Projected gradient descent on the ℓ2 ball of radius D (diameter M = 2D) whose
@@ -12,9 +12,9 @@ the ``n x d`` gradient matrix.
 Privacy (replacement neighbours; n, d public)
 ---------------------------------------------
 * **Convex, full data each step** (Algorithm 2): each of the T steps runs the oracle
-  on all n rows at ρ/T-zCDP; zCDP composes additively (seed 004, Lemma 2.4), so the
-  run is ρ-zCDP (Lemma 5.1). The iterate w^{t-1} at which the gradients are taken is
-  a function of earlier releases only (adaptive composition).
+  on all n rows at ρ/T-zCDP; zCDP composes additively (Kamath, Liu and Zhang 2022,
+  Lemma 2.4), so the run is ρ-zCDP (Lemma 5.1). The iterate w^{t-1} at which the
+  gradients are taken is a function of earlier releases only (adaptive composition).
 * **Strongly convex, disjoint batches** (Algorithm 1's second branch): step t uses
   rows S_t only. Replacing one row changes the input of exactly one step t₀: the
   steps before it have the same law on both datasets, step t₀ is ρ_t-zCDP for every
@@ -68,7 +68,7 @@ def nsme_exponent(d, rho):
 def sco_schedule(setting, oracle, n, d, rho, *, moment=2.0, moment_bound=1.0, diameter=2.0,
                  gradient_bound=1.0, smoothness=1.0, strong_convexity=0.0, n_iter=None,
                  max_iter=DEFAULT_MAX_AUTO_ITER):
-    """T, η, τ (and q) of seed 004's theorems for the given public parameters.
+    """T, η, τ (and q) of Kamath, Liu and Zhang (2022), theorems for the given public parameters.
 
     * convex, cwme (Theorem 5.2): τ = (√ρ n/(M d^{3/2}))^{1/k}, T = R²ρn²/(τ²d⁴),
       η = M/(R√T);

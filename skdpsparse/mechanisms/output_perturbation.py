@@ -1,4 +1,4 @@
-"""Output perturbation with an ℓ∞ projection (seed 002, Section 5, Algorithm 3).
+"""Output perturbation with an ℓ∞ projection (Ghazi et al. 2024, Section 5, Algorithm 3).
 
 Release the minimizer of the λ-regularized empirical risk of a linear model plus
 Gaussian (δ > 0) or Laplace (δ = 0) noise, then the point of the feasible set 𝒳 nearest
@@ -13,7 +13,7 @@ Setting and notation
 (``intercept_scaling``), so x̄ = (x, c), the margin is ⟨θ, x̄⟩ and the intercept is
 b = c·θ_b (p = d + 1; without intercept c = 0, x̄ = x, p = d). The intercept is
 regularized and noised like any coefficient. Every row is first scaled into
-{‖x‖₂ ≤ R, ‖x‖₁ ≤ R√s} (R = ``norm_bound``, s = ``sparsity``; seed 002 Remark 2.1:
+{‖x‖₂ ≤ R, ‖x‖₁ ≤ R√s} (R = ``norm_bound``, s = ``sparsity``; Ghazi et al. (2024) Remark 2.1:
 the ℓ1 ball stands in for s-sparsity) and regression targets are clipped to
 [−B, B] (B = ``label_bound``): contribution bounding, never rejection. Hence
 
@@ -518,13 +518,15 @@ def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0,
     constants = constants_at(alpha)
     d2, d1 = minimizer_sensitivity(constants, alpha, n, p)
     if delta > 0:
-        # Seed 002 Algorithm 3 / Fact 2.3(b): Gaussian noise for the joint ℓ2 sensitivity.
+        # Ghazi et al. (2024) Algorithm 3 / Fact 2.3(b): Gaussian noise for the joint ℓ2
+        # sensitivity.
         sensitivity = math.sqrt(n_problems) * (1.0 + tol) * d2
         scale = discrete_gaussian_sigma(sensitivity, epsilon, delta, calibration)
         kind = "gaussian"
         budget = with_event(ApproxDP(epsilon, delta), DiscreteGaussianEvent(scale / sensitivity))
     else:
-        # Seed 002 Algorithm 3 / Fact 2.3(a): Laplace scale Δ₁/ε for the joint ℓ1 sensitivity.
+        # Ghazi et al. (2024) Algorithm 3 / Fact 2.3(a): Laplace scale Δ₁/ε for the joint ℓ1
+        # sensitivity.
         sensitivity = n_problems * (1.0 + tol) * d1
         scale = laplace_scale(sensitivity, epsilon)
         kind = "laplace"
@@ -629,7 +631,7 @@ def release(theta, plan, rng):
 
 
 def output_perturbation(X, targets, plan, rng, *, max_iter=1000):
-    """Seed 002 Algorithm 3: bound, solve to a certificate, add noise, ℓ∞-project.
+    """Ghazi et al. (2024) Algorithm 3: bound, solve to a certificate, add noise, ℓ∞-project.
 
     Parameters
     ----------
