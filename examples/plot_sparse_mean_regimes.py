@@ -44,9 +44,9 @@ DIMS = np.unique(np.geomspace(100, 10**4 if SMALL else 10**6, 3 if SMALL else 9)
 NS = np.unique(np.geomspace(10, 10**4 if SMALL else 10**6, 4 if SMALL else 11)
                .round().astype(int))
 SEEDS = range(1 if SMALL else 5)
-METHODS = ["projection", "l1_recovery", "gaussian"]
-COLORS = {"projection": "C0", "l1_recovery": "C1", "gaussian": "C2"}
-MARKERS = {"projection": "o-", "l1_recovery": "s-", "gaussian": "^-"}
+METHODS = ["projection", "l1_recovery", "gaussian", "threshold"]
+COLORS = {"projection": "C0", "l1_recovery": "C1", "gaussian": "C2", "threshold": "C3"}
+MARKERS = {"projection": "o-", "l1_recovery": "s-", "gaussian": "^-", "threshold": "D-"}
 
 print(f"privacy: (epsilon, delta) = ({EPSILON}, {DELTA}); sparsity s = {S}, "
       f"norm bound L = 1; {len(SEEDS)} noise seed(s) per point")
@@ -112,7 +112,7 @@ def sparse_rate(n, d):
 
 
 def plot_measured(ax, x, rows):
-    for m in ["gaussian", "l1_recovery", "projection"]:  # l1_recovery over gaussian
+    for m in ["gaussian", "l1_recovery", "projection", "threshold"]:  # l1_recovery over gaussian
         ax.plot(x, [r[m] for r in rows], MARKERS[m], color=COLORS[m], label=m, ms=5)
     ax.scatter(x, [r["auto"] for r in rows], s=170, facecolors="none", linewidths=1.8,
                edgecolors=[COLORS[r["picked"]] for r in rows], zorder=3,
