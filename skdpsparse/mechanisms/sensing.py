@@ -1,6 +1,7 @@
 """A matrix-free compressed-sensing operator: the subsampled randomized Hadamard transform.
 
-Seed 002 (Section 3.1, Algorithm 2) measures the mean with a dense Gaussian matrix
+Ghazi et al. (2024), Section 3.1 and Algorithm 2, measure the mean with a dense Gaussian
+matrix
 :math:`A \\sim \\mathcal N(0, 1/m)^{m\\times d}`, which cannot be stored at
 :math:`d = 10^7`. :class:`SubsampledHadamardSensing` replaces it by
 
