@@ -99,3 +99,42 @@ def test_a_bad_parameter_is_one_error_type_at_every_layer(inst):
         est.fit(X) if inst.task is None else est.fit(X, y)
     with pytest.raises(InvalidParameterError, match="epsilon"):
         PureDP("a")
+
+
+@pytest.mark.parametrize("inst", ONE_PER_CLASS, ids=lambda i: i.id)
+def test_sample_weight_is_refused_with_the_reason_before_any_fit(inst):
+    """Not a bare "unexpected keyword argument": the error names sample_weight and says
+    why (a weight changes the sensitivity), and nothing is fitted or charged."""
+    from skdpsparse import PrivacyLedger
+    from skdpsparse.exceptions import InvalidParameterError
+
+    X, y = _data(inst.task)
+    est = inst.make()
+    with PrivacyLedger() as ledger, pytest.raises(InvalidParameterError,
+                                                  match="sample_weight.*sensitivity"):
+        if inst.task is None:
+            est.fit(X, sample_weight=np.ones(len(X)))
+        else:
+            est.fit(X, y, sample_weight=np.ones(len(X)))
+    assert ledger.entries == []
+    assert not [k for k in vars(est) if k.endswith("_") and not k.startswith("_")]
+    with pytest.raises(InvalidParameterError, match="unexpected fit parameters"):
+        est.fit(X, groups=np.ones(len(X))) if inst.task is None else est.fit(
+            X, y, groups=np.ones(len(X)))
+
+
+@pytest.mark.parametrize("inst", [i for i in ONE_PER_CLASS
+                                  if i.name != "PrivateParameterSelection"],
+                         ids=lambda i: i.id)
+def test_float32_in_float32_out(inst):
+    """As in scikit-learn: float32 data gives float32 coef_, intercept_ and mean_ (the
+    computation runs in float64; the cast is post-processing of the release)."""
+    X, y = _data(inst.task)
+    est = _fit(inst, X.astype(np.float32), y)
+    for name in ("coef_", "intercept_", "mean_"):
+        if hasattr(est, name):
+            assert np.asarray(getattr(est, name)).dtype == np.float32, name
+    est64 = _fit(inst, X, y)
+    for name in ("coef_", "mean_"):
+        if hasattr(est64, name):
+            assert np.asarray(getattr(est64, name)).dtype == np.float64, name

@@ -6,7 +6,7 @@ data into one process: every chunk's bounded statistic is computed on the worker
 (:mod:`skdpsparse.distributed._core`), the exact integer sums are merged as task
 results, and the noise is drawn once, on the driver, with the plan and sensitivity of
 the in-memory fit. The fitted attributes are eager NumPy arrays, charged to the
-active ledgers through :func:`skdpsparse.utils._data.release` (a refused fit releases
+active ledgers through :func:`skdpsparse.base.release` (a refused fit releases
 nothing). The user guide's "Larger than memory" page gives the design and its limits.
 
 Importing this package does not import dask; ``fit_distributed`` does (the

@@ -250,7 +250,7 @@ def sparse_mean_attributes(estimator, part, plan, shape, input_attrs, digests=No
 
     Derives the fit's key from the data digests (by default the merged part's),
     draws the noise once and returns the attributes for
-    :func:`skdpsparse.utils._data.release`. ``shape`` is (n, d) with n the number of
+    :func:`skdpsparse.base.release`. ``shape`` is (n, d) with n the number of
     privacy units (rows, or users for a user-level fit).
     """
     n, d = shape
@@ -275,7 +275,7 @@ def fit_sparse_mean_in_memory(estimator, X):
     distributed fit (same statistic, same key, same release). Returns the estimator.
     """
     from ..utils import validate_params
-    from ..utils._data import fit_input, release
+    from ..base import fit_input, release
 
     validate_params(estimator, estimator._parameter_constraints)
     X, input_attrs = fit_input(estimator, X)

@@ -146,7 +146,7 @@ def fit_heavy_tailed_distributed(estimator, X):
 
     from ..mean._heavy_tailed_mean import check_bounds
     from ..utils import validate_params
-    from ..utils._data import release
+    from ..base import release
     from ._core import fit_random_source_from_digests
     from ._dask import row_chunks
     from ._digest import final_digest

@@ -75,7 +75,7 @@ def fit_sparse_mean_spark(estimator, df, *, n_features=None, indices="indices",
     """DPSparseMeanEstimator.fit on a Spark DataFrame (list columns ``indices`` /
     ``values`` with ``n_features`` given, or numeric ``columns``)."""
     from ..utils import validate_params
-    from ..utils._data import release
+    from ..base import release
     from ._core import resolve_sparse_mean, sparse_mean_attributes, sparse_mean_plan
     from ._sparse_mean import _refuse_l1_recovery
 

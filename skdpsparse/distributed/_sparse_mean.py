@@ -5,14 +5,14 @@ The row-level fit is release(merge(partial(chunk) for every chunk)); the user-le
 of the units' partial totals by a public function of the unit id
 (:mod:`skdpsparse.distributed._units`). Both release through
 :func:`~skdpsparse.distributed._core.sparse_mean_attributes` (one noise draw, on the
-driver) and :func:`skdpsparse.utils._data.release` (charged first).
+driver) and :func:`skdpsparse.base.release` (charged first).
 """
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..utils import validate_params
-from ..utils._data import fit_input, release
+from ..base import fit_input, release
 from ._core import (
     BoundedSumPart, check_chunk, resolve_sparse_mean, sparse_mean_attributes,
     sparse_mean_plan,

@@ -26,7 +26,8 @@ from ..mechanisms.bias_reduced import (
     theorem_learning_rate,
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..utils._data import check_fit_input, fit_input, release
+from ..base import check_fit_params, fit_input, release
+from ..utils._data import check_fit_input
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
 # max |ℓ''| of the sigmoid loss 1/(1 + e^t): attained where σ(t) = 1/2 ± 1/(2√3).
@@ -234,7 +235,7 @@ class _BaseBiasReducedSGD(BaseEstimator):
 
     def _store(self, info, budget, attrs):
         # Charges first; a refused fit releases nothing and leaves the estimator
-        # unfitted (utils._data.release).
+        # unfitted (base.release).
         return release(self, dict(attrs, n_iter_=int(info["n_iter"]),
                                   learning_rate_=float(info["learning_rate"]),
                                   privacy_spent_=budget))
@@ -346,7 +347,7 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
         classes = declared_binary_classes(self, y)
         return classes, np.where(y == classes[1], 1.0, -1.0)
 
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Fit the private binary classifier.
 
         Parameters
@@ -354,11 +355,16 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Sparse input stays sparse (CSR).
         y : array-like of shape (n_samples,)
+        **fit_params : dict
+            Not supported: ``sample_weight`` (a weight changes the sensitivity the
+            noise is calibrated to) and any other fit parameter raise
+            :class:`~skdpsparse.exceptions.InvalidParameterError`.
 
         Returns
         -------
         self : DPBiasReducedSGDClassifier
         """
+        check_fit_params(self, fit_params)
         validate_params(self, self._parameter_constraints)
         (X, y), input_attrs = fit_input(self, X, y, supervised=True)  # sets nothing
         classes, targets = self._binary_targets(y)
@@ -458,7 +464,7 @@ class DPBiasReducedSGDRegressor(RegressorMixin, _BaseBiasReducedSGD):
         self.verbose = verbose
         self.random_state = random_state
 
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Fit the private linear regression.
 
         Parameters
@@ -467,11 +473,16 @@ class DPBiasReducedSGDRegressor(RegressorMixin, _BaseBiasReducedSGD):
             Sparse input stays sparse (CSR).
         y : array-like of shape (n_samples,)
             Targets, clipped to [−label_bound, label_bound].
+        **fit_params : dict
+            Not supported: ``sample_weight`` (a weight changes the sensitivity the
+            noise is calibrated to) and any other fit parameter raise
+            :class:`~skdpsparse.exceptions.InvalidParameterError`.
 
         Returns
         -------
         self : DPBiasReducedSGDRegressor
         """
+        check_fit_params(self, fit_params)
         validate_params(self, self._parameter_constraints)
         (X, y), input_attrs = fit_input(self, X, y, supervised=True, y_numeric=True)
         self._check_n(X.shape[0])

@@ -19,7 +19,8 @@ from ..mechanisms.cyclic_sgd import (
 )
 from ._base import declared_binary_classes
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..utils._data import check_fit_input, fit_input, release
+from ..base import check_fit_params, fit_input, release
+from ..utils._data import check_fit_input
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
 _NONNEGATIVE = Interval("real", 0, None, closed="left")
@@ -234,7 +235,7 @@ default="logistic"
         classes = declared_binary_classes(self, y)
         return classes, np.where(y == classes[1], 1.0, -1.0)
 
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Run cyclic DP-SGD on ``(X, y)``.
 
         Parameters
@@ -243,11 +244,16 @@ default="logistic"
             Sparse input stays sparse (CSR).
         y : array-like of shape (n_samples,)
             Labels (classification losses) or targets.
+        **fit_params : dict
+            Not supported: ``sample_weight`` (a weight changes the sensitivity the
+            noise is calibrated to) and any other fit parameter raise
+            :class:`~skdpsparse.exceptions.InvalidParameterError`.
 
         Returns
         -------
         self : DPCyclicSGD
         """
+        check_fit_params(self, fit_params)
         validate_params(self, self._parameter_constraints)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target "

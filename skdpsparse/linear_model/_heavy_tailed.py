@@ -10,7 +10,8 @@ from .._kernels.linear_losses import HUBER, SQUARED
 from ..accounting import ZCDP, approx_dp_to_zcdp
 from ..mechanisms.heavy_tailed_sco import ORACLES, heavy_tailed_sco, sco_schedule
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..utils._data import check_fit_input, fit_input, release
+from ..base import check_fit_params, fit_input, release
+from ..utils._data import check_fit_input
 
 _AUTO_ITER_CAP = 1000
 _ENTRY_CAP = 1e150
@@ -168,7 +169,7 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         self.smoothing_variance = smoothing_variance
         self.random_state = random_state
 
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Fit the private linear model.
 
         Parameters
@@ -176,11 +177,16 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Sparse input stays sparse.
         y : array-like of shape (n_samples,)
+        **fit_params : dict
+            Not supported: ``sample_weight`` (a weight changes the sensitivity the
+            noise is calibrated to) and any other fit parameter raise
+            :class:`~skdpsparse.exceptions.InvalidParameterError`.
 
         Returns
         -------
         self : DPHeavyTailedRegressor
         """
+        check_fit_params(self, fit_params)
         validate_params(self, self._parameter_constraints)
         if self.mean_oracle == "noise_smoothing" and self.moment < 2:
             raise ValueError("mean_oracle='noise_smoothing' needs a bound on a moment of "

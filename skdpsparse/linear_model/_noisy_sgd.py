@@ -20,7 +20,8 @@ from ..mechanisms.noisy_sgd import (
     rdp_noise_multiplier,
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..utils._data import check_fit_input, fit_input, release
+from ..base import check_fit_params, fit_input, release
+from ..utils._data import check_fit_input
 from ._base import OneVsRestClassifierMixin, declared_classes, one_vs_rest_targets
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
@@ -299,7 +300,7 @@ class DPNoisySGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseNoisy
         self.verbose = verbose
         self.random_state = random_state
 
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Fit by noisy projected SGD (one run per one-vs-rest problem).
 
         Parameters
@@ -307,11 +308,16 @@ class DPNoisySGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseNoisy
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Sparse input stays sparse.
         y : array-like of shape (n_samples,)
+        **fit_params : dict
+            Not supported: ``sample_weight`` (a weight changes the sensitivity the
+            noise is calibrated to) and any other fit parameter raise
+            :class:`~skdpsparse.exceptions.InvalidParameterError`.
 
         Returns
         -------
         self : DPNoisySGDClassifier
         """
+        check_fit_params(self, fit_params)
         validate_params(self, self._parameter_constraints)
         self._check_y(y)
         (X, y), inputs = fit_input(self, X, y)  # sets nothing: see release
@@ -386,7 +392,7 @@ class DPNoisySGDRegressor(RegressorMixin, _BaseNoisySGD):
         self.verbose = verbose
         self.random_state = random_state
 
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Fit by one run of noisy projected SGD.
 
         Parameters
@@ -394,11 +400,16 @@ class DPNoisySGDRegressor(RegressorMixin, _BaseNoisySGD):
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Sparse input stays sparse.
         y : array-like of shape (n_samples,)
+        **fit_params : dict
+            Not supported: ``sample_weight`` (a weight changes the sensitivity the
+            noise is calibrated to) and any other fit parameter raise
+            :class:`~skdpsparse.exceptions.InvalidParameterError`.
 
         Returns
         -------
         self : DPNoisySGDRegressor
         """
+        check_fit_params(self, fit_params)
         validate_params(self, self._parameter_constraints)
         self._check_y(y)
         (X, y), inputs = fit_input(self, X, y, y_numeric=True)  # sets nothing: see release

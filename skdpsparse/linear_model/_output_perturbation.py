@@ -10,7 +10,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..mechanisms.output_perturbation import output_perturbation, plan_output_perturbation
 from ..mechanisms.sparse_exponential import MAX_NET_SIZE, sparse_exponential_mechanism
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..utils._data import check_fit_input, fit_input, release
+from ..base import check_fit_params, fit_input, release
+from ..utils._data import check_fit_input
 from ._base import (OneVsRestClassifierMixin, compose_with_bounds, declared_classes,
                     one_vs_rest_targets, private_bound, row_l2_norms)
 
@@ -298,7 +299,7 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
         self.max_net_size = max_net_size
         self.random_state = random_state
 
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Fit the private linear model.
 
         Parameters
@@ -307,11 +308,16 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
             Sparse input stays sparse.
         y : array-like of shape (n_samples,)
             Targets, clipped to [−label_bound, label_bound].
+        **fit_params : dict
+            Not supported: ``sample_weight`` (a weight changes the sensitivity the
+            noise is calibrated to) and any other fit parameter raise
+            :class:`~skdpsparse.exceptions.InvalidParameterError`.
 
         Returns
         -------
         self : DPOutputPerturbationRegressor
         """
+        check_fit_params(self, fit_params)
         validate_params(self, self._parameter_constraints)
         self._check_y(y)
         if self.label_bound is None:
@@ -430,7 +436,7 @@ class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin,
         self.max_net_size = max_net_size
         self.random_state = random_state
 
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Fit the private linear classifier.
 
         Parameters
@@ -438,11 +444,16 @@ class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin,
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Sparse input stays sparse.
         y : array-like of shape (n_samples,)
+        **fit_params : dict
+            Not supported: ``sample_weight`` (a weight changes the sensitivity the
+            noise is calibrated to) and any other fit parameter raise
+            :class:`~skdpsparse.exceptions.InvalidParameterError`.
 
         Returns
         -------
         self : DPOutputPerturbationClassifier
         """
+        check_fit_params(self, fit_params)
         validate_params(self, self._parameter_constraints)
         self._check_y(y)
         (X, y), input_attrs = fit_input(self, X, y)

@@ -27,7 +27,7 @@ from ..mechanisms.heavy_tailed import (
     truncation_for,
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..utils._data import fit_input, release
+from ..base import check_fit_params, fit_input, release
 from ._base import PrivateMeanMixin
 
 
@@ -258,7 +258,7 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         return truncation_for("dpcwme", n, d, self.moment, epsilon=self.epsilon,
                               moment_bound=self.moment_bound)
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, **fit_params):
         """Compute the private mean of the rows of ``X``.
 
         Parameters
@@ -267,11 +267,16 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
             Sparse input stays sparse (implicit zeros are clipped like explicit ones).
         y : None
             Ignored.
+        **fit_params : dict
+            Not supported: ``sample_weight`` (a weight changes the sensitivity the
+            noise is calibrated to) and any other fit parameter raise
+            :class:`~skdpsparse.exceptions.InvalidParameterError`.
 
         Returns
         -------
         self : DPHeavyTailedMean
         """
+        check_fit_params(self, fit_params)
         validate_params(self, self._parameter_constraints)
         # Finiteness is checked by the compiled pass itself (a non-finite entry makes
         # its column NaN, and the mechanism raises before releasing anything): one read

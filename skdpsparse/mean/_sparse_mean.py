@@ -5,7 +5,7 @@ from sklearn.base import BaseEstimator
 
 from ..mechanisms.sparse_mean import METHODS, choose_method, private_sparse_mean
 from ..utils import Interval, Options, fit_random_source, validate_params
-from ..utils._data import fit_input, release
+from ..base import check_fit_params, fit_input, release
 from ._base import PrivateMeanMixin
 
 
@@ -128,7 +128,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         self.solver_tol = solver_tol
         self.random_state = random_state
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, **fit_params):
         """Compute the private mean of the rows of ``X``.
 
         Parameters
@@ -137,11 +137,16 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
             Sparse input stays sparse (never densified).
         y : None
             Ignored.
+        **fit_params : dict
+            Not supported: ``sample_weight`` (a weight changes the sensitivity the
+            noise is calibrated to) and any other fit parameter raise
+            :class:`~skdpsparse.exceptions.InvalidParameterError`.
 
         Returns
         -------
         self : DPSparseMeanEstimator
         """
+        check_fit_params(self, fit_params)
         validate_params(self, self._parameter_constraints)
         X, input_attrs = fit_input(self, X)  # sets nothing: release() does, after charging
         n, d = X.shape

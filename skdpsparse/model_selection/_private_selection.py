@@ -20,7 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._privacy_spent import SELECTION_MARK, check_private_steps
 from ..accounting import ZCDP, ApproxDP, PureDP, zcdp_to_epsilon
 from ..ledger import _charges_suspended
-from ..utils._data import release
+from ..base import check_fit_params, release
 from ..mechanisms.private_selection import (
     gamma_for_failure_prob,
     random_stopping_selection,
@@ -268,7 +268,7 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
             plans.append((params, eps_name, delta_name, seed_names))
         return plans
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, **fit_params):
         """Select a setting privately and keep its fitted estimator.
 
         Parameters
@@ -277,11 +277,16 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
             Passed to the inner estimator, which validates it.
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Targets; required (the scores compare predictions with them).
+        **fit_params : dict
+            Not supported: ``sample_weight`` (a weight changes the sensitivity the
+            noise is calibrated to) and any other fit parameter raise
+            :class:`~skdpsparse.exceptions.InvalidParameterError`.
 
         Returns
         -------
         self : PrivateParameterSelection
         """
+        check_fit_params(self, fit_params)
         validate_params(self, self._parameter_constraints)
         if not hasattr(self.estimator, "get_params") or not hasattr(self.estimator, "fit"):
             raise ValueError(f"The 'estimator' parameter of {type(self).__name__} must be "
