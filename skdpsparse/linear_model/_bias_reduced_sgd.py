@@ -26,7 +26,7 @@ from ..mechanisms.bias_reduced import (
     theorem_learning_rate,
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..base import check_fit_params, fit_input, release
+from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..utils._data import check_fit_input
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
@@ -365,6 +365,8 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
         self : DPBiasReducedSGDClassifier
         """
         check_fit_params(self, fit_params)
+        if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
+            return fitted
         validate_params(self, self._parameter_constraints)
         (X, y), input_attrs = fit_input(self, X, y, supervised=True)  # sets nothing
         classes, targets = self._binary_targets(y)
@@ -483,6 +485,8 @@ class DPBiasReducedSGDRegressor(RegressorMixin, _BaseBiasReducedSGD):
         self : DPBiasReducedSGDRegressor
         """
         check_fit_params(self, fit_params)
+        if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
+            return fitted
         validate_params(self, self._parameter_constraints)
         (X, y), input_attrs = fit_input(self, X, y, supervised=True, y_numeric=True)
         self._check_n(X.shape[0])

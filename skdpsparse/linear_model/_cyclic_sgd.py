@@ -19,7 +19,7 @@ from ..mechanisms.cyclic_sgd import (
 )
 from ._base import declared_binary_classes
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..base import check_fit_params, fit_input, release
+from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..utils._data import check_fit_input
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
@@ -254,6 +254,8 @@ default="logistic"
         self : DPCyclicSGD
         """
         check_fit_params(self, fit_params)
+        if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
+            return fitted
         validate_params(self, self._parameter_constraints)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target "

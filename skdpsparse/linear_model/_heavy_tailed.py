@@ -10,7 +10,7 @@ from .._kernels.linear_losses import HUBER, SQUARED
 from ..accounting import ZCDP, approx_dp_to_zcdp
 from ..mechanisms.heavy_tailed_sco import ORACLES, heavy_tailed_sco, sco_schedule
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..base import check_fit_params, fit_input, release
+from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..utils._data import check_fit_input
 
 _AUTO_ITER_CAP = 1000
@@ -187,6 +187,8 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         self : DPHeavyTailedRegressor
         """
         check_fit_params(self, fit_params)
+        if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
+            return fitted
         validate_params(self, self._parameter_constraints)
         if self.mean_oracle == "noise_smoothing" and self.moment < 2:
             raise ValueError("mean_oracle='noise_smoothing' needs a bound on a moment of "

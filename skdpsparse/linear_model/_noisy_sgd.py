@@ -20,7 +20,7 @@ from ..mechanisms.noisy_sgd import (
     rdp_noise_multiplier,
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..base import check_fit_params, fit_input, release
+from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..utils._data import check_fit_input
 from ._base import OneVsRestClassifierMixin, declared_classes, one_vs_rest_targets
 
@@ -318,6 +318,8 @@ class DPNoisySGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseNoisy
         self : DPNoisySGDClassifier
         """
         check_fit_params(self, fit_params)
+        if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
+            return fitted
         validate_params(self, self._parameter_constraints)
         self._check_y(y)
         (X, y), inputs = fit_input(self, X, y)  # sets nothing: see release
@@ -410,6 +412,8 @@ class DPNoisySGDRegressor(RegressorMixin, _BaseNoisySGD):
         self : DPNoisySGDRegressor
         """
         check_fit_params(self, fit_params)
+        if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
+            return fitted
         validate_params(self, self._parameter_constraints)
         self._check_y(y)
         (X, y), inputs = fit_input(self, X, y, y_numeric=True)  # sets nothing: see release

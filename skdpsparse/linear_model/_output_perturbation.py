@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..mechanisms.output_perturbation import output_perturbation, plan_output_perturbation
 from ..mechanisms.sparse_exponential import MAX_NET_SIZE, sparse_exponential_mechanism
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..base import check_fit_params, fit_input, release
+from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..utils._data import check_fit_input
 from ._base import (OneVsRestClassifierMixin, compose_with_bounds, declared_classes,
                     one_vs_rest_targets, private_bound, row_l2_norms)
@@ -318,6 +318,8 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
         self : DPOutputPerturbationRegressor
         """
         check_fit_params(self, fit_params)
+        if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
+            return fitted
         validate_params(self, self._parameter_constraints)
         self._check_y(y)
         if self.label_bound is None:
@@ -454,6 +456,8 @@ class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin,
         self : DPOutputPerturbationClassifier
         """
         check_fit_params(self, fit_params)
+        if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
+            return fitted
         validate_params(self, self._parameter_constraints)
         self._check_y(y)
         (X, y), input_attrs = fit_input(self, X, y)

@@ -27,7 +27,7 @@ from ..mechanisms.heavy_tailed import (
     truncation_for,
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..base import check_fit_params, fit_input, release
+from ..base import check_fit_params, distributed_fit, fit_input, release
 from ._base import PrivateMeanMixin
 
 
@@ -277,6 +277,8 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         self : DPHeavyTailedMean
         """
         check_fit_params(self, fit_params)
+        if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
+            return fitted
         validate_params(self, self._parameter_constraints)
         # Finiteness is checked by the compiled pass itself (a non-finite entry makes
         # its column NaN, and the mechanism raises before releasing anything): one read

@@ -5,7 +5,7 @@ from sklearn.base import BaseEstimator
 
 from ..mechanisms.sparse_mean import METHODS, choose_method, private_sparse_mean
 from ..utils import Interval, Options, fit_random_source, validate_params
-from ..base import check_fit_params, fit_input, release
+from ..base import check_fit_params, distributed_fit, fit_input, release
 from ._base import PrivateMeanMixin
 
 
@@ -147,6 +147,8 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         self : DPSparseMeanEstimator
         """
         check_fit_params(self, fit_params)
+        if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
+            return fitted
         validate_params(self, self._parameter_constraints)
         X, input_attrs = fit_input(self, X)  # sets nothing: release() does, after charging
         n, d = X.shape

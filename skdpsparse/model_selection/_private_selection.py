@@ -20,7 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._privacy_spent import SELECTION_MARK, check_private_steps
 from ..accounting import ZCDP, ApproxDP, PureDP, zcdp_to_epsilon
 from ..ledger import _charges_suspended
-from ..base import check_fit_params, release
+from ..base import check_fit_params, distributed_fit, release
 from ..mechanisms.private_selection import (
     gamma_for_failure_prob,
     random_stopping_selection,
@@ -287,6 +287,8 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
         self : PrivateParameterSelection
         """
         check_fit_params(self, fit_params)
+        if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
+            return fitted
         validate_params(self, self._parameter_constraints)
         if not hasattr(self.estimator, "get_params") or not hasattr(self.estimator, "fit"):
             raise ValueError(f"The 'estimator' parameter of {type(self).__name__} must be "

@@ -1,0 +1,55 @@
+"""``estimator.fit`` on a Dask collection runs the distributed fit (nothing is pulled
+into memory by scikit-learn's validation), and the estimators whose statistic does
+not decompose refuse it with the reason."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from skdpsparse import (
+    DPBiasReducedSGDClassifier,
+    DPNoisySGDClassifier,
+    DPOutputPerturbationClassifier,
+    DPSparseMeanEstimator,
+)
+from skdpsparse.distributed import fit_distributed
+
+da = pytest.importorskip("dask.array")
+
+
+def _dask_csr(n=400, d=64, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.05, random_state=seed, format="csr") * 0.1
+    X.data = np.abs(X.data) + rng.random(X.nnz) * 0.01
+    chunks = [X[i:i + 100] for i in range(0, n, 100)]
+    return da.concatenate([da.from_array(c, chunks=c.shape, asarray=False) for c in chunks])
+
+
+def test_fit_on_a_dask_array_is_the_distributed_fit():
+    X = _dask_csr()
+    est = DPSparseMeanEstimator(epsilon=1.0, delta=1e-6, sparsity=8, method="gaussian",
+                                random_state=3)
+    fitted = est.fit(X)
+    assert fitted is est and isinstance(est.mean_, np.ndarray)
+    reference = fit_distributed(DPSparseMeanEstimator(epsilon=1.0, delta=1e-6, sparsity=8,
+                                                      method="gaussian", random_state=3), X)
+    np.testing.assert_array_equal(est.mean_, reference.mean_)
+    assert est.privacy_spent_ == reference.privacy_spent_
+
+
+@pytest.mark.parametrize("make", [
+    lambda: DPNoisySGDClassifier(classes=[0, 1]),
+    lambda: DPBiasReducedSGDClassifier(classes=[0, 1]),
+])
+def test_sequential_estimators_refuse_a_dask_array_with_the_reason(make):
+    X = _dask_csr()
+    y = da.from_array(np.arange(X.shape[0]) % 2, chunks=100)
+    with pytest.raises(ValueError, match="decompose"):
+        make().fit(X, y)
+
+
+def test_not_yet_distributed_estimators_say_so():
+    X = _dask_csr()
+    y = da.from_array(np.arange(X.shape[0]) % 2, chunks=100)
+    with pytest.raises(NotImplementedError, match="no distributed fit yet"):
+        DPOutputPerturbationClassifier(classes=[0, 1]).fit(X, y)
