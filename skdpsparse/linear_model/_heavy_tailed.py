@@ -1,6 +1,8 @@
 """DPHeavyTailedRegressor: linear regression by private SCO with heavy-tailed gradients
 (Kamath, Liu and Zhang 2022, Algorithms 1-2)."""
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, RegressorMixin
@@ -43,7 +45,7 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
     Parameters
     ----------
     loss : {"squared", "huber"}, default="squared"
-        ½(z − y)², or Huber with threshold ``huber_delta`` (bounded derivative in the
+        ½(z − y)², or Huber with threshold ``huber_threshold`` (bounded derivative in the
         residual; the features can still be heavy-tailed).
     epsilon : float, default=1.0
         ε > 0.
@@ -84,8 +86,10 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
     smoothness : float, default=1.0
         L: the loss is L-smooth (Assumption 2.12.2); enters the strongly convex T
         and η only.
-    huber_delta : float, default=1.0
-        Threshold of the Huber loss.
+    huber_threshold : float, default=1.0
+        Threshold of the Huber loss (the same name as in
+        :class:`~skdpsparse.linear_model.DPNoisySGDRegressor` and
+        :class:`~skdpsparse.linear_model.DPBiasReducedSGDRegressor`).
     failure_prob : float, default=0.1
         β: cwme uses ⌈4 log(2d/β)⌉ groups, rounded up to an even number.
     smoothing_variance : float, default=1.0
@@ -93,6 +97,13 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
     random_state : None, int or numpy.random.Generator, default=None
         ``None`` draws fresh noise from the operating system. A fixed seed makes the
         noise known to whoever knows the seed: use it for tests and reports only.
+    huber_delta : float, default="deprecated"
+        The former name of ``huber_threshold``.
+
+        .. deprecated:: 0.1
+           ``huber_delta`` was renamed ``huber_threshold`` in 0.1 and will be removed
+           in 0.2; setting it warns (``FutureWarning``) and is used as
+           ``huber_threshold``.
 
     Attributes
     ----------
@@ -140,7 +151,8 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         "moment_bound": [Interval("real", 0, None, closed="neither")],
         "gradient_bound": [Interval("real", 0, None, closed="neither")],
         "smoothness": [Interval("real", 0, None, closed="neither")],
-        "huber_delta": [Interval("real", 0, None, closed="neither")],
+        "huber_threshold": [Interval("real", 0, None, closed="neither")],
+        "huber_delta": [Interval("real", 0, None, closed="neither"), Options("deprecated")],
         "failure_prob": [Interval("real", 0, 1, closed="neither")],
         "smoothing_variance": [Interval("real", 0, None, closed="left")],
     }
@@ -148,8 +160,8 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
     def __init__(self, loss="squared", epsilon=1.0, delta=1e-6, mean_oracle="noise_smoothing",
                  alpha=0.0, fit_intercept=True, radius=10.0, max_iter="auto",
                  learning_rate="auto", truncation="auto", moment=2, moment_bound=1.0,
-                 gradient_bound=1.0, smoothness=1.0, huber_delta=1.0, failure_prob=0.1,
-                 smoothing_variance=1.0, random_state=None):
+                 gradient_bound=1.0, smoothness=1.0, huber_threshold=1.0, failure_prob=0.1,
+                 smoothing_variance=1.0, random_state=None, huber_delta="deprecated"):
         self.loss = loss
         self.epsilon = epsilon
         self.delta = delta
@@ -164,10 +176,11 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         self.moment_bound = moment_bound
         self.gradient_bound = gradient_bound
         self.smoothness = smoothness
-        self.huber_delta = huber_delta
+        self.huber_threshold = huber_threshold
         self.failure_prob = failure_prob
         self.smoothing_variance = smoothing_variance
         self.random_state = random_state
+        self.huber_delta = huber_delta
 
     def fit(self, X, y, **fit_params):
         """Fit the private linear model.
@@ -190,6 +203,14 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
             return fitted
         validate_params(self, self._parameter_constraints)
+        huber_threshold = float(self.huber_threshold)
+        if not (isinstance(self.huber_delta, str) and self.huber_delta == "deprecated"):
+            # scikit-learn's deprecation of a renamed parameter: one release of warning.
+            warnings.warn("The parameter 'huber_delta' of DPHeavyTailedRegressor was "
+                          "renamed 'huber_threshold' in 0.1 and will be removed in 0.2; "
+                          "its value is used as huber_threshold.", FutureWarning,
+                          stacklevel=2)
+            huber_threshold = float(self.huber_delta)
         if self.mean_oracle == "noise_smoothing" and self.moment < 2:
             raise ValueError("mean_oracle='noise_smoothing' needs a bound on a moment of "
                              f"order k >= 2, got moment={self.moment!r}.")
@@ -227,7 +248,7 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         penalized = np.ones(p, dtype=bool)
         if self.fit_intercept:
             penalized[-1] = False
-        code, param = (SQUARED, 0.0) if self.loss == "squared" else (HUBER, float(self.huber_delta))
+        code, param = (SQUARED, 0.0) if self.loss == "squared" else (HUBER, huber_threshold)
         w, info = heavy_tailed_sco(
             X, y, loss_code=code, loss_param=param, oracle=self.mean_oracle, setting=setting,
             n_iter=T, learning_rate=eta, truncation=tau, rho=rho, radius=float(self.radius),

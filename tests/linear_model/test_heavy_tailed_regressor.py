@@ -1,4 +1,4 @@
-"""DPHeavyTailedRegressor (seed 004 Algorithms 1-2): the theorems' schedules, the noise
+"""DPHeavyTailedRegressor (Kamath, Liu and Zhang 2022, Algorithms 1-2): the theorems' schedules, the noise
 of one step reconstructed from the seed, excess risk against n, bounding, sklearn API."""
 
 import math
@@ -186,6 +186,7 @@ def test_sparse_input_matches_dense(oracle, shared_noise):
     ("epsilon", -1.0), ("delta", 0.0), ("delta", 1.0), ("loss", "absolute"),
     ("mean_oracle", "mean"), ("alpha", -0.1), ("radius", 0.0), ("max_iter", 0),
     ("learning_rate", 0.0), ("truncation", "big"), ("moment", 1.0), ("fit_intercept", 1),
+    ("huber_threshold", 0.0), ("huber_delta", -1.0), ("huber_delta", "auto"),
 ])
 def test_invalid_parameters_are_named(param, value):
     X, y, _ = heavy_tailed_linear_model(50, 2, 0)
@@ -209,3 +210,31 @@ def test_pipeline_and_grid_search():
     grid.fit(X, y)
     assert grid.best_params_["dpheavytailedregressor__mean_oracle"] == "noise_smoothing"
     assert grid.predict(X).shape == (3000,)
+
+
+# ------------------------------------------------------------- huber_delta → huber_threshold
+def test_huber_threshold_is_used_and_huber_delta_warns_for_one_release(monkeypatch):
+    """One name for the Huber threshold across the estimators: ``huber_threshold``.
+    The former ``huber_delta`` still works (its value reaches the solver) with a
+    FutureWarning; the default fit does not warn."""
+    import warnings
+
+    from skdpsparse.linear_model import _heavy_tailed
+
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["loss_param"])
+        return heavy_tailed_sco(*args, **kwargs)
+
+    monkeypatch.setattr(_heavy_tailed, "heavy_tailed_sco", spy)
+    X, y, _ = heavy_tailed_linear_model(2000, 3, 0)
+    common = dict(loss="huber", max_iter=5, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        DPHeavyTailedRegressor(huber_threshold=0.3, **common).fit(X, y)
+        DPHeavyTailedRegressor(**common).fit(X, y)
+    with pytest.warns(FutureWarning, match="huber_delta.*renamed 'huber_threshold'"):
+        DPHeavyTailedRegressor(huber_delta=0.25, **common).fit(X, y)
+    assert seen == [0.3, 1.0, 0.25]
+    assert DPHeavyTailedRegressor().get_params()["huber_delta"] == "deprecated"
