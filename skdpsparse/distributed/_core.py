@@ -20,8 +20,6 @@ A private mean of contribution-bounded rows is release(Σ_chunks partial(chunk))
 path the in-memory estimator can switch to, so that both run this code.
 """
 
-import hashlib
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,9 +29,8 @@ from .._kernels.fixed_point import bounded_fixed_sum
 from .._kernels.projections import project_l1_then_l2_nb
 from ..mechanisms.projection import mean_fixed_point_bits, projection_mechanism, row_bounds
 from ..mechanisms.sparse_mean import choose_method, noise_threshold
-from ..utils._random import (
-    _PERSON_FIT, RandomSource, _blake, _canonical, _NotCanonical, _seed_material,
-)
+from ..utils._random import _digest_array
+from ..utils._random import fit_random_source_from_digests as _fit_key
 from ._digest import DigestPart, chunk_digest, final_digest, merge_digests
 
 __all__ = ["BoundedSumPart", "BoundedSumPlan", "check_chunk", "fit_random_source_from_digests",
@@ -168,23 +165,10 @@ def fit_random_source_from_digests(random_state, estimator, digests):
 
     The same derivation (BLAKE2b keyed by H(seed material), over the estimator's class,
     its parameters except ``random_state``, and one digest per data array), with the
-    mergeable digest of :mod:`skdpsparse.distributed._digest` in place of the
-    sequential one. Runs on the driver only.
+    digests merged from the chunks (:mod:`skdpsparse.distributed._digest`, the same
+    function of the data as in memory). Runs on the driver only.
     """
-    if random_state is None:
-        return RandomSource.from_entropy()
-    material = hashlib.blake2b(_seed_material(random_state), digest_size=32).digest()
-    params = {k: v for k, v in estimator.get_params(deep=False).items()
-              if k != "random_state"}
-    try:
-        message = [type(estimator).__qualname__.encode(), _canonical(params)]
-    except _NotCanonical as exc:  # fail closed, as fit_random_source does
-        warnings.warn(f"{type(estimator).__name__}: random_state is ignored for this fit "
-                      f"({exc}); its noise is drawn from fresh entropy and will not "
-                      "reproduce.", RuntimeWarning, stacklevel=3)
-        return RandomSource.from_entropy()
-    message += [b"distributed" + d for d in digests]
-    return RandomSource(_blake(b"\x00".join(message), key=material, person=_PERSON_FIT))
+    return _fit_key(random_state, estimator, digests, stacklevel=4)
 
 
 # ------------------------------------------------------------------ the sparse mean
@@ -245,18 +229,19 @@ def release_sparse_mean(part, plan, method, *, epsilon, delta, norm_bound, spars
     return z, budget, {"branch": method}
 
 
-def sparse_mean_attributes(estimator, part, plan, shape, input_attrs, digests=None):
+def sparse_mean_attributes(estimator, part, plan, shape, input_attrs, digests=None,
+                           kernel=("dense", "float64")):
     """The fitted attributes of a DPSparseMeanEstimator from the merged part (driver).
 
-    Derives the fit's key from the data digests (by default the merged part's),
-    draws the noise once and returns the attributes for
-    :func:`skdpsparse.base.release`. ``shape`` is (n, d) with n the number of
-    privacy units (rows, or users for a user-level fit).
+    Derives the fit's key from the data digests (by default the merged part's, with
+    the ``kernel`` tag of the data as the in-memory fit validates it), draws the noise
+    once and returns the attributes for :func:`skdpsparse.base.release`. ``shape`` is
+    (n, d) with n the number of privacy units (rows, or users for a user-level fit).
     """
     n, d = shape
     method, s, delta = resolve_sparse_mean(estimator, n, d)
     if digests is None:
-        digests = [final_digest(part.digest, shape)]
+        digests = [final_digest(part.digest, shape, kernel, orientation="rows")]
     rng = fit_random_source_from_digests(estimator.random_state, estimator, digests)
     mean, budget, _ = release_sparse_mean(
         part, plan, method, epsilon=float(estimator.epsilon), delta=delta,
@@ -287,4 +272,5 @@ def fit_sparse_mean_in_memory(estimator, X):
     plan = sparse_mean_plan(n, d, float(estimator.norm_bound), s)
     part = partial_bounded_sum(X, plan, 0)
     return release(estimator, sparse_mean_attributes(estimator, part, plan, (n, d),
-                                                     input_attrs))
+                                                     input_attrs,
+                                                     digests=[_digest_array(X)]))

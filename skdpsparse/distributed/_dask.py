@@ -17,11 +17,26 @@ from dask.base import is_dask_collection
 
 from ._core import merge_parts, partial_bounded_sum
 
-__all__ = ["bounded_sum_graph", "row_chunks"]
+__all__ = ["bounded_sum_graph", "chunk_kernel", "row_chunks"]
 
 
 def _is_dataframe(X):
     return hasattr(X, "dtypes") and hasattr(X, "columns") and hasattr(X, "to_delayed")
+
+
+def chunk_kernel(X):
+    """The digest's kernel tag of the in-memory matrix this collection would validate
+    to (:func:`~skdpsparse.distributed._digest.kernel_tag`), from metadata only: a
+    dataframe is dense, float32 only when every column is; an array is sparse when its
+    chunks are."""
+    from ._digest import kernel_tag
+
+    if _is_dataframe(X):
+        float32 = all(str(t) == "float32" for t in X.dtypes)
+        return kernel_tag(False, np.float32 if float32 else np.float64)
+    import scipy.sparse as sp
+
+    return kernel_tag(sp.issparse(getattr(X, "_meta", None)), X.dtype)
 
 
 def row_chunks(X):

@@ -1,29 +1,38 @@
-"""A digest of a matrix that chunks can compute apart and the driver can merge.
+"""The data digest of every fit's noise key: chunks compute it apart, a driver merges.
 
-A fit's noise key is a keyed hash of the seed, the parameters and a digest of the data
-(:func:`skdpsparse.utils.fit_random_source`). The in-memory digest
-(``skdpsparse.utils._random._digest_array``) is one sequential BLAKE2b pass over the
-rows; a sequential hash cannot be computed by several workers and merged, and
-streaming every row through the driver would defeat the point of a cluster. So the
-distributed fit uses a different function of the same data, defined here:
+A fit's noise key is a keyed hash of the seed, the parameters and a digest of each
+data array (:func:`skdpsparse.utils.fit_random_source`). A sequential hash cannot be
+computed by several workers and merged, and streaming every row through the driver
+would defeat the point of a cluster; so the one digest of the library, in memory
+(``skdpsparse.utils._random._digest_array``) and on Dask alike, is defined here:
 
-* the rows are cut into global blocks of :data:`BLOCK_ROWS` consecutive rows (by row
-  index in the whole matrix, not by chunk);
-* block b with canonical content c_b (per row its count of nonzeros, then the column
-  indices as int64 and the values as float64, duplicates summed, zeros dropped, indices
-  sorted: the same canonical form as the in-memory digest, so the container, dense or
-  any sparse format, and the dtype do not matter) gets the 2048-bit value
-  v_b = SHAKE256("skdps-rows-v1" ‖ b ‖ c_b);
-* the digest is BLAKE2b(shape ‖ Σ_b v_b mod 2²⁰⁴⁸).
+* a matrix of shape (r, c) is read as *lines*: its rows when r ≥ c, its columns
+  otherwise (a (K, n) target matrix, one row per problem, is read example by example,
+  so a chunk of examples holds whole lines); a vector of length n is n lines of one
+  entry;
+* the lines are cut into global blocks of :data:`BLOCK_ROWS` consecutive lines (by
+  line index in the whole matrix, not by chunk);
+* block b with canonical content c_b (per line its count of nonzeros, then the
+  indices as int64 and the values as float64, duplicates summed, zeros dropped,
+  indices sorted: so the container, dense or any sparse format, does not matter)
+  gets the 2048-bit value v_b = SHAKE256("skdps-rows-v1" ‖ b ‖ c_b);
+* the digest is BLAKE2b(shape ‖ kernel ‖ Σ_b v_b mod 2²⁰⁴⁸), where the kernel tag
+  says whether the fit reads the matrix dense or sparse and in which float dtype
+  (those choose the compiled loop and its rounding, and two containers of one matrix
+  must not share noise on statistics that round differently; a vector's tag is
+  "vector", whatever its dtype).
 
 The sum is an incremental hash in the sense of Bellare and Micciancio (1997), "A new
 paradigm for collision-free hashing: incrementality at reduced cost" (AdHash). It is
 associative and commutative, so a chunk computes the sum over the blocks it holds
 whole, and a block cut by a chunk boundary travels as its (at most
-``BLOCK_ROWS - 1`` rows) fragments until :func:`merge_digests` has all of them. The
+``BLOCK_ROWS - 1`` lines) fragments until :func:`merge_digests` has all of them. The
 result is the same function of the data for every chunking and every merge order, and
-for one in-memory array (one chunk). The block index inside each v_b makes it depend
-on the row order, as the sequential digest does.
+for one in-memory array (one chunk): the same seed gives the same key in memory and on
+Dask. The block index inside each v_b makes it depend on the line order. A wide
+matrix (fewer rows than columns) split by rows on a cluster is the one case whose
+lines a row chunk does not hold whole: its distributed digest reads rows anyway (tag
+"rows"), so such a fit draws other noise (of the same distribution) than in memory.
 
 What it is for, and its limit: the key derivation needs two different datasets to get
 different keys (so clones fitted on different data never share noise). A collision
@@ -41,8 +50,9 @@ import hashlib
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["BLOCK_ROWS", "DigestPart", "chunk_digest", "final_digest", "merge_digests",
-           "multiset_digest", "row_multiset_part"]
+__all__ = ["BLOCK_ROWS", "DigestPart", "array_digest", "by_columns", "chunk_digest",
+           "final_digest", "kernel_tag", "merge_digests", "multiset_digest",
+           "row_multiset_part"]
 
 #: Rows per global block of the digest.
 BLOCK_ROWS = 1024
@@ -87,6 +97,17 @@ def _canonical_csr(chunk):
     return block
 
 
+def _canonical_lines(lines, start, stop):
+    """(counts, indices, values) of lines ``start:stop`` in canonical form; reads only
+    those lines (bounded extra memory for a large in-memory matrix)."""
+    if sp.issparse(lines):
+        block = _canonical_csr(lines[start:stop])
+        return np.diff(block.indptr), block.indices, block.data
+    block = np.asarray(lines[start:stop], dtype=np.float64)
+    rows, cols = np.nonzero(block)
+    return np.bincount(rows, minlength=block.shape[0]), cols, block[rows, cols]
+
+
 def _block_value(index, counts, cols, vals):
     h = hashlib.shake_256(_PERSON + int(index).to_bytes(8, "little"))
     for part, dtype in ((counts, "<i8"), (cols, "<i8"), (vals, "<f8")):
@@ -101,19 +122,21 @@ def _rows(block, start, stop):
 
 
 def chunk_digest(chunk, row_offset, n_rows_total):
-    """The :class:`DigestPart` of ``chunk``, rows ``row_offset`` onwards of a matrix
-    of ``n_rows_total`` rows."""
-    block = _canonical_csr(chunk)
-    n = block.shape[0]
+    """The :class:`DigestPart` of the lines of ``chunk``, lines ``row_offset`` onwards
+    of a matrix of ``n_rows_total`` lines (a chunk's rows, or the transposed chunk of
+    a matrix read by columns)."""
+    if sp.issparse(chunk) and chunk.format != "csr":
+        chunk = sp.csr_array(chunk)
+    n = chunk.shape[0]
     part = DigestPart(n_rows=n)
     row = 0
     while row < n:
-        g = row_offset + row  # global row
+        g = row_offset + row  # global line
         b = g // BLOCK_ROWS
         b_start = b * BLOCK_ROWS
         b_stop = min(b_start + BLOCK_ROWS, n_rows_total)
         stop = min(n, b_stop - row_offset)
-        counts, cols, vals = _rows(block, row, stop)
+        counts, cols, vals = _canonical_lines(chunk, row, stop)
         if g == b_start and row_offset + stop == b_stop:
             part.total = (part.total + _block_value(b, counts, cols, vals)) % _MODULUS
         else:
@@ -145,15 +168,52 @@ def merge_digests(a, b, n_rows_total):
     return DigestPart(total, fragments, a.n_rows + b.n_rows)
 
 
-def final_digest(part, shape):
-    """The 32-byte digest of a whole matrix of ``shape`` from its merged part."""
-    if part.fragments or part.n_rows != shape[0]:
-        raise ValueError("the digest does not cover every row of the matrix exactly once "
-                         f"({part.n_rows} rows for shape {tuple(shape)}).")
-    h = hashlib.blake2b(digest_size=32, person=b"skdps-dist-v1")
-    h.update(repr(("matrix", tuple(int(s) for s in shape))).encode())
+def kernel_tag(sparse, dtype):
+    """The kernel tag of a matrix the fit reads sparse or dense, in ``dtype`` as
+    scikit-learn's validation leaves it (float32 kept, anything else float64)."""
+    dtype = np.dtype(dtype)
+    name = "float32" if dtype == np.float32 else "float64"
+    return ("sparse" if sparse else "dense", name)
+
+
+def by_columns(shape):
+    """Whether a matrix of ``shape`` is read by columns (fewer rows than columns)."""
+    return len(shape) == 2 and shape[0] < shape[1]
+
+
+def final_digest(part, shape, kernel=("dense", "float64"), orientation=None):
+    """The 32-byte digest of a whole matrix of ``shape`` from its merged part.
+
+    ``kernel`` is :func:`kernel_tag`'s tag (or ``("vector",)``); ``orientation``
+    ("rows" or "columns") defaults to the one :func:`by_columns` gives the shape.
+    """
+    if orientation is None:
+        orientation = "columns" if by_columns(shape) else "rows"
+    n_lines = shape[1] if orientation == "columns" else shape[0]
+    if part.fragments or part.n_rows != n_lines:
+        raise ValueError("the digest does not cover every row (every column, for a "
+                         "matrix read by columns) exactly once "
+                         f"({part.n_rows} lines for shape {tuple(shape)}).")
+    h = hashlib.blake2b(digest_size=32, person=b"skdps-dist-v2")
+    h.update(repr(("matrix", tuple(int(s) for s in shape), tuple(kernel),
+                   orientation)).encode())
     h.update(part.total.to_bytes(_MODULUS_BYTES, "little"))
     return h.digest()
+
+
+def array_digest(a, kernel):
+    """The digest of an in-memory matrix or vector (one chunk of all its lines)."""
+    if not sp.issparse(a) and np.ndim(a) != 2:
+        a = np.asarray(a)
+        shape = a.shape
+        lines = a.reshape(-1, 1)
+        return final_digest(chunk_digest(lines, 0, lines.shape[0]), shape, kernel,
+                            orientation="rows")
+    shape = a.shape
+    lines = a
+    if by_columns(shape):
+        lines = sp.csr_array(a.T) if sp.issparse(a) else np.asarray(a).T
+    return final_digest(chunk_digest(lines, 0, lines.shape[0]), shape, kernel)
 
 
 # ---------------------------------------------------------- order-free row multiset

@@ -148,7 +148,7 @@ def fit_heavy_tailed_distributed(estimator, X):
     from ..utils import validate_params
     from ..base import release
     from ._core import fit_random_source_from_digests
-    from ._dask import row_chunks
+    from ._dask import chunk_kernel, row_chunks
     from ._digest import final_digest
 
     validate_params(estimator, estimator._parameter_constraints)
@@ -182,8 +182,9 @@ def fit_heavy_tailed_distributed(estimator, X):
     part, digest_part = dask.compute(level[0], _digest_graph(chunks, n, d))
     if part.n_rows != n:
         raise ValueError(f"the chunks held {part.n_rows} rows, not n={n}.")
-    rng = fit_random_source_from_digests(estimator.random_state, estimator,
-                                         [final_digest(digest_part, (n, d))])
+    rng = fit_random_source_from_digests(
+        estimator.random_state, estimator,
+        [final_digest(digest_part, (n, d), chunk_kernel(X), orientation="rows")])
     laplace = estimator.noise == "laplace" or (estimator.noise == "auto"
                                                and laplace_is_better(d, eps, delta))
     if not laplace:

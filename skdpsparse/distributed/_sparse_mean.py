@@ -35,7 +35,7 @@ def _refuse_l1_recovery(method):
 
 def fit_sparse_mean_distributed(estimator, X, *, privacy_unit=None):
     """DPSparseMeanEstimator.fit on a dask array or dataframe (see the package)."""
-    from ._dask import compute_bounded_sum, row_chunks
+    from ._dask import chunk_kernel, compute_bounded_sum, row_chunks
 
     validate_params(estimator, estimator._parameter_constraints)
     chunks, (n, d), input_attrs = row_chunks(X)
@@ -46,7 +46,8 @@ def fit_sparse_mean_distributed(estimator, X, *, privacy_unit=None):
     _refuse_l1_recovery(method)  # before reading any chunk
     plan = sparse_mean_plan(n, d, float(estimator.norm_bound), s)
     part = compute_bounded_sum(chunks, plan)
-    attrs = sparse_mean_attributes(estimator, part, plan, (n, d), input_attrs)
+    attrs = sparse_mean_attributes(estimator, part, plan, (n, d), input_attrs,
+                                   kernel=chunk_kernel(X))
     return release(estimator, attrs)
 
 
@@ -68,7 +69,8 @@ def fit_sparse_mean_units_in_memory(estimator, X, privacy_unit):
     row_plan = sparse_mean_plan(n, d, float(estimator.norm_bound),
                                 _unit_sparsity(estimator, d))
     ids, totals = unit_totals(X, privacy_unit, row_plan.l2_bound, row_plan.l1_bound)
-    digest = final_digest(chunk_digest(_ids_and_rows(X, privacy_unit), 0, n), (n, d + 1))
+    digest = final_digest(chunk_digest(_ids_and_rows(X, privacy_unit), 0, n), (n, d + 1),
+                          orientation="rows")
     return _release_units(estimator, totals, row_plan, len(ids), d, input_attrs, digest)
 
 
@@ -150,7 +152,7 @@ def _fit_units_distributed(estimator, X, chunks, shape, input_attrs, privacy_uni
     counts = dask.compute(*[dask.delayed(lambda b: len(b[0]))(b) for b in buckets])
     n_units = int(sum(counts))
     (digest_part,) = dask.compute(digest)
-    digest_bytes = final_digest(digest_part, (n, d + 1))
+    digest_bytes = final_digest(digest_part, (n, d + 1), orientation="rows")
 
     def parts(plan):
         level = [dask.delayed(_bucket_part, pure=True)(b, plan)

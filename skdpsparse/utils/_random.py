@@ -331,56 +331,38 @@ def _canonical(value, depth=0):
     raise _NotCanonical(f"no faithful encoding of {type(value).__name__}")
 
 
-_DIGEST_BLOCK = 4096  # rows per block of the canonical form (bounded extra memory)
-
-
 def _digest_array(a):
     """A digest of an array's values and of the kernel family that will read it.
 
-    Numeric data is hashed as float64 in a canonical sparse form, block of rows by
-    block of rows: for each row its count of nonzeros, then the column indices and
-    values of the nonzeros; so every SciPy sparse format gives one digest, and a
-    vector the same digest whatever its integer or float storage (labels, targets).
-    A matrix's digest also says whether it is dense or sparse and its dtype: those
-    choose the compiled loop and its floating-point order, and the SGD loops draw
-    their noise before they see the gradients, so two containers of one matrix must
-    not share noise on statistics that round differently. (Releases of a statistic are
-    protected regardless: :meth:`RandomSource.add_discrete_noise` also hashes the
-    exact values it is added to.) Non-numeric arrays are hashed through their
-    ``repr``.
+    The mergeable digest of :mod:`skdpsparse.distributed._digest`, one function of
+    the data for one in-memory array and for any chunking of it on a cluster (so the
+    same seed gives the same key in memory and on Dask). Numeric data is hashed as
+    float64 in a canonical sparse form, block of lines by block of lines (rows, or
+    the columns of a matrix with fewer rows than columns): for each line its count of
+    nonzeros, then the indices and values of the nonzeros; so every SciPy sparse
+    format gives one digest, and a vector the same digest whatever its integer or
+    float storage (labels, targets). A matrix's digest also says whether it is dense
+    or sparse and its float dtype: those choose the compiled loop and its
+    floating-point order, and the SGD loops draw their noise before they see the
+    gradients, so two containers of one matrix must not share noise on statistics
+    that round differently. (Releases of a statistic are protected regardless:
+    :meth:`RandomSource.add_discrete_noise` also hashes the exact values it is added
+    to.) Non-numeric arrays are hashed through their ``repr``.
     """
-    h = hashlib.blake2b(digest_size=32)
+    # Imported here: the distributed package imports this module.
+    from ..distributed._digest import array_digest, kernel_tag
+
     if not sp.issparse(a):
         a = np.asarray(a)
         if a.ndim == 2 and a.shape[1] == 1:
             a = a[:, 0]
         if a.dtype.kind not in "biuf":
+            h = hashlib.blake2b(digest_size=32)
             h.update(repr(("object", a.shape, a.tolist())).encode())
             return h.digest()
         if a.ndim != 2:
-            h.update(repr(("vector", a.shape)).encode())
-            h.update(np.ascontiguousarray(a, dtype="<f8").view(np.uint8).reshape(-1))
-            return h.digest()
-    kernel = ("sparse" if sp.issparse(a) else "dense", str(a.dtype))
-    if sp.issparse(a):
-        a = sp.csr_array(a)
-    h.update(repr(("matrix", a.shape, kernel)).encode())
-    for start in range(0, a.shape[0], _DIGEST_BLOCK):
-        block = a[start:start + _DIGEST_BLOCK]
-        if sp.issparse(block):
-            block = sp.csr_array(block, dtype=np.float64)
-            block.sum_duplicates()
-            block.eliminate_zeros()
-            block.sort_indices()
-            counts, cols, vals = np.diff(block.indptr), block.indices, block.data
-        else:
-            block = np.asarray(block, dtype=np.float64)
-            rows, cols = np.nonzero(block)
-            vals = block[rows, cols]
-            counts = np.bincount(rows, minlength=block.shape[0])
-        for part, dtype in ((counts, "<i8"), (cols, "<i8"), (vals, "<f8")):
-            h.update(np.ascontiguousarray(part, dtype=dtype).view(np.uint8).reshape(-1))
-    return h.digest()
+            return array_digest(a, ("vector",))
+    return array_digest(a, kernel_tag(sp.issparse(a), a.dtype))
 
 
 def _seed_material(random_state):
@@ -421,6 +403,18 @@ def fit_random_source(random_state, estimator, *data):
     """
     if random_state is None:
         return RandomSource.from_entropy()
+    return fit_random_source_from_digests(
+        random_state, estimator, lambda: [_digest_array(a) if a is not None else b"None"
+                                          for a in data], stacklevel=4)
+
+
+def fit_random_source_from_digests(random_state, estimator, digests, *, stacklevel=3):
+    """:func:`fit_random_source` with the data digests given (a list, or a callable
+    returning it, called only when a key is derived): the derivation of a fit whose
+    data a cluster digested chunk by chunk (:mod:`skdpsparse.distributed`), which
+    gives the same key as the in-memory fit of the same data."""
+    if random_state is None:
+        return RandomSource.from_entropy()
     material = hashlib.blake2b(_seed_material(random_state), digest_size=32).digest()
     params = {k: v for k, v in estimator.get_params(deep=False).items()
               if k != "random_state"}
@@ -432,7 +426,7 @@ def fit_random_source(random_state, estimator, *data):
         # reproduction.
         warnings.warn(f"{type(estimator).__name__}: random_state is ignored for this fit "
                       f"({exc}); its noise is drawn from fresh entropy and will not "
-                      "reproduce.", RuntimeWarning, stacklevel=3)
+                      "reproduce.", RuntimeWarning, stacklevel=stacklevel)
         return RandomSource.from_entropy()
-    message += [_digest_array(a) if a is not None else b"None" for a in data]
+    message += list(digests() if callable(digests) else digests)
     return RandomSource(_blake(b"\x00".join(message), key=material, person=_PERSON_FIT))

@@ -59,26 +59,26 @@ def test_threaded_release_is_the_in_memory_one_bit_for_bit(method):
         assert est.n_features_in_ == X.shape[1]
 
 
-def test_dense_chunks_and_dataframes_give_the_release_of_the_sparse_matrix():
-    X = sparse_rows(n=900, d=40)
-    ref = fit_sparse_mean_in_memory(_est(), X)
-    dense = da.from_array(X.toarray(), chunks=(250, 40))
+def test_dense_chunks_and_dataframes_give_the_release_of_the_dense_matrix():
+    # The key's digest tags the container the fit reads (dense or sparse: another
+    # compiled loop), in memory and on Dask alike: the dense chunks and the dataframe
+    # reproduce the in-memory fit of the dense array.
+    X = sparse_rows(n=900, d=40).toarray()
+    ref = _est().fit(X)
+    dense = da.from_array(X, chunks=(250, 40))
     np.testing.assert_array_equal(_threads(fit_distributed, _est(), dense).mean_, ref.mean_)
     dd = pytest.importorskip("dask.dataframe")
     pd = pytest.importorskip("pandas")
-    frame = pd.DataFrame(X.toarray(), columns=[f"c{j}" for j in range(40)])
+    frame = pd.DataFrame(X, columns=[f"c{j}" for j in range(40)])
     est = _threads(fit_distributed, _est(), dd.from_pandas(frame, npartitions=3))
     np.testing.assert_array_equal(est.mean_, ref.mean_)
     assert list(est.feature_names_in_) == list(frame.columns)
 
 
-def test_the_same_noise_gives_the_current_in_memory_estimator_bit_for_bit(
-        monkeypatch, shared_noise):
-    # The keys differ by design (the distributed digest is another function of the
-    # data; see skdpsparse.distributed._digest): with one key for both, the statistic,
-    # the noise and the post-processing are the in-memory estimator's.
-    monkeypatch.setattr(_core, "fit_random_source_from_digests",
-                        lambda *args: RandomSource(shared_noise))
+def test_the_same_seed_gives_the_in_memory_estimator_bit_for_bit():
+    # One digest for both paths (skdpsparse.distributed._digest): the same seed gives
+    # the same key, and the statistic, the noise and the post-processing are the
+    # in-memory estimator's.
     X = sparse_rows()
     for method in METHODS:
         ref = _est(method=method).fit(X)
