@@ -60,6 +60,8 @@ __all__ = [
     "dense_cyclic_sgd_steps",
     "csr_cyclic_sgd_steps",
     "csr_lazy_cyclic_sgd_steps",
+    "dense_multiclass_cyclic_sgd_steps",
+    "csr_multiclass_cyclic_sgd_steps",
     "discrete_gaussian_sums",
     "lazy_final_flush",
     "lazy_max_count",
@@ -544,3 +546,271 @@ def lazy_final_flush(theta, last, n_steps, p, kmax, noise_spacing, sums, counts,
         pos = _flush(j, n_steps, last, kmax, theta, noise_spacing, sums, pos, counts,
                      coords, starts, count_only)
     return pos
+
+
+# ------------------------------------------------------------- multiclass (K outputs)
+# θ is the K × (d + 1) matrix Θ (row k: the coefficients and intercept of output k),
+# stored flat (C order) so that the ℓ2 ball is a projection of one vector. Example i
+# contributes the K × p gradient g_i ⊗ x̃_i, g_i ∈ ℝ^K the derivative of its loss in
+# the K margins z_k = ⟨θ_k, x̃_i⟩, clipped jointly to Frobenius norm C:
+#   softmax (multinomial logistic): g = softmax(z) − e_y, ‖g‖₂ < √2;
+#   otherwise one-vs-rest: g_k = ℓ'(z_k, ±1) (+1 for k = y), ‖g‖₂ ≤ √K·sup|ℓ'|.
+# The noise row has K·p entries, entry k·p + j for coordinate j of output k.
+
+
+@njit(cache=True, inline="always")
+def _multiclass_derivatives(z, label, code, softmax, param, g):
+    # g ← ∂ loss / ∂ z for one example of class index `label`; returns ‖g‖₂.
+    n_out = z.shape[0]
+    if softmax:
+        zmax = z[0]
+        for k in range(1, n_out):
+            zmax = max(zmax, z[k])
+        total = 0.0
+        for k in range(n_out):
+            g[k] = math.exp(z[k] - zmax)
+            total += g[k]
+        for k in range(n_out):
+            g[k] /= total
+        g[label] -= 1.0
+    else:
+        for k in range(n_out):
+            g[k] = loss_value_and_derivative(code, z[k], 1.0 if k == label else -1.0,
+                                             param)[1]
+    s = 0.0
+    for k in range(n_out):
+        s += g[k] * g[k]
+    return math.sqrt(s)
+
+
+@njit(cache=True, inline="always")
+def _clip_factor(g_norm, x_norm, clip_norm, fit_intercept):
+    # min(1, C/(‖g‖·‖x̃‖)); rows are bounded by the caller, so ‖x̃‖ is finite.
+    total = g_norm * (math.hypot(x_norm, 1.0) if fit_intercept else x_norm)
+    if total <= clip_norm:
+        return 1.0
+    return clip_norm / total
+
+
+@njit(cache=True)
+def _multiclass_elastic_net_ball_prox(theta, th, t, alpha, l1_ratio, radius):
+    # _elastic_net_ball_prox for Θ: w-entries shrink by 1/(1 + a + μ) after the soft
+    # threshold, intercepts by 1/(1 + μ), μ ≥ 0 the one multiplier of the joint ball.
+    n_out, d1 = th.shape
+    d = d1 - 1
+    a = t * alpha * (1.0 - l1_ratio)
+    s2 = 0.0
+    b2 = 0.0
+    for k in range(n_out):
+        w = th[k, :d]
+        soft_threshold_nb(w, t * alpha * l1_ratio, w)
+        for j in range(d):
+            s2 += w[j] * w[j]
+        b2 += th[k, d] * th[k, d]
+    r2 = radius * radius
+    mu = 0.0
+    for _ in range(100):
+        u = 1.0 / (1.0 + a + mu)
+        v = 1.0 / (1.0 + mu)
+        f = s2 * u * u + b2 * v * v - r2
+        if f <= 0.0:
+            break
+        step = f / (2.0 * (s2 * u * u * u + b2 * v * v * v))
+        mu += step
+        if step <= 1e-16 * (1.0 + mu):
+            break
+    for k in range(n_out):
+        for j in range(d):
+            th[k, j] /= 1.0 + a + mu
+        th[k, d] /= 1.0 + mu
+    project_l2_ball_nb(theta, radius, theta)  # rounding only: keep ‖Θ‖ ≤ r exactly
+
+
+@njit(cache=True, inline="always")
+def _multiclass_noisy_prox_step(theta, th, coef_sum, intercept_sum, step, noise_row,
+                                fit_intercept, learning_rate, alpha, l1_ratio, constraint,
+                                radius, lower, upper, spacing):
+    n_out, d1 = th.shape
+    d = d1 - 1
+    p = d + 1 if fit_intercept else d
+    for k in range(n_out):
+        off = k * p
+        if spacing > 0.0:
+            inv = 1.0 / spacing
+            for j in range(d):
+                th[k, j] += spacing * (noise_row[off + j] - on_grid_nb(step * coef_sum[k, j] * inv))
+            if fit_intercept:
+                th[k, d] += spacing * (noise_row[off + d]
+                                       - on_grid_nb(step * intercept_sum[k] * inv))
+        else:
+            for j in range(d):
+                th[k, j] += noise_row[off + j] - step * coef_sum[k, j]
+            if fit_intercept:
+                th[k, d] += noise_row[off + d] - step * intercept_sum[k]
+    if constraint == BALL and fit_intercept and alpha * (1.0 - l1_ratio) > 0.0:
+        _multiclass_elastic_net_ball_prox(theta, th, learning_rate, alpha, l1_ratio, radius)
+        return
+    if alpha > 0.0:
+        for k in range(n_out):
+            w = th[k, :d]
+            prox_elastic_net_nb(w, learning_rate, alpha, l1_ratio, w)
+    if constraint == BALL:
+        # Intercepts that are not fitted stay 0, so the flat projection is the
+        # projection of the fitted parameters.
+        project_l2_ball_nb(theta, radius, theta)
+    elif constraint == BOX:
+        for k in range(n_out):
+            project_box_nb(th[k, :p], lower, upper, th[k, :p])
+
+
+@njit(cache=True, inline="always")
+def _check_multiclass_args(theta, n_out, d, y, n, order, batch_size, start, noise,
+                           fit_intercept, constraint, lower, upper):
+    if n_out < 1 or theta.shape[0] != n_out * (d + 1):
+        raise ValueError("theta must have n_outputs * (n_features + 1) entries")
+    if y.shape[0] != n or order.shape[0] != n:
+        raise ValueError("y and order must have one entry per row")
+    for i in range(n):
+        if y[i] < 0 or y[i] >= n_out:
+            raise ValueError("y must hold class indices in [0, n_outputs)")
+    if not 1 <= batch_size <= n or not 0 <= start < n:
+        raise ValueError("need 1 <= batch_size <= n_rows and 0 <= start < n_rows")
+    if noise.shape[1] != n_out * (d + 1 if fit_intercept else d):
+        raise ValueError("noise must have one column per parameter")
+    if constraint == BOX and (lower.shape[0] != 1 or upper.shape[0] != 1):
+        raise ValueError("BOX takes scalar bounds as arrays of length 1")
+
+
+@njit(cache=True)
+def dense_multiclass_cyclic_sgd_steps(X, y, theta, n_outputs, order, start, code, softmax,
+                                      param, clip_norm, batch_size, learning_rate, noise,
+                                      alpha, l1_ratio, constraint, radius, lower, upper,
+                                      fit_intercept, noise_spacing=0.0):
+    """:func:`dense_cyclic_sgd_steps` for a model of K = ``n_outputs`` linear outputs.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+        Rows already scaled to the contribution bound.
+    y : ndarray of shape (n,), int64
+        Class indices in [0, K).
+    theta : ndarray of shape (K·(d + 1),), float64
+        Θ flat in C order (row k: w_k then b_k), updated in place.
+    n_outputs : int
+        K.
+    code, softmax, param
+        ``softmax``: the multinomial logistic loss −log softmax(z)_y (``code`` is then
+        ignored); else the loss ``code`` one-vs-rest, summed over the K outputs.
+    noise : ndarray of shape (n_steps, K·(d + fit_intercept))
+        Row t: N_t, entry k·p + j for coordinate j of output k.
+
+    The other parameters are those of :func:`dense_cyclic_sgd_steps`; the penalty acts
+    on every w_k, ``radius`` bounds the Frobenius norm of Θ and ``box`` every entry.
+
+    Returns
+    -------
+    int
+        The position in ``order`` where the next block starts.
+    """
+    n, d = X.shape
+    _check_multiclass_args(theta, n_outputs, d, y, n, order, batch_size, start, noise,
+                           fit_intercept, constraint, lower, upper)
+    if not softmax:
+        check_loss(code, param)
+    th = theta.reshape((n_outputs, d + 1))
+    rows = np.empty(batch_size, dtype=np.int64)
+    z = np.empty(n_outputs)
+    g = np.empty(n_outputs)
+    coef_sum = np.empty((n_outputs, d))
+    intercept_sum = np.empty(n_outputs)
+    step = learning_rate / batch_size
+    for t in range(noise.shape[0]):
+        start = _next_batch(order, start, rows)
+        coef_sum[:] = 0.0
+        intercept_sum[:] = 0.0
+        for r_ in range(batch_size):
+            i = rows[r_]
+            if i < 0 or i >= n:
+                raise IndexError("order holds an index out of range")
+            x = X[i]
+            x_norm = 0.0
+            for j in range(d):
+                x_norm += x[j] * x[j]
+            x_norm = math.sqrt(x_norm)
+            for k in range(n_outputs):
+                acc = th[k, d] if fit_intercept else 0.0
+                for j in range(d):
+                    acc += th[k, j] * x[j]
+                z[k] = acc
+            g_norm = _multiclass_derivatives(z, y[i], code, softmax, param, g)
+            c = _clip_factor(g_norm, x_norm, clip_norm, fit_intercept)
+            for k in range(n_outputs):
+                gk = c * g[k]
+                if gk == 0.0:
+                    continue
+                for j in range(d):
+                    coef_sum[k, j] += gk * x[j]
+                intercept_sum[k] += gk
+        _multiclass_noisy_prox_step(theta, th, coef_sum, intercept_sum, step, noise[t],
+                                    fit_intercept, learning_rate, alpha, l1_ratio,
+                                    constraint, radius, lower, upper, noise_spacing)
+    return start
+
+
+@njit(cache=True)
+def csr_multiclass_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, n_outputs, order,
+                                    start, code, softmax, param, clip_norm, batch_size,
+                                    learning_rate, noise, alpha, l1_ratio, constraint, radius,
+                                    lower, upper, fit_intercept, noise_spacing=0.0):
+    """CSR version of :func:`dense_multiclass_cyclic_sgd_steps` (canonical CSR parts
+    and ``n_cols``); the update of Θ is dense (the noise is).
+
+    Returns
+    -------
+    int
+        The position in ``order`` where the next block starts.
+    """
+    n = indptr.shape[0] - 1
+    d = n_cols
+    _check_multiclass_args(theta, n_outputs, d, y, n, order, batch_size, start, noise,
+                           fit_intercept, constraint, lower, upper)
+    if not softmax:
+        check_loss(code, param)
+    th = theta.reshape((n_outputs, d + 1))
+    rows = np.empty(batch_size, dtype=np.int64)
+    z = np.empty(n_outputs)
+    g = np.empty(n_outputs)
+    coef_sum = np.empty((n_outputs, d))
+    intercept_sum = np.empty(n_outputs)
+    step = learning_rate / batch_size
+    for t in range(noise.shape[0]):
+        start = _next_batch(order, start, rows)
+        coef_sum[:] = 0.0
+        intercept_sum[:] = 0.0
+        for r_ in range(batch_size):
+            i = rows[r_]
+            if i < 0 or i >= n:
+                raise IndexError("order holds an index out of range")
+            lo, hi = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
+            x_norm = 0.0
+            for k in range(lo, hi):
+                x_norm += np.float64(data[k]) * np.float64(data[k])
+            x_norm = math.sqrt(x_norm)
+            for o in range(n_outputs):
+                acc = th[o, d] if fit_intercept else 0.0
+                for k in range(lo, hi):
+                    acc += np.float64(data[k]) * th[o, np.uint64(indices[k])]
+                z[o] = acc
+            g_norm = _multiclass_derivatives(z, y[i], code, softmax, param, g)
+            c = _clip_factor(g_norm, x_norm, clip_norm, fit_intercept)
+            for o in range(n_outputs):
+                go = c * g[o]
+                if go == 0.0:
+                    continue
+                for k in range(lo, hi):
+                    coef_sum[o, np.uint64(indices[k])] += go * np.float64(data[k])
+                intercept_sum[o] += go
+        _multiclass_noisy_prox_step(theta, th, coef_sum, intercept_sum, step, noise[t],
+                                    fit_intercept, learning_rate, alpha, l1_ratio,
+                                    constraint, radius, lower, upper, noise_spacing)
+    return start

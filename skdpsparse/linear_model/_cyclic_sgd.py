@@ -1,8 +1,10 @@
 """DPCyclicSGD: cyclic DP-SGD released at its last iterate (Kong and Ribero 2024)."""
 
 
+import warnings
+
 import numpy as np
-from scipy.special import expit
+from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import ClassifierTags, RegressorTags
@@ -17,10 +19,11 @@ from ..mechanisms.cyclic_sgd import (
     cyclic_sgd,
     plan_cyclic_sgd,
 )
-from ._base import declared_binary_classes
+from ._base import declared_classes
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..utils._data import check_fit_input
+from ..utils._progress import VERBOSE_CONSTRAINT, Progress
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
 _NONNEGATIVE = Interval("real", 0, None, closed="left")
@@ -39,23 +42,53 @@ class DPCyclicSGD(BaseEstimator):
     passes over the rows in a fixed order in batches of b
     (wrapping at the end), each per-example gradient clipped to norm C, Gaussian noise
     of std λzC/b added to the displacement, then the proximal map of the penalty /
-    constraint h; only the last iterate is released. Its privacy is the smallest of
-    every RDP bound valid for the loss (composition; Theorem 4.5 with the
-    clipping-safe constant or, when clipping provably never binds, eq. (12); Theorem
-    4.4 with a bounded domain), see :mod:`skdpsparse.mechanisms.cyclic_sgd`.
+    constraint h; only the last iterate is released. Its privacy is accounted by
+    composing the steps that read a record (the bound proven for the library's exact
+    noise on a grid; the paper's last-iterate bounds, Theorems 4.4 and 4.5, are not
+    used, see the guarantee below and :mod:`skdpsparse.mechanisms.cyclic_sgd`).
 
     The task follows ``loss``: ``"logistic"``, ``"smoothed_hinge"`` and ``"sigmoid"``
-    (nonconvex) make a binary classifier, ``"squared"`` and ``"huber"`` a regressor.
-    More than two classes raise a ``ValueError``: wrap the estimator in
-    :class:`~sklearn.multiclass.OneVsRestClassifier` with ``epsilon`` divided by the
-    number of classes (basic composition) for a multiclass model.
+    (nonconvex) make a classifier, ``"squared"`` and ``"huber"`` a regressor. Two
+    classes: one output (``classes_[1]`` is +1). K ≥ 3 classes: one joint model of K
+    outputs in one run, the multinomial logistic loss for ``"logistic"`` (per-example
+    gradient (softmax(z) − e_y)x̃ᵀ of norm < √2·G, whatever K) and the K binary losses
+    summed one-vs-rest otherwise (norm ≤ √K·sup|ℓ'|·G); the noise is calibrated to that
+    bound and the budget is spent once (:ref:`derivation_cyclic_multiclass`).
 
-    Privacy unit: one row (replace-one neighbours; n and d public). Every row is scaled
-    into ‖x‖₂ ≤ ``norm_bound`` (contribution bounding, never rejection); the same
-    public scaling is applied by ``predict``, so the model is x ↦ ⟨w, s(x)⟩ + b with
-    s(x) = x·min(1, R/‖x‖₂). The curvature constants (m, M) and the gradient bound
-    that the accountant needs are computed from ``norm_bound`` and the loss, never
-    read from the data.
+    Every row is scaled into ‖x‖₂ ≤ ``norm_bound`` (contribution bounding, never
+    rejection); the same public scaling is applied by ``predict``, so the model is
+    x ↦ ⟨w, s(x)⟩ + b with s(x) = x·min(1, R/‖x‖₂). The curvature constants (m, M) and
+    the gradient bound that the accountant needs are computed from ``norm_bound`` and
+    the loss, never read from the data.
+
+    **Privacy guarantee.** *Protected:* each row (x_i, y_i) of the training set; the
+    released output is the fitted model (``coef_``, ``intercept_``) together with the
+    attributes computed from public quantities only (``classes_`` when declared,
+    ``n_steps_``, ``noise_multiplier_``, ``accounting_``, ...). *Neighbouring
+    relation:* replace one row (n, d, the declared ``classes`` and every
+    hyperparameter are public). *Theorem:* each step releases the clipped gradient sum
+    of its batch (ℓ2 sensitivity 2C under replacement, C = ``clip_norm_``: the whole
+    K × p gradient for a multiclass model) rounded to a grid plus exact discrete
+    Gaussian noise, a discrete Gaussian mechanism (Canonne, Kamath and Steinke 2020,
+    "The discrete Gaussian for differential privacy", Theorem 14; the rounding charged
+    in the noise scale, :ref:`derivation_exact_sampling`); a row is read by at most
+    ``accounting_["max_uses"]`` steps, which compose (Mironov 2017, "Rényi
+    differential privacy", Proposition 1), and the iterates are post-processing
+    (:ref:`derivation_last_iterate`, "Why composition is the default"; lazy noise on
+    CSR input keeps the same bound, :ref:`derivation_lazy_noise`). The Rényi curve is
+    converted to (ε, δ) at ``delta`` (Balle et al. 2020, "Hypothesis testing
+    interpretations and Rényi differential privacy", Theorem 21): ``privacy_spent_``,
+    at most ``epsilon`` when calibrated. *Assumptions:* the noise comes from the
+    operating system's randomness (a known ``random_state`` voids the guarantee); the
+    pass order is the data order or a secret permutation (the bound holds for every
+    fixed order, hence for the mixture). *Not covered:* a ``classes=None`` fit reveals
+    the label set (a :class:`~skdpsparse.exceptions.PrivacyLeakWarning` says so);
+    input refused before fitting (NaN, an undeclared label) raises, as every
+    validation error does (user guide, "Validation errors"); timing; every further
+    fit (a grid search over k settings spends k budgets). The last-iterate bounds of
+    Kong and Ribero (2024, Theorems 4.4 and 4.5), smaller for many passes, are not
+    claimed: their shift-reduction argument needs continuous noise, and a grid
+    distribution cannot absorb a real shift.
 
     Parameters
     ----------
@@ -78,11 +111,14 @@ default="logistic"
         R > 0: rows with ‖x‖₂ > R are scaled down to norm R. M, m and the gradient
         bound are computed from G (R, or √(R² + 1) with an intercept): logistic
         M = G²/4, m = 0; smoothed hinge of width h M = G²/h, m = 0; sigmoid
-        m = M = G²/(6√3); squared and huber M = G², m = 0.
+        m = M = G²/(6√3); squared and huber M = G², m = 0; with K ≥ 3 classes,
+        multinomial logistic M = G²/2, the others as for two classes.
     clip_norm : float or "auto", default="auto"
         C > 0. ``"auto"``: the largest possible gradient norm sup|ℓ'|·G (G, G/4 and
-        δG for logistic / smoothed hinge, sigmoid and huber), so clipping never binds
-        and eq. (12) applies; G for the squared loss, whose gradients are unbounded.
+        δG for logistic / smoothed hinge, sigmoid and huber; √2·G for the multinomial
+        logistic loss and √K times the binary bound for the other losses with K ≥ 3
+        classes), so clipping never binds; G for the squared loss, whose gradients
+        are unbounded.
     batch_size : int or "auto", default="auto"
         b ≥ 1; capped at n (public). ``"auto"``: ⌈E·n/T⌉ (at least 256, at most n),
         so that the run takes about T = 100 steps for a classifier, 400 for a
@@ -119,27 +155,46 @@ default="logistic"
     box : (float, float) or None, default=None
         h also contains the indicator of [l, u]^p over (w, b): diameter (u − l)√p.
         At most one of ``radius`` and ``box``.
-    loss_param : float, default=1.0
-        Smoothed-hinge width h or Huber threshold δ (> 0); ignored otherwise.
-    classes : array-like of 2 labels or None, default=None
-        The labels of a classifier, declared. ``None`` reads them from ``y``, which
-        reveals which labels occur (a :class:`~skdpsparse.exceptions.PrivacyLeakWarning`
-        is issued). A label of ``y`` that is not declared is a ``ValueError`` naming
-        ``classes`` (user guide, "Validation errors").
+    smoothing : float, default=1.0
+        Width h > 0 of the smoothed hinge (``loss="smoothed_hinge"``); ignored
+        otherwise.
+
+        .. versionadded:: 0.1
+    huber_threshold : float, default=1.0
+        Threshold δ > 0 of the Huber loss (``loss="huber"``); ignored otherwise.
+
+        .. versionadded:: 0.1
+    classes : array-like of at least 2 labels or None, default=None
+        The labels of a classifier, declared (three or more make the multiclass
+        model). ``None`` reads them from ``y``, which reveals which labels occur (a
+        :class:`~skdpsparse.exceptions.PrivacyLeakWarning` is issued). A label of ``y``
+        that is not declared is a ``ValueError`` naming ``classes`` (user guide,
+        "Validation errors").
     shuffle : bool, default=True
         Visit the rows in one secret random order (the same in every pass) rather
         than the data order; the guarantee holds for every order. Never stored.
-    verbose : int, default=0
-        > 0 prints the steps and time of each pass (nothing data-dependent).
+    verbose : bool or int, default=0
+        ``True`` or ≥ 1 prints one line per pass, ``[DPCyclicSGD] epoch 3/20: 5 noisy
+        steps, 0.84 s``: the plan's step count and the elapsed time, nothing
+        data-dependent.
     random_state : None, int or numpy.random.Generator, default=None
         ``None`` draws fresh noise from the operating system. A fixed seed makes the
         noise known to whoever knows the seed: use it for tests and reports only.
+    loss_param : float, default="deprecated"
+        The former name of ``smoothing`` and ``huber_threshold``.
+
+        .. deprecated:: 0.1
+           ``loss_param`` was split into ``smoothing`` and ``huber_threshold`` in 0.1
+           and will be removed in 0.2; setting it warns (``FutureWarning``) and is
+           used as the loss's parameter.
 
     Attributes
     ----------
-    coef_ : ndarray of shape (1, n_features) (classifier) or (n_features,) (regressor)
-    intercept_ : ndarray of shape (1,)
-    classes_ : ndarray of shape (2,)
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features) (classifier), \
+(n_features,) (regressor)
+        One row per class for three or more classes.
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    classes_ : ndarray of shape (n_classes,)
         Classifiers only.
     n_iter_ : int
         Passes over the data (E).
@@ -152,9 +207,9 @@ default="logistic"
     privacy_spent_ : ApproxDP
         (ε, δ) at the requested δ; never above the target when calibrated.
     accounting_ : dict
-        ``bound`` (the winning bound's name, one of
+        ``accounting`` (``"composition"``), ``bound`` (the bound's name, one of
         :data:`~skdpsparse.accounting.LAST_ITERATE_BOUNDS`), ``order``, ``epsilons``
-        (ε of every valid bound), ``weak_convexity``, ``smoothness``,
+        (ε of every bound computed), ``weak_convexity``, ``smoothness``,
         ``gradient_bound``, ``clipping_can_bind``, ``domain_diameter``, ``n_steps``,
         ``max_uses`` and ``noise_std``.
     n_features_in_ : int
@@ -171,6 +226,19 @@ default="logistic"
     >>> clf.accounting_["bound"], bool(clf.privacy_spent_.epsilon <= 1.0)
     ('composition', True)
     >>> bool(clf.score(X, y) > 0.9)
+    True
+
+    Three classes, one multinomial model:
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> y3 = rng.integers(0, 3, 6000)
+    >>> X3 = 2.0 * np.eye(3, 5)[y3] + 0.3 * rng.standard_normal((6000, 5))
+    >>> clf3 = DPCyclicSGD(epsilon=1.0, norm_bound=3.0, classes=[0, 1, 2],
+    ...                    random_state=0).fit(X3, y3)
+    >>> clf3.coef_.shape, clf3.predict_proba(X3[:2]).shape
+    ((3, 5), (2, 3))
+    >>> bool(clf3.score(X3, y3) > 0.9)
     True
     """
 
@@ -192,10 +260,12 @@ default="logistic"
         "smoothness": [_NONNEGATIVE, None],
         "radius": [_POSITIVE, None],
         "box": [InstanceOf(tuple, list, description="a pair (lower, upper)"), None],
-        "loss_param": [_POSITIVE],
+        "smoothing": [_POSITIVE],
+        "huber_threshold": [_POSITIVE],
+        "loss_param": [_POSITIVE, Options("deprecated")],
         "classes": [InstanceOf(list, tuple, np.ndarray, description="array-like"), None],
         "shuffle": [_BOOL],
-        "verbose": [Interval("integer", 0, None, closed="left")],
+        "verbose": VERBOSE_CONSTRAINT,
         # random_state is validated by fit_random_source.
     }
 
@@ -203,8 +273,8 @@ default="logistic"
                  fit_intercept=True, norm_bound=1.0, clip_norm="auto", batch_size="auto",
                  learning_rate="auto", epochs="auto", epsilon=1.0, delta=1e-6,
                  noise_multiplier=None, weak_convexity=None, smoothness=None, radius=None,
-                 box=None, loss_param=1.0, classes=None, shuffle=True, verbose=0,
-                 random_state=None):
+                 box=None, smoothing=1.0, huber_threshold=1.0, classes=None, shuffle=True,
+                 verbose=0, random_state=None, loss_param="deprecated"):
         self.loss = loss
         self.penalty = penalty
         self.alpha = alpha
@@ -222,18 +292,37 @@ default="logistic"
         self.smoothness = smoothness
         self.radius = radius
         self.box = box
-        self.loss_param = loss_param
+        self.smoothing = smoothing
+        self.huber_threshold = huber_threshold
         self.classes = classes
         self.shuffle = shuffle
         self.verbose = verbose
         self.random_state = random_state
+        self.loss_param = loss_param
 
     def _is_classifier(self):
         return self.loss not in REGRESSION_LOSSES
 
-    def _binary_targets(self, y):
-        classes = declared_binary_classes(self, y)
-        return classes, np.where(y == classes[1], 1.0, -1.0)
+    def _loss_param(self):
+        """The loss's parameter: ``smoothing`` (smoothed hinge), ``huber_threshold``
+        (Huber) or the deprecated ``loss_param``; 1.0 (unused) for the others."""
+        if not (isinstance(self.loss_param, str) and self.loss_param == "deprecated"):
+            # scikit-learn's deprecation of a renamed parameter: one release of warning.
+            warnings.warn("The parameter 'loss_param' of DPCyclicSGD was split into "
+                          "'smoothing' (smoothed_hinge) and 'huber_threshold' (huber) in "
+                          "0.1 and will be removed in 0.2; its value is used as the "
+                          "loss's parameter.", FutureWarning, stacklevel=3)
+            return float(self.loss_param)
+        return float({"smoothed_hinge": self.smoothing,
+                      "huber": self.huber_threshold}.get(self.loss, 1.0))
+
+    def _targets(self, y):
+        """``classes_`` and the targets: ±1 (``classes_[1]`` is +1) for two classes,
+        class indices for more (the multinomial or one-vs-rest model)."""
+        classes = declared_classes(self, y)
+        if classes.size == 2:
+            return classes, np.where(y == classes[1], 1.0, -1.0)
+        return classes, np.searchsorted(classes, y).astype(np.int64)
 
     def fit(self, X, y, **fit_params):
         """Run cyclic DP-SGD on ``(X, y)``.
@@ -260,17 +349,20 @@ default="logistic"
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target "
                              "y is None.")
+        loss_param = self._loss_param()
         classifier = self._is_classifier()
         # Nothing is set on self before release() has charged the budget.
         (X, y), attrs = fit_input(self, X, y, y_numeric=not classifier)
+        n_outputs = 1
         if classifier:
-            attrs["classes_"], targets = self._binary_targets(y)
+            attrs["classes_"], targets = self._targets(y)
+            n_outputs = 1 if attrs["classes_"].size == 2 else attrs["classes_"].size
         else:
             targets = np.asarray(y, dtype=np.float64)
         n, d = X.shape
         epochs, batch_size = self._schedule(n)
         plan = plan_cyclic_sgd(
-            n, d, loss=self.loss, loss_param=float(self.loss_param),
+            n, d, loss=self.loss, loss_param=loss_param, n_outputs=n_outputs,
             norm_bound=float(self.norm_bound), fit_intercept=bool(self.fit_intercept),
             batch_size=batch_size, epochs=epochs, delta=float(self.delta),
             epsilon=float(self.epsilon), noise_multiplier=self.noise_multiplier,
@@ -279,10 +371,13 @@ default="logistic"
             penalty=self.penalty, alpha=float(self.alpha), l1_ratio=float(self.l1_ratio),
             radius=self.radius, box=None if self.box is None else tuple(self.box))
         rng = fit_random_source(self.random_state, self, X, targets)
+        progress = Progress(self.verbose, type(self).__name__)
         coef, intercept = cyclic_sgd(X, targets, plan, rng,
-                                     shuffle=bool(self.shuffle), verbose=self.verbose)
+                                     shuffle=bool(self.shuffle), verbose=progress)
+        if n_outputs == 1:
+            coef, intercept = (coef[None, :] if classifier else coef), np.array([intercept])
         attrs.update(
-            coef_=coef[None, :] if classifier else coef, intercept_=np.array([intercept]),
+            coef_=coef, intercept_=intercept,
             n_iter_=plan.epochs, n_steps_=plan.n_steps, batch_size_=plan.batch_size,
             learning_rate_=plan.learning_rate, clip_norm_=plan.clip_norm,
             noise_multiplier_=plan.noise_multiplier, privacy_spent_=plan.budget,
@@ -302,13 +397,17 @@ default="logistic"
         return epochs, min(n, max(256, -(-epochs * n // steps)))
 
     def _margins(self, X):
+        """⟨w_k, s(x)⟩ + b_k: shape (n_samples,) for one output, else (n_samples, K)."""
         check_is_fitted(self)
         X = bound_rows_l2(check_fit_input(self, X, reset=False), float(self.norm_bound))
+        if self.coef_.ndim == 2 and self.coef_.shape[0] > 1:
+            return np.asarray(X @ self.coef_.T, dtype=np.float64) + self.intercept_
         return np.asarray(X @ self.coef_.ravel(), dtype=np.float64) + self.intercept_[0]
 
     @available_if(_is_classifier)
     def decision_function(self, X):
-        """Margins ⟨w, s(x)⟩ + b, positive for ``classes_[1]``.
+        """Margins ⟨w, s(x)⟩ + b: positive for ``classes_[1]`` (two classes), one
+        column per class (more).
 
         Parameters
         ----------
@@ -316,7 +415,7 @@ default="logistic"
 
         Returns
         -------
-        ndarray of shape (n_samples,)
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
         """
         return self._margins(X)
 
@@ -332,9 +431,11 @@ default="logistic"
         ndarray of shape (n_samples,)
         """
         scores = self._margins(X)
-        if self._is_classifier():
-            return self.classes_[(scores > 0).astype(np.intp)]
-        return scores
+        if not self._is_classifier():
+            return scores
+        if scores.ndim == 2:
+            return self.classes_[scores.argmax(axis=1)]
+        return self.classes_[(scores > 0).astype(np.intp)]
 
     def _has_proba(self):
         return self.loss == "logistic"
@@ -343,15 +444,21 @@ default="logistic"
     def predict_proba(self, X):
         """Class probabilities of the logistic model (``loss="logistic"`` only).
 
+        Two classes: the sigmoid of the margin. More: the softmax of the K margins
+        (the multinomial model that was fitted).
+
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
-        ndarray of shape (n_samples, 2)
+        ndarray of shape (n_samples, n_classes)
         """
-        p = expit(self._margins(X))
+        scores = self._margins(X)
+        if scores.ndim == 2:
+            return softmax(scores, axis=1)
+        p = expit(scores)
         return np.column_stack([1.0 - p, p])
 
     @available_if(_has_proba)
@@ -385,7 +492,7 @@ default="logistic"
         # The task follows the loss, per instance (poor_score: noise by design).
         if self._is_classifier():
             tags.estimator_type = "classifier"
-            tags.classifier_tags = ClassifierTags(multi_class=False, poor_score=True)
+            tags.classifier_tags = ClassifierTags(multi_class=True, poor_score=True)
         else:
             tags.estimator_type = "regressor"
             tags.regressor_tags = RegressorTags(poor_score=True)

@@ -39,10 +39,34 @@ s = (3 ± √3)/6 with |s''| = 1/(6√3).) When sup|ℓ'|·G ≤ C clipping is t
 every possible record and the paper's eq. (12) Lipschitz constant is valid; otherwise
 only the clipping-safe constant is (Kong and Ribero 2024, Section 3). The squared loss
 has unbounded gradients, so clipping is always taken to bind for it.
+
+Multiclass (``n_outputs`` = K ≥ 2 in :func:`plan_cyclic_sgd`): one K × p parameter
+matrix Θ, margins z = Θx̃, per-example gradient g x̃ᵀ with g the derivative in z. For
+the multinomial logistic loss g = softmax(z) − e_y and ‖g‖₂² = (1 − p_y)² + Σ_{k≠y} p_k²
+≤ 2(1 − p_y)² < 2, so the gradient bound is √2·G whatever K, and the Hessian
+(diag(p) − ppᵀ) ⊗ x̃x̃ᵀ has (m, M) = (0, G²/2) (Popoviciu's inequality). For the other
+classification losses summed one-vs-rest, g_k = ℓ'(z_k, ±1): bound √K·sup|ℓ'|·G, and
+the binary (m, M). The step releases a vector of ℝ^{Kp} whose replace-one sensitivity
+is 2C as for one output, so the accounting is unchanged. The derivation is
+``doc/derivations/cyclic_multiclass.rst``.
+
+**Privacy guarantee** (of :func:`cyclic_sgd` run with a plan from
+:func:`plan_cyclic_sgd`). *Protected:* each row (x_i, y_i); *neighbouring relation:*
+replace one row, n, d and the plan public. *Theorem:* every step releases the clipped
+gradient sum of its batch (ℓ2 sensitivity 2C) rounded to a grid plus exact discrete
+Gaussian noise (Canonne, Kamath and Steinke 2020, "The discrete Gaussian for
+differential privacy", Theorem 14, rounding charged in the noise scale:
+``doc/derivations/exact_sampling.rst``); the at most ``max_uses`` steps that read a row
+compose (Mironov 2017, "Rényi differential privacy", Proposition 1), the iterates are
+post-processing, and the Rényi curve converts to (ε, δ) (Balle et al. 2020, "Hypothesis
+testing interpretations and Rényi differential privacy", Theorem 21):
+``plan.budget``. Lazy noise keeps the bound (``doc/derivations/lazy_noise.rst``).
+*Assumptions:* the random source is secret; rows are bounded by :func:`cyclic_sgd`
+itself. *Not covered:* ``accounting="last_iterate"`` (unproven for grid noise, see
+:func:`plan_cyclic_sgd`), timing, and errors raised on malformed input.
 """
 
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,7 +80,9 @@ from .._kernels.cyclic_sgd import (
     NO_CONSTRAINT,
     csr_cyclic_sgd_steps,
     csr_lazy_cyclic_sgd_steps,
+    csr_multiclass_cyclic_sgd_steps,
     dense_cyclic_sgd_steps,
+    dense_multiclass_cyclic_sgd_steps,
     discrete_gaussian_sums,
     lazy_final_flush,
     lazy_max_count,
@@ -71,6 +97,7 @@ from ..accounting import (
     with_event,
 )
 from ..utils._data import as_canonical_csr
+from ..utils._progress import Progress
 from ..utils._random import as_random_source
 from .noise import grid_noise, plan_grid_noise
 
@@ -105,17 +132,23 @@ def feature_bound(norm_bound, fit_intercept):
     return math.hypot(norm_bound, 1.0) if fit_intercept else float(norm_bound)
 
 
-def loss_curvature(loss, loss_param, feature_bound):
+def loss_curvature(loss, loss_param, feature_bound, n_outputs=1):
     """(m, M) of (A2), Kong and Ribero 2024, eq. (9), for every record with ‖x̃‖ ≤ ``feature_bound``.
 
     See the module docstring for the derivation; the bounds on ℓ'' are exact
-    suprema, so no smaller (m, M) holds for every possible record.
+    suprema, so no smaller (m, M) holds for every possible record. With
+    ``n_outputs`` = K > 1 (a multiclass model): the multinomial logistic loss has
+    (0, G²/2), the other classification losses, summed one-vs-rest, the binary (m, M)
+    (their Hessian is block diagonal in the K outputs).
 
     Returns
     -------
     weak_convexity, smoothness : float
     """
     g2 = float(feature_bound) ** 2
+    _check_outputs(loss, n_outputs)
+    if loss == "logistic" and n_outputs > 1:
+        return 0.0, 0.5 * g2
     if loss == "logistic":
         return 0.0, 0.25 * g2
     if loss == "smoothed_hinge":
@@ -127,13 +160,30 @@ def loss_curvature(loss, loss_param, feature_bound):
     raise ValueError(f"unknown loss {loss!r}")
 
 
-def gradient_bound(loss, loss_param, feature_bound):
-    """sup ‖∇f_i‖ = sup|ℓ'|·‖x̃‖ over every record (``inf`` for the squared loss)."""
+def gradient_bound(loss, loss_param, feature_bound, n_outputs=1):
+    """sup ‖∇f_i‖ over every record (``inf`` for the squared loss).
+
+    One output: sup|ℓ'|·‖x̃‖. K = ``n_outputs`` > 1 (module docstring, "Multiclass"):
+    √2·G for the multinomial logistic loss, √K·sup|ℓ'|·G for the others summed
+    one-vs-rest.
+    """
     lip = {"logistic": 1.0, "smoothed_hinge": 1.0, "sigmoid": 0.25, "squared": math.inf,
            "huber": float(loss_param)}
     if loss not in lip:
         raise ValueError(f"unknown loss {loss!r}")
+    _check_outputs(loss, n_outputs)
+    if n_outputs > 1:
+        factor = math.sqrt(2.0) if loss == "logistic" else math.sqrt(n_outputs)
+        return factor * lip[loss] * float(feature_bound)
     return lip[loss] * float(feature_bound)
+
+
+def _check_outputs(loss, n_outputs):
+    if not (isinstance(n_outputs, (int, np.integer)) and n_outputs >= 1):
+        raise ValueError(f"n_outputs must be an integer >= 1, got {n_outputs!r}")
+    if n_outputs > 1 and loss not in CLASSIFICATION_LOSSES:
+        raise ValueError(f"n_outputs={n_outputs} needs a classification loss "
+                         f"{CLASSIFICATION_LOSSES}, got loss={loss!r}")
 
 
 def bound_rows_l2(X, norm_bound, order=None):
@@ -210,10 +260,12 @@ class CyclicSGDPlan:
     noise_std: float  #: σ = λzC/b on the displacement
     budget: ApproxDP
     accounting: dict = field(repr=False)
+    #: K: 1 (binary or regression), or the classes of a multiclass model.
+    n_outputs: int = 1
 
 
-def _resolve_curvature(loss, loss_param, g, weak_convexity, smoothness):
-    m0, big_m0 = loss_curvature(loss, loss_param, g)
+def _resolve_curvature(loss, loss_param, g, weak_convexity, smoothness, n_outputs=1):
+    m0, big_m0 = loss_curvature(loss, loss_param, g, n_outputs)
     # A declared constant below the computed supremum is false for some record and
     # would void the guarantee: refuse it. A larger one is a valid (looser) claim.
     for name, declared, true in (("smoothness", smoothness, big_m0),
@@ -232,8 +284,27 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
                     fit_intercept, batch_size, epochs, delta, epsilon=None,
                     noise_multiplier=None, learning_rate="auto", clip_norm="auto",
                     weak_convexity=None, smoothness=None, penalty=None, alpha=0.0,
-                    l1_ratio=0.15, radius=None, box=None, accounting="composition"):
+                    l1_ratio=0.15, radius=None, box=None, accounting="composition",
+                    n_outputs=1):
     """Noise, step size and guarantee of cyclic DP-SGD, from public quantities.
+
+    Reads no data: the plan, its noise and its guarantee are functions of the
+    arguments only, all public.
+
+    **Privacy guarantee.** ``budget`` is the (ε, δ) of :func:`cyclic_sgd` run with this
+    plan, for one row replaced (n, d and every argument here public). With
+    ``accounting="composition"`` (the default): each step is a discrete Gaussian
+    mechanism on the clipped gradient sum of its batch, ℓ2 sensitivity 2C with C the
+    clip norm (Canonne, Kamath and Steinke 2020, "The discrete Gaussian for
+    differential privacy", Theorem 14; the grid rounding is charged in the noise
+    scale), composed over the at most ``accounting["max_uses"]`` steps that read a row
+    (Mironov 2017, "Rényi differential privacy", Proposition 1) and converted at
+    ``delta`` (Balle et al. 2020, "Hypothesis testing interpretations and Rényi
+    differential privacy", Theorem 21). Assumes the per-example gradient bound and
+    curvature of the module docstring (computed here, or declared larger), and a
+    secret random source. With ``accounting="last_iterate"`` the smallest of Kong and
+    Ribero's (2024) bounds (Theorems 4.4, 4.5, eq. (12)) is reported: **not proven**
+    for the library's grid noise (below); ``doc/derivations/last_iterate.rst``.
 
     Parameters
     ----------
@@ -281,7 +352,12 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
         copies off the grid have disjoint supports); they hold for continuous Gaussian
         noise, which no computer samples exactly.
     box : (float, float), optional
-        h includes the indicator of [l, u]^p: diameter (u − l)√p, p = d + intercept.
+        h includes the indicator of [l, u]^{Kp}: diameter (u − l)√(Kp), p = d +
+        intercept.
+    n_outputs : int, default=1
+        K: 1 for a binary classifier or a regressor; the number of classes of a
+        multiclass model (classification losses only), whose per-example gradient
+        bound and curvature are those of the module docstring's "Multiclass".
 
     Returns
     -------
@@ -290,8 +366,8 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
     n, d = int(n_samples), int(n_features)
     b = min(int(batch_size), n)
     g = feature_bound(norm_bound, fit_intercept)
-    m, big_m = _resolve_curvature(loss, loss_param, g, weak_convexity, smoothness)
-    grad = gradient_bound(loss, loss_param, g)
+    m, big_m = _resolve_curvature(loss, loss_param, g, weak_convexity, smoothness, n_outputs)
+    grad = gradient_bound(loss, loss_param, g, n_outputs)
     if learning_rate == "auto":
         lr = 1.0 / (big_m + m)
         while lr * (big_m + m) > 1.0:  # rounding must not void λ ≤ 1/(M+m) of eq. (12)
@@ -305,7 +381,7 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
     if radius is not None and box is not None:
         raise ValueError("give at most one of radius and box (the proximal map of the "
                          "indicator of their intersection is not a projection composition)")
-    p = d + 1 if fit_intercept else d
+    p = (d + 1 if fit_intercept else d) * int(n_outputs)
     if radius is not None:
         diameter = 2.0 * float(radius)  # Kong and Ribero 2024, eq. (19), for a ball of radius r
     elif box is not None:
@@ -366,25 +442,26 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
         alpha=float(a), l1_ratio=float(rho), radius=None if radius is None else float(radius),
         box=box, weak_convexity=m, smoothness=big_m, gradient_bound=grad,
         clipping_can_bind=params["clipping_can_bind"], domain_diameter=diameter,
-        noise_multiplier=z, noise_std=sigma, budget=budget, accounting=report)
+        noise_multiplier=z, noise_std=sigma, budget=budget, accounting=report,
+        n_outputs=int(n_outputs))
 
 
 def uses_lazy_noise(plan, sparse):
     """Whether :func:`cyclic_sgd` adds the noise lazily (O(nnz) per step) for ``plan``.
 
-    Lazy: CSR input, no penalty (``alpha == 0``), no ``radius`` or ``box``, noise on,
-    and the proven ``"composition"`` accounting. Then nothing acts on a coordinate
+    Lazy: CSR input, one output (not multiclass), no penalty (``alpha == 0``), no
+    ``radius`` or ``box``, noise on, and the proven ``"composition"`` accounting. Then nothing acts on a coordinate
     between two steps that read it but the noise, which only adds up. Otherwise
     (ℓ1, ℓ2² or elastic-net prox, a constraint, dense input) every step adds a dense
     noise vector (eager). The derivation is ``doc/derivations/lazy_noise.rst``.
     """
     # ε ≥ 1e-100 implies ρ ≥ 2^-900, which the derivation's last step needs.
-    return (bool(sparse) and plan.alpha == 0.0 and plan.radius is None and plan.box is None
+    return (bool(sparse) and plan.n_outputs == 1 and plan.alpha == 0.0 and plan.radius is None and plan.box is None
             and plan.noise_std > 0.0 and plan.accounting.get("accounting") == "composition"
             and plan.budget.epsilon >= 1e-100)
 
 
-def _lazy_run(X, y, theta, plan, src, code, verbose, t0):
+def _lazy_run(X, y, theta, plan, src, code, progress):
     """The steps of :func:`cyclic_sgd` with lazy noise (see :func:`uses_lazy_noise`).
 
     The grid and its scale N are those of the eager path for the same plan, with the
@@ -431,9 +508,7 @@ def _lazy_run(X, y, theta, plan, src, code, verbose, t0):
             start, _ = csr_lazy_cyclic_sgd_steps(*args, last, mark, scratch, kmax, sums,
                                                  counts, coords, starts, False)
             step0 += m
-        if verbose:
-            print(f"-- Pass {epoch + 1}/{plan.epochs}: {steps} noisy steps (lazy noise), "
-                  f"{time.perf_counter() - t0:.2f} s")
+        progress.report("epoch", epoch + 1, plan.epochs, f"{steps} noisy steps (lazy noise)")
     size = p * split
     counts = np.empty(size, dtype=np.int64)
     coords, starts = np.empty_like(counts), np.empty_like(counts)
@@ -456,6 +531,15 @@ def _pass_steps(n, b, epochs):
 def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
     """Run Algorithm 1 of Kong and Ribero 2024 and return its last iterate.
 
+    **Privacy guarantee.** The returned iterate is ``plan.budget``-DP for one row of
+    ``(X, y)`` replaced (n, d and the plan public; see :func:`plan_cyclic_sgd` for the
+    theorem): every row is scaled into ‖x‖₂ ≤ ``plan.norm_bound`` and every
+    per-example gradient clipped to ``plan.clip_norm`` here, whatever the data, and
+    every step's displacement is released on the noise grid with exact discrete
+    Gaussian noise. Assumes ``rng`` is secret (a seeded generator makes the noise
+    known to whoever has the seed) and ``y`` of the form below; not covered: the
+    time taken and errors raised on malformed input (shape mismatch).
+
     Noise: on CSR input without penalty or constraint (and with the proven
     ``"composition"`` accounting) the noise of each coordinate is added lazily, when a
     step next reads it, as one exact discrete Gaussian of the summed variance: O(nnz)
@@ -468,7 +552,8 @@ def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
     X : ndarray or scipy.sparse matrix of shape (n, d)
         Finite values; rows are scaled into ‖x‖₂ ≤ ``plan.norm_bound`` here.
     y : ndarray of shape (n,)
-        ±1 for the classification losses, targets otherwise.
+        ±1 for the classification losses, targets otherwise; with
+        ``plan.n_outputs`` = K > 1, class indices in [0, K).
     plan : CyclicSGDPlan
     rng : numpy.random.Generator
         The only source of randomness (pass order and noise).
@@ -477,20 +562,23 @@ def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
         data order. The bounds hold for every fixed order (worst case over the
         position of the differing record), hence for the mixture over orders (joint
         quasi-convexity of Rényi divergence). The order is never returned or stored.
-    verbose : int, default=0
-        > 0 prints the steps and time of each pass. Nothing data-dependent is
-        printed: intermediate iterates are not covered by the last-iterate guarantee.
+    verbose : bool, int or Progress, default=0
+        ≥ 1 prints one line per pass (its number of steps and the elapsed time) in
+        the format of :class:`~skdpsparse.utils._progress.Progress`; a ``Progress``
+        prints under its own name. Nothing data-dependent is printed.
 
     Returns
     -------
-    coef : ndarray of shape (d,)
-    intercept : float
+    coef : ndarray of shape (d,), or (K, d) when ``plan.n_outputs`` = K > 1
+    intercept : float, or ndarray of shape (K,)
     """
+    progress = verbose if isinstance(verbose, Progress) else Progress(verbose, "cyclic_sgd")
     n, d = X.shape
     if (n, d) != (plan.n_samples, plan.n_features):
         raise ValueError(f"X has shape {(n, d)}, the plan was made for "
                          f"{(plan.n_samples, plan.n_features)}")
-    y = np.asarray(y, dtype=np.float64)
+    multi = plan.n_outputs > 1
+    y = np.asarray(y, dtype=np.int64 if multi else np.float64)
     if shuffle:
         # One secret order for every pass. The rows are permuted once, in the copy that
         # bounds them, so that each pass then reads memory sequentially.
@@ -501,7 +589,8 @@ def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
     y = np.ascontiguousarray(y)
     order = np.arange(n)
     p = d + 1 if plan.fit_intercept else d
-    theta = np.zeros(d + 1)
+    k_out = plan.n_outputs
+    theta = np.zeros(k_out * (d + 1))  # Θ flat: row k is (w_k, b_k)
     constraint, radius = NO_CONSTRAINT, 0.0
     lower = upper = np.zeros(1)
     if plan.radius is not None:
@@ -509,32 +598,41 @@ def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
     elif plan.box is not None:
         constraint = BOX
         lower, upper = np.array([plan.box[0]]), np.array([plan.box[1]])
-        theta[:p] = np.clip(theta[:p], lower[0], upper[0])  # x_0 ∈ dom h
+        view = theta.reshape(k_out, d + 1)
+        view[:, :p] = np.clip(view[:, :p], lower[0], upper[0])  # x_0 ∈ dom h
     code = _kernels.LOSS_CODES[plan.loss]
     if uses_lazy_noise(plan, sp.issparse(X)):
-        t0 = time.perf_counter()
-        if _lazy_run(X, y, theta, plan, as_random_source(rng), code, verbose, t0):
+        if _lazy_run(X, y, theta, plan, as_random_source(rng), code, progress):
             return theta[:d].copy(), float(theta[d])
     common = (plan.loss_param, plan.clip_norm, plan.batch_size, plan.learning_rate)
     tail = (plan.alpha, plan.l1_ratio, constraint, radius, lower, upper, plan.fit_intercept)
-    code = _kernels.LOSS_CODES[plan.loss]
-    block = max(1, _NOISE_BLOCK // p)
+    block = max(1, _NOISE_BLOCK // (k_out * p))
     rounding_sensitivity = plan.learning_rate * plan.clip_norm / plan.batch_size
-    start, t0 = 0, time.perf_counter()
+    softmax = plan.loss == "logistic"  # with K > 1: the multinomial logistic loss
+    start = 0
     for epoch, steps in enumerate(_pass_steps(n, plan.batch_size, plan.epochs)):
         for k in range(0, steps, block):
             # N_t ~ N(0, σ²I) on the displacement, σ = λzC/b (Kong and Ribero 2024,
             # Algorithm 1), pre-drawn for a block of steps.
             # λC/b: the smallest sensitivity the displacement can be charged with.
-            noise, spacing = grid_noise((min(block, steps - k), p), rng, "gaussian",
+            noise, spacing = grid_noise((min(block, steps - k), k_out * p), rng, "gaussian",
                                         plan.noise_std, sensitivity=rounding_sensitivity)
-            if sp.issparse(X):
+            if multi and sp.issparse(X):
+                start = csr_multiclass_cyclic_sgd_steps(
+                    X.indptr, X.indices, X.data, d, y, theta, k_out, order, start, code,
+                    softmax, *common, noise, *tail, spacing)
+            elif multi:
+                start = dense_multiclass_cyclic_sgd_steps(
+                    X, y, theta, k_out, order, start, code, softmax, *common, noise, *tail,
+                    spacing)
+            elif sp.issparse(X):
                 start = csr_cyclic_sgd_steps(X.indptr, X.indices, X.data, d, y, theta, order,
                                              start, code, *common, noise, *tail, spacing)
             else:
                 start = dense_cyclic_sgd_steps(X, y, theta, order, start, code, *common,
                                                noise, *tail, spacing)
-        if verbose:
-            print(f"-- Pass {epoch + 1}/{plan.epochs}: {steps} noisy steps, "
-                  f"{time.perf_counter() - t0:.2f} s")
+        progress.report("epoch", epoch + 1, plan.epochs, f"{steps} noisy steps")
+    if multi:
+        view = theta.reshape(k_out, d + 1)
+        return view[:, :d].copy(), view[:, d].copy()
     return theta[:d].copy(), float(theta[d])

@@ -1,6 +1,7 @@
 """DPCyclicSGD: noise law, accounting, calibration, bounds, prox maps, sklearn API."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -43,7 +44,7 @@ def _blobs(n, d=5, sep=3.0, seed=0):
 
 def test_released_noise_has_std_lambda_z_c_over_b():
     """Zero rows give zero gradients: coef_ is the sum of the T noise draws, each
-    N(0, (λzC/b)²) per coordinate (seed 003 Algorithm 1, kong_ribero.md §2)."""
+    N(0, (λzC/b)²) per coordinate (Kong and Ribero 2024, Algorithm 1)."""
     n, d, b, lr, z, c, epochs = 50, 4000, 10, 0.5, 2.0, 1.0, 2
     est = DPCyclicSGD("squared", penalty=None, fit_intercept=False, batch_size=b,
                       learning_rate=lr, noise_multiplier=z, clip_norm=c, epochs=epochs,
@@ -187,7 +188,7 @@ def test_curvature_is_computed_from_the_feature_bound():
              ("sigmoid", 1.0, 5.0 / (6 * math.sqrt(3)), 5.0 / (6 * math.sqrt(3)), True)]
     for loss, h, big_m, m, intercept in cases:
         R = 2.0 if intercept else 3.0
-        est = DPCyclicSGD(loss, loss_param=h, norm_bound=R, fit_intercept=intercept,
+        est = DPCyclicSGD(loss, smoothing=h, norm_bound=R, fit_intercept=intercept,
                           classes=[0, 1], random_state=0).fit(X, y)
         assert est.accounting_["smoothness"] == pytest.approx(big_m, rel=1e-14), loss
         assert est.accounting_["weak_convexity"] == pytest.approx(m, rel=1e-14), loss
@@ -213,7 +214,8 @@ def test_clipping_can_bind_only_when_not_provably_inactive():
 
     assert not binds("logistic", g) and binds("logistic", 0.999 * g)
     assert not binds("sigmoid", g / 4) and binds("sigmoid", 0.99 * g / 4)
-    assert not binds("huber", 0.5 * g, loss_param=0.5) and binds("huber", 0.4 * g, loss_param=0.5)
+    assert not binds("huber", 0.5 * g, huber_threshold=0.5)
+    assert binds("huber", 0.4 * g, huber_threshold=0.5)
     assert binds("squared", 1e6)
     assert DPCyclicSGD(norm_bound=2.0).fit(X, y).clip_norm_ == pytest.approx(g, rel=1e-15)
 
@@ -291,7 +293,8 @@ def test_sparse_input_gives_the_dense_result(shared_noise):
     ("learning_rate", "optimal"), ("epochs", 0), ("epochs", 2.5), ("epsilon", 0.0),
     ("epsilon", math.inf), ("delta", 0.0), ("delta", 1.0), ("noise_multiplier", 0.0),
     ("weak_convexity", -0.1), ("smoothness", math.nan), ("radius", 0.0), ("box", 3.0),
-    ("loss_param", 0.0), ("shuffle", 1), ("verbose", -1), ("fit_intercept", "yes"),
+    ("loss_param", 0.0), ("smoothing", 0.0), ("huber_threshold", -1.0), ("shuffle", 1),
+    ("verbose", -1), ("verbose", 1.5), ("fit_intercept", "yes"),
 ])
 def test_invalid_parameters_raise_naming_them(name, value):
     X, y = _blobs(50)
@@ -305,10 +308,8 @@ def test_invalid_combinations_and_inputs():
         DPCyclicSGD(box=(1.0, 0.0)).fit(X, y)
     with pytest.raises(ValueError, match="radius and box"):
         DPCyclicSGD(radius=1.0, box=(-1.0, 1.0)).fit(X, y)
-    with pytest.raises(ValueError, match="Only binary classification"):
-        DPCyclicSGD().fit(X, np.arange(50) % 3)
-    with pytest.raises(ValueError, match="2 labels"):
-        DPCyclicSGD(classes=[0, 1, 2]).fit(X, y)
+    with pytest.raises(ValueError, match="at least 2 labels"):
+        DPCyclicSGD(classes=[1]).fit(X, y)
     with pytest.raises(ValueError, match="class"):
         DPCyclicSGD().fit(X, np.ones(50))
     Xn = X.copy()
@@ -345,7 +346,12 @@ def test_pass_order_is_not_stored_and_verbose_prints_only_progress(capsys):
     for value in vars(est).values():
         assert not (isinstance(value, np.ndarray) and value.size >= n)
     out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 3 and out[0].startswith("-- Pass 1/3: 10 noisy steps")
+    # utils._progress's one format: public counts and the elapsed time only.
+    assert len(out) == 3 and all(re.fullmatch(
+        r"\[DPCyclicSGD\] epoch (\d)/3: (9|10) noisy steps, \d+\.\d\d s", line)
+        for line in out), out
+    assert out[0].startswith("[DPCyclicSGD] epoch 1/3: 10 noisy steps")
+    assert sum(int(line.split(": ")[1].split()[0]) for line in out) == est.n_steps_
     # The pass order is secret but fixed within a fit: a new seed changes the result.
     other = DPCyclicSGD(batch_size=10, epochs=3, classes=[0, 1], random_state=1).fit(X, y)
     assert not np.array_equal(other.coef_, est.coef_)
@@ -375,3 +381,55 @@ def test_auto_schedule_is_about_100_steps_of_large_batches(n, expected):
     assert DPCyclicSGD(epochs=3, batch_size=7)._schedule(10_000) == (3, 7)
     # A regressor aims at 400 steps.
     assert DPCyclicSGD("squared")._schedule(50_000) == (20, 2500)
+
+
+@pytest.mark.parametrize("verbose, lines", [(0, 0), (False, 0), (True, 2), (1, 2), (2, 2)])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_verbose_is_a_bool_or_int_in_the_progress_format(capsys, shared_noise, verbose,
+                                                         lines, sparse):
+    """One line per pass (dense, and CSR with lazy noise), nothing when silent; the
+    lines name only plan counts and the time (with the same noise, the same model)."""
+    X, y = _blobs(60)
+    X = sp.csr_matrix(X) if sparse else X
+    kw = dict(batch_size=30, epochs=2, penalty=None, classes=[0, 1], random_state=0)
+    est = DPCyclicSGD(verbose=verbose, **kw).fit(X, y)
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == lines
+    lazy = r" \(lazy noise\)" if sparse else ""
+    for k, line in enumerate(out):
+        assert re.fullmatch(rf"\[DPCyclicSGD\] epoch {k + 1}/2: 2 noisy steps{lazy}, "
+                            r"\d+\.\d\d s", line), line
+    np.testing.assert_array_equal(est.coef_, DPCyclicSGD(**kw).fit(X, y).coef_)
+
+
+def test_loss_param_is_deprecated_for_smoothing_and_huber_threshold(shared_noise):
+    """``smoothing`` (smoothed hinge) and ``huber_threshold`` (Huber), the library's
+    names; ``loss_param`` still works for one release, with a FutureWarning."""
+    import warnings
+
+    X, y = _blobs(200)
+    cases = [("smoothed_hinge", "smoothing", y), ("huber", "huber_threshold", X[:, 0])]
+    for loss, name, target in cases:
+        kw = dict(loss=loss, norm_bound=2.0, epochs=2, batch_size=50, random_state=0)
+        if loss != "huber":
+            kw["classes"] = [0, 1]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            new = DPCyclicSGD(**kw, **{name: 0.25}).fit(X, target)
+            default = DPCyclicSGD(**kw).fit(X, target)
+        with pytest.warns(FutureWarning, match=r"'loss_param'.*'smoothing'.*'huber_threshold'"):
+            old = DPCyclicSGD(**kw, loss_param=0.25).fit(X, target)
+        np.testing.assert_array_equal(old.coef_, new.coef_)
+        assert old.accounting_ == new.accounting_
+        assert not np.array_equal(default.coef_, new.coef_)
+    # The parameter reaches the constants: smoothed hinge M = G²/h, Huber C = δG.
+    fitted = DPCyclicSGD("smoothed_hinge", smoothing=0.25, norm_bound=2.0, classes=[0, 1],
+                         random_state=0).fit(X, y)
+    assert fitted.accounting_["smoothness"] == pytest.approx(5.0 / 0.25, rel=1e-14)
+    fitted = DPCyclicSGD("huber", huber_threshold=0.25, norm_bound=2.0,
+                         random_state=0).fit(X, X[:, 0])
+    assert fitted.clip_norm_ == pytest.approx(0.25 * math.sqrt(5.0), rel=1e-14)
+    # Each name acts on its loss only.
+    a = DPCyclicSGD("huber", smoothing=0.25, random_state=0).fit(X, X[:, 0])
+    b = DPCyclicSGD("huber", random_state=0).fit(X, X[:, 0])
+    np.testing.assert_array_equal(a.coef_, b.coef_)

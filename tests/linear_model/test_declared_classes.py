@@ -27,7 +27,7 @@ CLASSIFIERS = [
         classes=c, method="exponential", radius=1.0, tau=1.0, delta=0, random_state=0),
         True, id="sparse_exponential"),
     pytest.param(lambda c: DPCyclicSGD(classes=c, epochs=1, batch_size=10, random_state=0),
-                 False, id="cyclic_sgd"),
+                 True, id="cyclic_sgd"),
     pytest.param(lambda c: DPNoisySGDClassifier(classes=c, noise_calibration="rdp",
                                                 random_state=0), True, id="noisy_sgd"),
     pytest.param(lambda c: DPBiasReducedSGDClassifier(classes=c, random_state=0), False,
