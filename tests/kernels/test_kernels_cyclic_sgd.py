@@ -12,7 +12,9 @@ from skdpsparse._kernels.cyclic_sgd import (
     BOX,
     NO_CONSTRAINT,
     csr_cyclic_sgd_steps,
+    csr_multiclass_cyclic_sgd_steps,
     dense_cyclic_sgd_steps,
+    dense_multiclass_cyclic_sgd_steps,
 )
 
 PARAM = {"smoothed_hinge": 0.5, "huber": 0.7}
@@ -20,7 +22,7 @@ PARAM = {"smoothed_hinge": 0.5, "huber": 0.7}
 
 def reference_steps(X, y, theta, order, start, code, param, clip, b, lr, noise, alpha,
                     l1_ratio, constraint, radius, lower, upper, fit_intercept):
-    """Algorithm 1 of seed 003, one step at a time, in NumPy (per-example gradients
+    """Algorithm 1 of Kong and Ribero (2024), one step at a time, in NumPy (per-example gradients
     materialised and clipped by ``kernels_reference.clipped_gradient_sum``)."""
     theta = theta.copy()
     n, d = X.shape
@@ -181,3 +183,104 @@ def test_argument_checks():
             run(**bad)
     with pytest.raises(IndexError):
         run(order=np.full(n, n))
+
+
+# ------------------------------------------------------------------------ multiclass
+def _margin_derivatives(Z, y, loss):
+    """∂ loss / ∂ margins, one row per example: softmax(z) − e_y (multinomial) or the
+    binary derivatives with targets ±1 (one-vs-rest sum), in plain NumPy."""
+    k = Z.shape[1]
+    if loss == "multinomial":
+        P = np.exp(Z - Z.max(axis=1, keepdims=True))
+        P /= P.sum(axis=1, keepdims=True)
+        P[np.arange(len(y)), y] -= 1.0
+        return P
+    S = np.where(np.arange(k)[None, :] == y[:, None], 1.0, -1.0)
+    if loss == "smoothed_hinge":  # h = PARAM; ℓ' = −s·clip((1 − sz)/h, 0, 1)
+        return -S * np.clip((1.0 - S * Z) / PARAM["smoothed_hinge"], 0.0, 1.0)
+    s_ = 1.0 / (1.0 + np.exp(S * Z))  # sigmoid loss ℓ = σ(−sz): ℓ' = −s σ(−sz)(1 − σ(−sz))
+    return -S * s_ * (1.0 - s_)
+
+
+def reference_multiclass_steps(X, y, theta, k, order, start, loss, clip, b, lr, noise, alpha,
+                               l1_ratio, constraint, radius, lower, upper, fit_intercept):
+    """The K-output steps in NumPy: per-example gradients g x̃ᵀ clipped in Frobenius
+    norm, the displacement plus noise, then the prox of the penalty on W plus the ball
+    over all of (W, b) or the box on every entry (``reference_prox`` on (W, b) flat)."""
+    n, d = X.shape
+    theta = theta.reshape(k, d + 1).copy()
+    p = d + 1 if fit_intercept else d
+    for t in range(noise.shape[0]):
+        rows = order[(start + np.arange(b)) % n]
+        start = (start + b) % n
+        A = np.hstack([X[rows], np.ones((b, 1))]) if fit_intercept else X[rows]
+        G = _margin_derivatives(A @ theta[:, :p].T, y[rows], loss)
+        norms = np.linalg.norm(G, axis=1) * np.linalg.norm(A, axis=1)
+        with np.errstate(divide="ignore"):
+            G *= np.minimum(1.0, clip / norms)[:, None]
+        V = theta[:, :p] + noise[t].reshape(k, p) - lr / b * (G.T @ A)
+        flat = np.concatenate([V[:, :d].ravel(), V[:, d:].ravel()])
+        out = reference_prox(flat, k * d, lr * alpha, l1_ratio, constraint, radius, lower,
+                             upper)
+        theta[:, :d] = out[:k * d].reshape(k, d)
+        theta[:, d:p] = out[k * d:].reshape(k, p - d)
+    return theta.ravel(), start
+
+
+@pytest.mark.parametrize("loss", ["multinomial", "smoothed_hinge", "sigmoid"])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("constraint", sorted(CONSTRAINTS))
+def test_multiclass_steps_match_numpy_reference(loss, fit_intercept, constraint):
+    X, _, rng = _problem("logistic")
+    n, d = X.shape
+    k = 4
+    y = rng.integers(0, k, n)
+    b, lr, clip, n_steps = 5, 0.7, 0.6, 13
+    kind, radius, (lo, hi) = CONSTRAINTS[constraint]
+    lower, upper = np.array([lo]), np.array([hi])
+    alpha, l1_ratio = (0.3, 0.5) if constraint != "box" else (0.0, 0.0)
+    p = d + 1 if fit_intercept else d
+    noise = 0.05 * rng.standard_normal((n_steps, k * p))
+    order = rng.permutation(n)
+    theta0 = np.zeros((k, d + 1))
+    if kind == BOX:
+        theta0[:, :p] = np.clip(0.1 * rng.standard_normal((k, p)), lo, hi)
+    theta0 = theta0.ravel()
+    softmax = loss == "multinomial"
+    code = LOSS_CODES["logistic" if softmax else loss]
+    args = (code, softmax, PARAM.get(loss, 0.0), clip, b, lr)
+    tail = (alpha, l1_ratio, kind, radius, lower, upper, fit_intercept)
+    expected, exp_start = reference_multiclass_steps(X, y, theta0, k, order, 3, loss, clip,
+                                                     b, lr, noise, *tail)
+    theta = theta0.copy()
+    start = dense_multiclass_cyclic_sgd_steps(X, y, theta, k, order, 3, *args, noise, *tail)
+    np.testing.assert_allclose(theta, expected, rtol=0, atol=1e-10)
+    assert start == exp_start
+    Xs = sp.csr_matrix(X)
+    theta_csr = theta0.copy()
+    s = csr_multiclass_cyclic_sgd_steps(Xs.indptr, Xs.indices, Xs.data, d, y, theta_csr, k,
+                                        order, 3, *args, noise[:4], *tail)
+    s = csr_multiclass_cyclic_sgd_steps(Xs.indptr, Xs.indices, Xs.data, d, y, theta_csr, k,
+                                        order, s, *args, noise[4:], *tail)
+    np.testing.assert_allclose(theta_csr, expected, rtol=0, atol=1e-10)
+    assert s == exp_start
+
+
+def test_multiclass_argument_checks():
+    X, _, _ = _problem("logistic")
+    n, d = X.shape
+    k = 3
+    one = np.ones(1)
+    good = dict(y=np.arange(n) % k, theta=np.zeros(k * (d + 1)), noise=np.zeros((2, k * (d + 1))))
+
+    def run(**kw):
+        a = {**good, **kw}
+        dense_multiclass_cyclic_sgd_steps(X, a["y"], a["theta"], k, np.arange(n), 0, 1, True,
+                                          0.0, 1.0, 4, 0.1, a["noise"], 0.0, 0.0,
+                                          NO_CONSTRAINT, 0.0, one, one, True)
+
+    run()
+    for bad in (dict(y=np.arange(n) % (k + 1)), dict(y=-(np.arange(n) % k)),
+                dict(theta=np.zeros(k * d)), dict(noise=np.zeros((2, d + 1)))):
+        with pytest.raises(ValueError):
+            run(**bad)
