@@ -35,6 +35,8 @@ _LAZY_EXPORTS = {
     "DPNoisySGDRegressor": "linear_model",
     "DPOutputPerturbationClassifier": "linear_model",
     "DPOutputPerturbationRegressor": "linear_model",
+    "DPSGDClassifier": "linear_model",
+    "DPSGDRegressor": "linear_model",
     "PrivateParameterSelection": "model_selection",
 }
 
@@ -47,7 +49,8 @@ if TYPE_CHECKING:  # static analysers and IDEs see the names without the lazy ho
     from .linear_model import (  # noqa: F401
         DPBiasReducedSGDClassifier, DPBiasReducedSGDRegressor, DPCyclicSGD,
         DPHeavyTailedRegressor, DPNoisySGDClassifier, DPNoisySGDRegressor,
-        DPOutputPerturbationClassifier, DPOutputPerturbationRegressor,
+        DPOutputPerturbationClassifier, DPOutputPerturbationRegressor, DPSGDClassifier,
+        DPSGDRegressor,
     )
     from .mean import DPHeavyTailedMean, DPSparseMeanEstimator  # noqa: F401
     from .model_selection import PrivateParameterSelection  # noqa: F401

@@ -2,6 +2,7 @@
 
 from ._bias_reduced_sgd import DPBiasReducedSGDClassifier, DPBiasReducedSGDRegressor
 from ._cyclic_sgd import DPCyclicSGD
+from ._dp_sgd import DPSGDClassifier, DPSGDRegressor
 from ._heavy_tailed import DPHeavyTailedRegressor
 from ._noisy_sgd import DPNoisySGDClassifier, DPNoisySGDRegressor
 from ._output_perturbation import DPOutputPerturbationClassifier, DPOutputPerturbationRegressor
@@ -15,4 +16,6 @@ __all__ = [
     "DPNoisySGDRegressor",
     "DPOutputPerturbationClassifier",
     "DPOutputPerturbationRegressor",
+    "DPSGDClassifier",
+    "DPSGDRegressor",
 ]
