@@ -11,8 +11,15 @@ Solver
 
 the intercept being the coefficient of a constant feature of value :math:`c`
 (``intercept_scaling``; ``c = 0`` means no intercept and :math:`\\theta = w`). The loss
-and gradient come from :func:`~skdpsparse._kernels.linear_losses.csr_loss_gradient`
-(or its dense twin): one pass over the stored entries, sparse ``X`` never densified.
+and gradient come from :class:`FixedPointObjective`: one pass over the stored
+entries (sparse ``X`` never densified) whose per-row terms are rounded to a
+power-of-two grid and summed as int64
+(:func:`~skdpsparse._kernels.linear_losses.csr_fixed_loss_gradient` or its dense
+twin). Integer sums do not depend on the order of the rows, so a cluster that sums
+chunks of rows on several workers (:mod:`skdpsparse.distributed`) gets the same
+numbers as one pass in memory, bit for bit, and runs this same solver
+(:func:`solve_certified`) on them: the iterates, the certificate and the released
+minimizer are the in-memory ones.
 
 * Unconstrained: L-BFGS (SciPy's L-BFGS-B without bounds), stopped by our own test on
   the gradient, not SciPy's. Its line search compares function values, which stalls
@@ -37,10 +44,14 @@ Certificate. :math:`\\Phi = F + \\iota_{\\mathcal X}` is λ-strongly convex, so 
 smallest such u it can compute (:func:`ball_residual`): :math:`\\nabla F(\\hat\\theta)`
 in the interior (and for :math:`\\mathbb R^p`), :math:`\\nabla F + t\\hat\\theta` with
 the best :math:`t \\ge 0` on the sphere (the normal cone there is
-:math:`\\{t\\hat\\theta\\}`). The caller decides, by ``accept(r_l2, r_l1)``, when the
+:math:`\\{t\\hat\\theta\\}`). The gradient the solver sees is the exact one up to the rounding of the
+per-row terms and of a few float64 steps, bounded by :class:`FixedPointObjective`
+(e₂, e₁); ``accept`` is asked about ‖u‖ + e, an upper bound on the residual of the
+true gradient (whose least-norm subgradient it dominates), so the certificate covers
+the rounding of the sums. The caller decides, by ``accept(r_l2, r_l1)``, when the
 residual is small enough; the solver stops only then, whatever the iteration count,
-or raises. (Floating-point rounding of the last ulps is not accounted for, as
-nowhere else in the library.)
+or raises. (The rounding inside one row's margin and loss, the same operations in
+every path, is not accounted for, as nowhere else in the library.)
 
 Net loss sums
 -------------
@@ -68,18 +79,27 @@ from .linear_losses import (
     SMOOTHED_HINGE,
     SQUARED,
     check_loss,
+    csr_fixed_hessian_product,
+    csr_fixed_loss_gradient,
     csr_loss_gradient,
     csr_margins,
+    dense_fixed_hessian_product,
+    dense_fixed_loss_gradient,
     dense_loss_gradient,
     dense_margins,
+    loss_derivative,
     loss_value,
 )
 
 __all__ = [
+    "FixedPointObjective",
+    "InMemoryRows",
     "ball_residual",
     "csc_net_loss_sums",
+    "column_counts",
     "loss_curvatures",
     "make_objective",
+    "solve_certified",
     "solve_regularized_erm",
 ]
 
@@ -169,24 +189,24 @@ def _conjugate_gradient(hvp, rhs, rtol, max_iter):
     return x
 
 
-def _newton_polish(fg, hvp_at, theta, accept, max_iter=30):
+def _newton_polish(fge, hvp_at, theta, accept, max_iter=30):
     """Newton-CG on ‖∇F‖ alone (no function values: they are below rounding here)."""
-    grad = fg(theta)[1]
+    _, grad, err = fge(theta)
     for it in range(1, max_iter + 1):
-        if accept(*_norms(grad)):
-            return theta, grad, it - 1
+        if accept(*_certified(grad, err)):
+            return theta, grad, err, it - 1
         step = _conjugate_gradient(hvp_at(theta), -grad, 1e-3, 200)
         g_norm = np.linalg.norm(grad)
         for _ in range(30):  # safeguard: halve until the gradient norm decreases
             cand = theta + step
-            g_cand = fg(cand)[1]
+            _, g_cand, e_cand = fge(cand)
             if np.linalg.norm(g_cand) < g_norm:
                 break
             step *= 0.5
         else:
-            return theta, grad, it
-        theta, grad = cand, g_cand
-    return theta, grad, max_iter
+            return theta, grad, err, it
+        theta, grad, err = cand, g_cand, e_cand
+    return theta, grad, err, max_iter
 
 
 def make_objective(X, y, code, param, alpha, intercept_scaling):
@@ -237,6 +257,262 @@ def make_objective(X, y, code, param, alpha, intercept_scaling):
     return fg
 
 
+# ------------------------------------------------------ the exact objective oracle
+def column_counts(X):
+    """Entries per column that a pass reads: stored entries of a CSR matrix, nonzeros
+    of a dense array (int64 of shape (d,))."""
+    if sp.issparse(X):
+        return np.bincount(X.indices, minlength=X.shape[1]).astype(np.int64)
+    return np.count_nonzero(np.asarray(X), axis=0).astype(np.int64)
+
+
+def partial_loss_gradient(X, y, w, b, code, param, loss_scale, grad_scale, limit):
+    """The exact sums of :class:`FixedPointObjective` over the rows of ``X`` (one
+    chunk, or the whole in-memory matrix): (loss, grad_w, grad_b, ok), ints.
+
+    A distributed fit runs this on each chunk as a task and adds the results; the
+    in-memory fit runs it once on the whole matrix; integer addition makes both the
+    same numbers. It sees the chunk, the iterate and the grid: no seed, no noise.
+    """
+    if sp.issparse(X):
+        loss, grad, grad_b, ok = csr_fixed_loss_gradient(
+            X.indptr, X.indices, X.data, y, w, b, code, param, loss_scale, grad_scale,
+            limit)
+    else:
+        loss, grad, grad_b, ok = dense_fixed_loss_gradient(
+            X, y, w, b, code, param, loss_scale, grad_scale, limit)
+    return int(loss), grad, int(grad_b), bool(ok)
+
+
+def partial_hessian_product(X, y, w, b, v_w, v_b, code, param, scale, limit):
+    """The exact sums of a Hessian-vector product over the rows of ``X``:
+    (h_w, h_b, ok)."""
+    if sp.issparse(X):
+        h, h_b, ok = csr_fixed_hessian_product(X.indptr, X.indices, X.data, y, w, b, v_w,
+                                               v_b, code, param, scale, limit)
+    else:
+        h, h_b, ok = dense_fixed_hessian_product(X, y, w, b, v_w, v_b, code, param, scale,
+                                                 limit)
+    return h, int(h_b), bool(ok)
+
+
+class InMemoryRows:
+    """The rows of an in-memory fit for :class:`FixedPointObjective`: one chunk.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse.csr_matrix of shape (n, d)
+        Contribution-bounded rows.
+    y : ndarray of shape (n,) or (K, n)
+        Targets, one row per problem; ``problem`` selects the one in use.
+    """
+
+    def __init__(self, X, y):
+        self.X = X if sp.issparse(X) else np.ascontiguousarray(X)
+        self.targets = np.atleast_2d(np.asarray(y, dtype=np.float64))
+        self.problem = 0
+        self.n, self.n_features = X.shape
+        self.counts = column_counts(self.X)
+
+    @property
+    def y(self):
+        return np.ascontiguousarray(self.targets[self.problem])
+
+    def loss_gradient(self, w, b, code, param, loss_scale, grad_scale, limit):
+        return partial_loss_gradient(self.X, self.y, w, b, code, param, loss_scale,
+                                     grad_scale, limit)
+
+    def hessian_product(self, w, b, v_w, v_b, code, param, scale, limit):
+        return partial_hessian_product(self.X, self.y, w, b, v_w, v_b, code, param,
+                                       scale, limit)
+
+
+_RANGE_BITS = 61  # every sum of n terms stays below 2^61 (int64 holds 2^63)
+_FLOAT_SLACK = 2.0 ** -50  # the float64 steps after the exact sums (module doc)
+
+
+def _grid_bits(n, term_bound):
+    """F with n·term_bound·2^F ≤ 2^61, or None if no grid fits (a bound beyond
+    float64's reach)."""
+    total = float(n) * float(term_bound)
+    if not math.isfinite(total) or total > 2.0 ** 900:
+        return None
+    if total <= 2.0 ** -900:
+        return 960
+    return min(960, _RANGE_BITS - math.frexp(total)[1])
+
+
+class FixedPointObjective:
+    """F(θ) = (1/n)Σᵢ ℓ(⟨θ, x̄ᵢ⟩, yᵢ) + (λ/2)‖θ‖², its gradient and Hessian-vector
+    products, from exact integer sums of per-row terms (the oracle of
+    :func:`solve_certified`).
+
+    Every evaluation rounds each row's terms (ℓᵢ, ℓ'ᵢxᵢⱼ, ℓ'ᵢ; for a Hessian-vector
+    product ℓ''ᵢ⟨v, x̄ᵢ⟩xᵢⱼ) to a grid 2^-F and adds them as int64. F is the largest
+    with n·T·2^F ≤ 2^61, T a bound on every term at this θ, computed from public
+    numbers and θ alone: |zᵢ| ≤ ρ := ‖θ‖₂·√(R² + c²) (Cauchy-Schwarz, rows scaled to
+    ‖x‖₂ ≤ R), |yᵢ| ≤ B, |xᵢⱼ| ≤ R, so |ℓ'ᵢxᵢⱼ| ≤ max(1, R)·max |ℓ'(±ρ, ±B)| (each loss
+    here is monotone in |z − y| or in −yz, so its extremes are at the corners) and
+    likewise for ℓ and ℓ''. A term beyond its bound (rounding at the last ulp) makes
+    the kernel refuse the grid and the evaluation retries on a coarser one, so the
+    sums never wrap. The sums are therefore **the same integers for every chunking,
+    merge order and number of workers** (the rows ``rows`` hands over: one in-memory
+    matrix, or the chunks of a cluster, :mod:`skdpsparse.distributed`), and so are
+    the iterates, the certificate and the released minimizer.
+
+    Error of the gradient, which the certificate adds to the residual: each term is
+    off by at most 2^(-F-1), so coordinate j of the mean gradient by at most
+    kⱼ·2^(-F-1)/n (kⱼ the entries of column j), the intercept's by c·2^(-F-1); the
+    steps after the sums (int64 to float64, division by n, the factor c, adding λθ)
+    are correctly rounded float64 operations, at most 2^-50 of |g̃ⱼ| + λ|θⱼ| together.
+    Hence ‖g̃ − ∇F(θ)‖₂ ≤ 2^(-F-1)·√(Σkⱼ² + (cn)²)/n + 2^-50(‖g̃‖₂ + λ‖θ‖₂) and the
+    same with Σkⱼ + cn and ℓ1 norms. What is not counted: the rounding inside one
+    row's margin and loss (the same operations in the same order in every path; as
+    everywhere in the library the last ulps of a per-row float computation are not
+    accounted for).
+
+    Parameters
+    ----------
+    rows : object
+        ``n``, ``n_features``, ``counts`` (kⱼ, int64 of shape (d,)) and the methods
+        ``loss_gradient(w, b, code, param, loss_scale, grad_scale, limit)`` and
+        ``hessian_product(w, b, v_w, v_b, code, param, scale, limit)`` returning the
+        summed :func:`partial_loss_gradient` / :func:`partial_hessian_product` of all
+        rows. :class:`InMemoryRows` for one matrix.
+    code, param : int, float
+    alpha : float
+        λ > 0.
+    intercept_scaling : float
+        c ≥ 0.
+    row_bound : float
+        R ≥ every row's ℓ2 norm.
+    label_bound : float
+        B ≥ every |yᵢ| (1 for ±1 labels).
+    """
+
+    def __init__(self, rows, *, code, param, alpha, intercept_scaling, row_bound,
+                 label_bound):
+        check_loss(code, param)
+        self.rows = rows
+        self.code, self.param = int(code), float(param)
+        self.alpha = float(alpha)
+        self.c = float(intercept_scaling)
+        self.n, self.d = int(rows.n), int(rows.n_features)
+        self.p = self.d + (self.c > 0)
+        # A relative slack on the bounds: rows scaled to norm R can exceed it by ulps.
+        self.row_bound = float(row_bound) * (1.0 + 1e-9)
+        self.label_bound = float(label_bound) * (1.0 + 1e-9)
+        self.feature_l2 = math.hypot(self.row_bound, self.c)
+        counts = np.asarray(rows.counts, dtype=np.float64)
+        cn = self.c * self.n
+        self._count_l2 = math.sqrt(float(counts @ counts) + cn * cn) / self.n
+        self._count_l1 = (float(counts.sum()) + cn) / self.n
+        self._limit = 2.0 ** 62 / self.n
+        self.n_evaluations = 0
+
+    # -- bounds on the terms, from θ and public numbers
+    def _corners(self, margin):
+        b = self.label_bound
+        return [(z, y) for z in (-margin, margin) for y in (-b, b)]
+
+    def _split(self, theta):
+        w = np.ascontiguousarray(theta[:self.d], dtype=np.float64)
+        b = self.c * float(theta[self.d]) if self.c > 0 else 0.0
+        return w, b
+
+    def fge(self, theta):
+        """(F(θ), g̃, (e₂, e₁)): the objective, its computed gradient and bounds on
+        ‖g̃ − ∇F(θ)‖₂ and ‖g̃ − ∇F(θ)‖₁."""
+        self.n_evaluations += 1
+        theta = np.asarray(theta, dtype=np.float64)
+        rho = float(np.linalg.norm(theta)) * self.feature_l2 * (1.0 + 1e-9)
+        corners = self._corners(rho)
+        loss_max = max(abs(float(loss_value(self.code, z, y, self.param)))
+                       for z, y in corners)
+        der_max = max(abs(float(loss_derivative(self.code, z, y, self.param)))
+                      for z, y in corners)
+        f_loss = _grid_bits(self.n, loss_max)
+        f_grad = _grid_bits(self.n, der_max * max(1.0, self.row_bound))
+        w, b = self._split(theta)
+        for _ in range(8):
+            if f_loss is None or f_grad is None:
+                break
+            loss, g_w, g_b, ok = self.rows.loss_gradient(
+                w, b, self.code, self.param, math.ldexp(1.0, f_loss),
+                math.ldexp(1.0, f_grad), self._limit)
+            if ok:
+                break
+            f_loss, f_grad = f_loss - 8, f_grad - 8
+        else:
+            ok = False
+        if f_loss is None or f_grad is None or not ok:
+            nan = np.full(self.p, np.nan)
+            return math.inf, nan, (math.inf, math.inf)
+        grad = np.empty(self.p)
+        grad[:self.d] = np.ldexp(g_w.astype(np.float64), -f_grad) / self.n
+        if self.c > 0:
+            grad[self.d] = self.c * (math.ldexp(float(g_b), -f_grad) / self.n)
+        grad += self.alpha * theta
+        value = math.ldexp(float(loss), -f_loss) / self.n \
+            + 0.5 * self.alpha * float(theta @ theta)
+        half = math.ldexp(1.0, -f_grad - 1)
+        reg = self.alpha * theta
+        e2 = half * self._count_l2 + _FLOAT_SLACK * (float(np.linalg.norm(grad))
+                                                      + float(np.linalg.norm(reg)))
+        e1 = half * self._count_l1 + _FLOAT_SLACK * (float(np.abs(grad).sum())
+                                                      + float(np.abs(reg).sum()))
+        return value, grad, (e2, e1)
+
+    def fg(self, theta):
+        """(F(θ), g̃) without the error bounds."""
+        value, grad, _ = self.fge(theta)
+        return value, grad
+
+    def hvp_at(self, theta):
+        """v ↦ ∇²F(θ)v from exact sums (used to choose Newton steps only: its
+        rounding moves a step, never the certificate)."""
+        theta = np.asarray(theta, dtype=np.float64)
+        w, b = self._split(theta)
+        curv_max = (1.0 / self.param if self.code == SMOOTHED_HINGE
+                    else _CURVATURE_BOUND[self.code])
+
+        def hvp(v):
+            v = np.asarray(v, dtype=np.float64)
+            v_w = np.ascontiguousarray(v[:self.d])
+            v_b = self.c * float(v[self.d]) if self.c > 0 else 0.0
+            bound = curv_max * self.feature_l2 * float(np.linalg.norm(v)) * (1.0 + 1e-9)
+            bits = _grid_bits(self.n, bound * max(1.0, self.row_bound))
+            out = self.alpha * v
+            for _ in range(8):
+                if bits is None:
+                    return out
+                h, h_b, ok = self.rows.hessian_product(w, b, v_w, v_b, self.code,
+                                                       self.param, math.ldexp(1.0, bits),
+                                                       self._limit)
+                if ok:
+                    break
+                bits -= 8
+            else:
+                return out
+            out[:self.d] += np.ldexp(h.astype(np.float64), -bits) / self.n
+            if self.c > 0:
+                out[self.d] += self.c * (math.ldexp(float(h_b), -bits) / self.n)
+            return out
+
+        return hvp
+
+
+#: sup ℓ'' per loss (the smoothed hinge's is 1/h).
+_CURVATURE_BOUND = {SQUARED: 1.0, HUBER: 1.0, LOGISTIC: 0.25}
+
+
+def _certified(grad, err):
+    """Norms of a residual plus the bounds on its error: upper bounds on the norms of
+    the true residual, which the certificate needs."""
+    r_l2, r_l1 = _norms(grad)
+    return r_l2 + err[0], r_l1 + err[1]
+
+
 def ball_residual(theta, grad, radius):
     """The least-norm subgradient of F + ι_𝒳 at ``theta`` we use as a certificate.
 
@@ -268,18 +544,19 @@ def _norms(u):
     return float(np.linalg.norm(u)), float(np.abs(u).sum())
 
 
-def _lbfgs(fg, theta0, accept, max_iter):
+def _lbfgs(fge, theta0, accept, max_iter):
     """Unconstrained L-BFGS, stopped as soon as ``accept`` holds at an iterate."""
     last = {}
 
     def fun(theta):
-        value, grad = fg(theta)
-        last["x"], last["g"] = theta.copy(), grad
+        value, grad, err = fge(theta)
+        last["x"], last["g"], last["e"] = theta.copy(), grad, err
         return value, grad
 
     def callback(intermediate_result):
         x = intermediate_result.x
-        if "x" in last and np.array_equal(x, last["x"]) and accept(*_norms(last["g"])):
+        if "x" in last and np.array_equal(x, last["x"]) and \
+                accept(*_certified(last["g"], last["e"])):
             raise StopIteration
 
     # ftol = gtol = 0: SciPy's own tests never stop the run; ours (the callback) does,
@@ -288,10 +565,10 @@ def _lbfgs(fg, theta0, accept, max_iter):
                    options={"maxiter": max_iter, "ftol": 0.0, "gtol": 0.0, "maxcor": 10})
     theta = np.asarray(res.x, dtype=np.float64)
     if "x" in last and np.array_equal(theta, last["x"]):
-        grad = last["g"]
+        grad, err = last["g"], last["e"]
     else:
-        grad = fg(theta)[1]
-    return theta, grad, int(res.nit)
+        _, grad, err = fge(theta)
+    return theta, grad, err, int(res.nit)
 
 
 def _project(v, radius):
@@ -299,7 +576,7 @@ def _project(v, radius):
     return v * (radius / norm) if norm > radius else v
 
 
-def _accelerated_projected_gradient(fg, theta0, radius, alpha, smoothness, accept,
+def _accelerated_projected_gradient(fge, theta0, radius, alpha, smoothness, accept,
                                     max_iter):
     """min F over the ball by Nesterov's method for λ-strongly convex F.
 
@@ -308,35 +585,40 @@ def _accelerated_projected_gradient(fg, theta0, radius, alpha, smoothness, accep
     (doubling on a failed sufficient-decrease test) and decays by 0.9 per step.
     """
     x = _project(np.array(theta0, dtype=np.float64), radius)
-    fx, gx = fg(x)
+    fx, gx, ex = fge(x)
     y, fy, gy = x, fx, gx
     step_l = max(smoothness / 64.0, alpha)
     for it in range(1, max_iter + 1):
         while True:
             x_new = _project(y - gy / step_l, radius)
-            f_new, g_new = fg(x_new)
+            f_new, g_new, e_new = fge(x_new)
             diff = x_new - y
             if f_new <= fy + float(gy @ diff) + 0.5 * step_l * float(diff @ diff) \
                     + 1e-15 * abs(fy) or step_l >= smoothness:
                 break
             step_l = min(2.0 * step_l, smoothness)
-        if accept(*_norms(ball_residual(x_new, g_new, radius))):
-            return x_new, g_new, it
+        if accept(*_certified(ball_residual(x_new, g_new, radius), e_new)):
+            return x_new, g_new, e_new, it
         q = alpha / step_l
         momentum = (1.0 - math.sqrt(q)) / (1.0 + math.sqrt(q))
         if f_new > fx:  # restart: the momentum overshot
             y, fy, gy = x_new, f_new, g_new
         else:
             y = x_new + momentum * (x_new - x)
-            fy, gy = fg(y)
-        x, fx, gx = x_new, f_new, g_new
+            fy, gy, _ = fge(y)
+        x, fx, gx, ex = x_new, f_new, g_new, e_new
         step_l = max(0.9 * step_l, alpha)
-    return x, gx, max_iter
+    return x, gx, ex, max_iter
 
 
 def solve_regularized_erm(X, y, *, code, param, alpha, intercept_scaling, radius,
-                          smoothness, accept, max_iter=1000, theta0=None):
+                          smoothness, accept, max_iter=1000, theta0=None, row_bound=None,
+                          label_bound=None):
     """Minimize the regularized ERM objective until ``accept`` certifies the result.
+
+    :func:`solve_certified` on the :class:`FixedPointObjective` of the in-memory rows
+    (:class:`InMemoryRows`): the driver a distributed fit runs too, with its rows on a
+    cluster.
 
     Parameters
     ----------
@@ -354,19 +636,25 @@ def solve_regularized_erm(X, y, *, code, param, alpha, intercept_scaling, radius
         A proven bound on the Lipschitz constant of ∇F (the loss's smoothness times the
         squared feature bound, plus λ); used as the largest step of the ball solver.
     accept : callable
-        ``accept(r_l2, r_l1) -> bool`` on the ℓ2 and ℓ1 norms of the residual of
-        :func:`ball_residual`. Must be data-independent for the result to be private.
+        ``accept(r_l2, r_l1) -> bool`` on upper bounds of the ℓ2 and ℓ1 norms of the
+        residual of :func:`ball_residual` (the computed residual's norms plus the
+        bounds on its error, :class:`FixedPointObjective`). Must be data-independent
+        for the result to be private.
     max_iter : int, default=1000
         Iterations of L-BFGS and of the ball solver (restarted up to twice); the
         Newton polish adds at most 30.
     theta0 : ndarray of shape (p,), optional
         Starting point (default 0).
+    row_bound, label_bound : float, optional
+        R ≥ every row's ℓ2 norm and B ≥ every |yᵢ| (they size the grid of the exact
+        sums); default: read from the data.
 
     Returns
     -------
     theta : ndarray of shape (p,)
     info : dict
-        ``n_iter``, ``residual_l2``, ``residual_l1`` (of the returned point).
+        ``n_iter``, ``residual_l2``, ``residual_l1`` (bounds on the residual of the
+        returned point).
 
     Raises
     ------
@@ -376,38 +664,62 @@ def solve_regularized_erm(X, y, *, code, param, alpha, intercept_scaling, radius
     """
     if code == 2:  # HINGE: no gradient to certify with
         raise ValueError("solve_regularized_erm needs a differentiable loss.")
+    rows = InMemoryRows(X, y)
+    if row_bound is None:
+        row_bound = _max_row_norm(rows.X)
+    if label_bound is None:
+        label_bound = float(np.max(np.abs(rows.targets), initial=0.0))
+    objective = FixedPointObjective(rows, code=code, param=param, alpha=alpha,
+                                    intercept_scaling=intercept_scaling,
+                                    row_bound=row_bound, label_bound=label_bound)
+    return solve_certified(objective, radius=radius, smoothness=smoothness,
+                           accept=accept, max_iter=max_iter, theta0=theta0)
+
+
+def _max_row_norm(X):
+    if sp.issparse(X):
+        return float(np.sqrt(np.max(np.asarray(X.multiply(X).sum(axis=1)), initial=0.0)))
+    return float(np.max(np.linalg.norm(X, axis=1), initial=0.0))
+
+
+def solve_certified(objective, *, radius, smoothness, accept, max_iter=1000,
+                    theta0=None):
+    """The certified solver over an objective oracle (in memory or distributed).
+
+    Parameters
+    ----------
+    objective : FixedPointObjective
+        ``fge(θ) -> (F, g̃, (e₂, e₁))``, ``hvp_at(θ)``, ``p`` and ``alpha``.
+    radius, smoothness, accept, max_iter, theta0
+        As in :func:`solve_regularized_erm`.
+
+    Returns
+    -------
+    theta, info
+        As in :func:`solve_regularized_erm`.
+    """
     with _one_blas_thread():
-        return _solve(X, y, code, param, alpha, intercept_scaling, radius, smoothness,
-                      accept, max_iter, theta0)
+        return _solve(objective, radius, smoothness, accept, max_iter, theta0)
 
 
-def _solve(X, y, code, param, alpha, intercept_scaling, radius, smoothness, accept,
-           max_iter, theta0):
-    fg = make_objective(X, y, code, param, alpha, intercept_scaling)
-    if not sp.issparse(X):
-        X = np.ascontiguousarray(X)
-    y = np.ascontiguousarray(y, dtype=np.float64)
-
-    def hvp_at(theta):
-        return _hessian_product(X, y, code, param, alpha, float(intercept_scaling), theta)
-
-    p = X.shape[1] + (intercept_scaling > 0)
-    theta = np.zeros(p) if theta0 is None else np.array(theta0, dtype=np.float64)
-    theta, grad, n_iter = _lbfgs(fg, theta, accept, max_iter)
+def _solve(objective, radius, smoothness, accept, max_iter, theta0):
+    fge, hvp_at, alpha = objective.fge, objective.hvp_at, objective.alpha
+    theta = np.zeros(objective.p) if theta0 is None else np.array(theta0, dtype=np.float64)
+    theta, grad, err, n_iter = _lbfgs(fge, theta, accept, max_iter)
     inside = radius is None or np.linalg.norm(theta) <= radius
-    if inside and not accept(*_norms(grad)):
-        theta, grad, it = _newton_polish(fg, hvp_at, theta, accept)
+    if inside and not accept(*_certified(grad, err)):
+        theta, grad, err, it = _newton_polish(fge, hvp_at, theta, accept)
         n_iter += it
         inside = radius is None or np.linalg.norm(theta) <= radius
-    if inside and accept(*_norms(grad)):
-        r_l2, r_l1 = _norms(grad)
+    if inside and accept(*_certified(grad, err)):
+        r_l2, r_l1 = _certified(grad, err)
         return theta, {"n_iter": n_iter, "residual_l2": r_l2, "residual_l1": r_l1}
     if radius is not None and np.linalg.norm(theta) > radius:
         for _ in range(3):
-            theta, grad, it = _accelerated_projected_gradient(
-                fg, theta, radius, alpha, smoothness, accept, max_iter)
+            theta, grad, err, it = _accelerated_projected_gradient(
+                fge, theta, radius, alpha, smoothness, accept, max_iter)
             n_iter += it
-            r_l2, r_l1 = _norms(ball_residual(theta, grad, radius))
+            r_l2, r_l1 = _certified(ball_residual(theta, grad, radius), err)
             if accept(r_l2, r_l1):
                 return theta, {"n_iter": n_iter, "residual_l2": r_l2, "residual_l1": r_l1}
     raise RuntimeError(

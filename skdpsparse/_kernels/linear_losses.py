@@ -61,6 +61,11 @@ __all__ = [
     "csr_loss_gradient",
     "dense_clipped_gradient_sum",
     "csr_clipped_gradient_sum",
+    "loss_curvature",
+    "csr_fixed_loss_gradient",
+    "dense_fixed_loss_gradient",
+    "csr_fixed_hessian_product",
+    "dense_fixed_hessian_product",
 ]
 
 SQUARED = 0
@@ -554,3 +559,172 @@ def csr_clipped_gradient_sum(
     return _csr_clipped_gradient_sum(
         indptr, indices, data, y, w, np.float64(b), code, param, clip_norm, rows, fit_intercept
     )
+
+
+# ------------------------------------------------- exact (fixed-point) sums over rows
+#
+# The certified solver (erm_solver) and its distributed passes sum per-row terms as
+# int64 after rounding each to a power-of-two grid: integer addition is associative,
+# so the sums are the same for every chunking, merge order and number of workers,
+# bit for bit, and the only error is the per-term rounding, at most half a grid step
+# each, which the solver's certificate adds to the residual. The caller picks the
+# grid (``scale`` = 2^F, a power of two, so v·scale is exact) from a bound on every
+# term and ``limit``; a term beyond ``limit`` (or not finite) sets the returned flag
+# and the caller retries on a coarser grid, so the int64 sums never wrap.
+
+
+@njit(cache=True, inline="always")
+def loss_curvature(code, z, y, param):
+    """ℓ''(z, y) in the margin (labels ±1 for classification): squared 1; logistic
+    σ(t)σ(−t) with t = yz; smoothed hinge 1/h for 1 − h < t < 1, else 0; Huber 1 for
+    |z − y| ≤ κ, else 0 (one-sided values at the kinks); 0 otherwise."""
+    z = np.float64(z)
+    y = np.float64(y)
+    if code == SQUARED:
+        return 1.0
+    if code == LOGISTIC:
+        e = math.exp(-abs(y * z))
+        return e / ((1.0 + e) * (1.0 + e))
+    if code == SMOOTHED_HINGE:
+        t = y * z
+        return 1.0 / param if 1.0 - param < t < 1.0 else 0.0
+    if code == HUBER:
+        return 1.0 if abs(z - y) <= param else 0.0
+    return 0.0
+
+
+@njit(cache=True, inline="always")
+def _grid(v, scale, limit):
+    """(round(v·scale), ok): v·scale is exact (scale a power of two)."""
+    u = v * scale
+    if not abs(u) <= limit:
+        return np.int64(0), False
+    return np.int64(np.rint(u)), True
+
+
+@njit(cache=True)
+def csr_fixed_loss_gradient(indptr, indices, data, y, w, b, code, param, loss_scale,
+                            grad_scale, limit):
+    """Exact sums Σᵢ round(ℓᵢ·2^Fₗ), Σᵢ round(ℓ'ᵢxᵢⱼ·2^F_g) per column and
+    Σᵢ round(ℓ'ᵢ·2^F_g) over the rows of a CSR matrix.
+
+    Returns
+    -------
+    loss : int64
+    grad_w : ndarray of int64, shape (len(w),)
+    grad_b : int64
+    ok : bool
+        False when a term exceeded ``limit`` (the sums are then meaningless).
+    """
+    check_loss(code, param)
+    n = indptr.shape[0] - 1
+    grad = np.zeros(w.shape[0], dtype=np.int64)
+    loss = np.int64(0)
+    grad_b = np.int64(0)
+    for i in range(n):
+        z = _csr_margin(indptr, indices, data, i, w, np.float64(b))
+        val, der = loss_value_and_derivative(code, z, y[i], param)
+        q, ok = _grid(val, loss_scale, limit)
+        if not ok:
+            return loss, grad, grad_b, False
+        loss += q
+        q, ok = _grid(der, grad_scale, limit)
+        if not ok:
+            return loss, grad, grad_b, False
+        grad_b += q
+        if der != 0.0:
+            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                q, ok = _grid(der * np.float64(data[k]), grad_scale, limit)
+                if not ok:
+                    return loss, grad, grad_b, False
+                grad[np.uint64(indices[k])] += q
+    return loss, grad, grad_b, True
+
+
+@njit(cache=True)
+def dense_fixed_loss_gradient(X, y, w, b, code, param, loss_scale, grad_scale, limit):
+    """:func:`csr_fixed_loss_gradient` for a dense array (zeros add nothing)."""
+    check_loss(code, param)
+    grad = np.zeros(X.shape[1], dtype=np.int64)
+    loss = np.int64(0)
+    grad_b = np.int64(0)
+    for i in range(X.shape[0]):
+        z = _dense_margin(X, i, w, np.float64(b))
+        val, der = loss_value_and_derivative(code, z, y[i], param)
+        q, ok = _grid(val, loss_scale, limit)
+        if not ok:
+            return loss, grad, grad_b, False
+        loss += q
+        q, ok = _grid(der, grad_scale, limit)
+        if not ok:
+            return loss, grad, grad_b, False
+        grad_b += q
+        if der != 0.0:
+            for j in range(X.shape[1]):
+                x = np.float64(X[i, j])
+                if x != 0.0:
+                    q, ok = _grid(der * x, grad_scale, limit)
+                    if not ok:
+                        return loss, grad, grad_b, False
+                    grad[j] += q
+    return loss, grad, grad_b, True
+
+
+@njit(cache=True)
+def csr_fixed_hessian_product(indptr, indices, data, y, w, b, v_w, v_b, code, param,
+                              scale, limit):
+    """Exact sums Σᵢ round(uᵢxᵢⱼ·2^F) per column and Σᵢ round(uᵢ·2^F), with
+    uᵢ = ℓ''(zᵢ, yᵢ)·(⟨v_w, xᵢ⟩ + v_b): the data part of a Hessian-vector product.
+
+    Returns
+    -------
+    h_w : ndarray of int64, shape (len(w),)
+    h_b : int64
+    ok : bool
+    """
+    check_loss(code, param)
+    n = indptr.shape[0] - 1
+    out = np.zeros(w.shape[0], dtype=np.int64)
+    out_b = np.int64(0)
+    for i in range(n):
+        z = _csr_margin(indptr, indices, data, i, w, np.float64(b))
+        curv = loss_curvature(code, z, y[i], param)
+        if curv == 0.0:
+            continue
+        u = curv * _csr_margin(indptr, indices, data, i, v_w, np.float64(v_b))
+        q, ok = _grid(u, scale, limit)
+        if not ok:
+            return out, out_b, False
+        out_b += q
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            q, ok = _grid(u * np.float64(data[k]), scale, limit)
+            if not ok:
+                return out, out_b, False
+            out[np.uint64(indices[k])] += q
+    return out, out_b, True
+
+
+@njit(cache=True)
+def dense_fixed_hessian_product(X, y, w, b, v_w, v_b, code, param, scale, limit):
+    """:func:`csr_fixed_hessian_product` for a dense array."""
+    check_loss(code, param)
+    out = np.zeros(X.shape[1], dtype=np.int64)
+    out_b = np.int64(0)
+    for i in range(X.shape[0]):
+        z = _dense_margin(X, i, w, np.float64(b))
+        curv = loss_curvature(code, z, y[i], param)
+        if curv == 0.0:
+            continue
+        u = curv * _dense_margin(X, i, v_w, np.float64(v_b))
+        q, ok = _grid(u, scale, limit)
+        if not ok:
+            return out, out_b, False
+        out_b += q
+        for j in range(X.shape[1]):
+            x = np.float64(X[i, j])
+            if x != 0.0:
+                q, ok = _grid(u * x, scale, limit)
+                if not ok:
+                    return out, out_b, False
+                out[j] += q
+    return out, out_b, True

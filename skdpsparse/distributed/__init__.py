@@ -41,16 +41,18 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None)
 
     Parameters
     ----------
-    estimator : DPSparseMeanEstimator or DPHeavyTailedMean
+    estimator : DPSparseMeanEstimator, DPHeavyTailedMean or DPOutputPerturbation*
         The decomposable estimators supported so far (the heavy-tailed mean with
-        ``bounds=`` stated; see the user guide).
+        ``bounds=`` stated; output perturbation with declared bounds and
+        ``method="output_perturbation"``; see the user guide).
     X : dask.array.Array of shape (n_samples, n_features), dask.dataframe.DataFrame \
             or pyspark.sql.DataFrame
         Dense or scipy.sparse chunks; numeric columns. A Spark DataFrame (sparse mean
         only) has list columns ``indices`` and ``values`` (give ``n_features``) or
         one numeric column per feature.
-    y : None
-        Ignored by the means.
+    y : dask.array.Array of shape (n_samples,) or dask Series, optional
+        Labels or targets of output perturbation, aligned with ``X``'s rows (rechunked
+        to its row chunks); ignored by the means.
     privacy_unit : dask.array.Array of shape (n_samples,), optional
         One privacy-unit id (an integer) per row: the guarantee then covers all of a
         unit's rows (user-level privacy). Each unit's rows are summed, the unit's total
@@ -82,6 +84,16 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None)
         from ._sparse_mean import fit_sparse_mean_distributed  # imports dask
 
         return fit_sparse_mean_distributed(estimator, X, privacy_unit=privacy_unit)
+    if name in ("DPOutputPerturbationClassifier", "DPOutputPerturbationRegressor"):
+        if privacy_unit is not None:
+            raise NotImplementedError("privacy_unit is supported by "
+                                      "DPSparseMeanEstimator only so far.")
+        if (type(X).__module__ or "").startswith("pyspark"):
+            raise NotImplementedError(f"{name} fits Dask collections; a Spark DataFrame "
+                                      "is supported by DPSparseMeanEstimator only.")
+        from ._output_perturbation import fit_output_perturbation_distributed
+
+        return fit_output_perturbation_distributed(estimator, X, y)
     if name == "DPHeavyTailedMean":
         if privacy_unit is not None:
             raise NotImplementedError("privacy_unit is supported by "
@@ -90,5 +102,6 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None)
 
         return fit_heavy_tailed_distributed(estimator, X)
     raise NotImplementedError(
-        f"{name} has no distributed fit yet (issue 20): only DPSparseMeanEstimator "
-        "and DPHeavyTailedMean (bounds stated) do. Fit it in memory for now.")
+        f"{name} has no distributed fit yet (issue 20): only DPSparseMeanEstimator, "
+        "DPHeavyTailedMean (bounds stated) and DPOutputPerturbation* do. Fit it in "
+        "memory for now.")

@@ -97,7 +97,7 @@ import scipy.sparse as sp
 from scipy.optimize import brentq
 
 from .. import _kernels
-from .._kernels.erm_solver import solve_regularized_erm
+from .._kernels.erm_solver import FixedPointObjective, InMemoryRows, solve_certified
 from ..accounting import (ApproxDP, DiscreteGaussianEvent, DiscreteLaplaceEvent, PureDP,
                           laplace_scale, with_event)
 from ..accounting.discrete import discrete_gaussian_sigma
@@ -113,6 +113,8 @@ __all__ = [
     "OutputPerturbationPlan",
     "bound_inputs",
     "bound_rows",
+    "certified_minimizers",
+    "certified_objective",
     "choose_alpha",
     "choose_alpha_noise",
     "loss_constants",
@@ -587,19 +589,50 @@ def regularized_minimizers(X_bounded, targets, plan, *, max_iter=1000):
     info : dict
         ``n_iter``, ``residual_l2``, ``residual_l1``: arrays of shape (K,).
     """
-    K = targets.shape[0]
+    return certified_minimizers(InMemoryRows(X_bounded, targets), plan, max_iter=max_iter)
+
+
+def certified_minimizers(rows, plan, *, max_iter=1000):
+    """The K certified minimizers over ``rows``: the one driver of the in-memory and
+    the distributed fits.
+
+    ``rows`` holds the contribution-bounded rows and K target vectors, in memory
+    (:class:`~skdpsparse._kernels.erm_solver.InMemoryRows`) or on a cluster
+    (``skdpsparse.distributed``); ``rows.problem = k`` selects problem k. Each
+    problem is solved by :func:`~skdpsparse._kernels.erm_solver.solve_certified` on
+    :func:`certified_objective` until ``plan.accept`` certifies it.
+
+    Returns
+    -------
+    theta : ndarray of shape (K, p)
+    info : dict
+        ``n_iter``, ``residual_l2``, ``residual_l1``: arrays of shape (K,).
+    """
+    K = plan.n_problems
     theta = np.empty((K, plan.n_params))
     info = {key: np.empty(K) for key in ("n_iter", "residual_l2", "residual_l1")}
     info["n_iter"] = np.empty(K, dtype=np.int64)
-    smooth = plan.constants.smoothness + plan.alpha
     for k in range(K):
-        theta[k], res = solve_regularized_erm(
-            X_bounded, targets[k], code=plan.code, param=plan.loss_param, alpha=plan.alpha,
-            intercept_scaling=plan.intercept_scaling, radius=plan.radius,
-            smoothness=smooth, accept=plan.accept, max_iter=max_iter)
+        rows.problem = k
+        theta[k], res = solve_certified(
+            certified_objective(rows, plan), radius=plan.radius,
+            smoothness=plan.constants.smoothness + plan.alpha, accept=plan.accept,
+            max_iter=max_iter)
         for key in ("n_iter", "residual_l2", "residual_l1"):
             info[key][k] = res[key]
     return theta, info
+
+
+def certified_objective(rows, plan):
+    """The exact-sum objective of one problem of ``plan`` over ``rows`` (in memory,
+    :class:`~skdpsparse._kernels.erm_solver.InMemoryRows`, or on a cluster): the
+    oracle of the one certified solver both fits run
+    (:func:`~skdpsparse._kernels.erm_solver.solve_certified`). Its grid is sized by
+    the declared bounds R and B (1 for ±1 labels), never by the data."""
+    label_bound = plan.label_bound if plan.loss in REGRESSION_LOSSES else 1.0
+    return FixedPointObjective(rows, code=plan.code, param=plan.loss_param,
+                               alpha=plan.alpha, intercept_scaling=plan.intercept_scaling,
+                               row_bound=plan.norm_bound, label_bound=label_bound)
 
 
 def noise_sensitivity(plan):

@@ -8,6 +8,7 @@ import scipy.sparse as sp
 
 from skdpsparse import (
     DPBiasReducedSGDClassifier,
+    DPCyclicSGD,
     DPNoisySGDClassifier,
     DPOutputPerturbationClassifier,
     DPSparseMeanEstimator,
@@ -52,4 +53,14 @@ def test_not_yet_distributed_estimators_say_so():
     X = _dask_csr()
     y = da.from_array(np.arange(X.shape[0]) % 2, chunks=100)
     with pytest.raises(NotImplementedError, match="no distributed fit yet"):
-        DPOutputPerturbationClassifier(classes=[0, 1]).fit(X, y)
+        DPCyclicSGD().fit(X, y)
+
+
+def test_output_perturbation_fits_a_dask_array_through_its_fit():
+    X = _dask_csr()
+    y = da.from_array(np.arange(X.shape[0]) % 2, chunks=100)
+    est = DPOutputPerturbationClassifier(classes=[0, 1], random_state=0).fit(X, y)
+    assert isinstance(est.coef_, np.ndarray) and est.coef_.shape == (1, X.shape[1])
+    ref = DPOutputPerturbationClassifier(classes=[0, 1], random_state=0).fit(
+        X.compute(), np.arange(X.shape[0]) % 2)
+    np.testing.assert_array_equal(est.coef_, ref.coef_)

@@ -264,3 +264,86 @@ def test_clipped_gradient_of_an_extreme_row(code, fit_intercept):
             assert norm == pytest.approx(C, rel=1e-14)
             np.testing.assert_allclose(coef, np.sign(der) * C * np.array([1, -1, 1]) / np.sqrt(3),
                                        rtol=1e-14)
+
+
+# ------------------------------------------------- exact (fixed-point) row sums
+from skdpsparse._kernels.linear_losses import (  # noqa: E402
+    csr_fixed_hessian_product, csr_fixed_loss_gradient, dense_fixed_hessian_product,
+    dense_fixed_loss_gradient, loss_curvature,
+)
+
+
+def _fixed_reference(X, y, w, b, code, param, ls, gs):
+    """Row by row in Python: round(term·2^F) added as Python ints."""
+    loss, grad, grad_b = 0, np.zeros(X.shape[1], dtype=object), 0
+    for i in range(X.shape[0]):
+        z = float(X[i] @ w) + b
+        val, der = loss_value_and_derivative(code, z, y[i], param)
+        loss += int(np.rint(val * ls))
+        grad_b += int(np.rint(der * gs))
+        for j in np.flatnonzero(X[i]):
+            grad[j] += int(np.rint(der * X[i, j] * gs))
+    return loss, grad.astype(np.int64), grad_b
+
+
+@pytest.mark.parametrize("code", [SQUARED, LOGISTIC, SMOOTHED_HINGE, HUBER])
+def test_fixed_sums_are_the_rounded_terms_and_add_over_any_chunking(code):
+    rng = np.random.default_rng(code)
+    X = sp.random(60, 9, density=0.4, random_state=rng, format="csr")
+    X.data = rng.standard_normal(X.nnz)
+    dense = X.toarray()
+    y = _labels(code, rng, 60)
+    w = rng.standard_normal(9)
+    param = PARAM.get(code, 0.0)
+    ls, gs, limit = 2.0 ** 40, 2.0 ** 44, 2.0 ** 62 / 60
+    ref = _fixed_reference(dense, y, w, 0.3, code, param, ls, gs)
+    for out in (csr_fixed_loss_gradient(X.indptr, X.indices, X.data, y, w, 0.3, code,
+                                        param, ls, gs, limit),
+                dense_fixed_loss_gradient(dense, y, w, 0.3, code, param, ls, gs, limit)):
+        assert out[3] and out[0] == ref[0] and out[2] == ref[2]
+        np.testing.assert_array_equal(out[1], ref[1])
+    # Any split of the rows: the same integers (associativity of int64 addition).
+    parts = [csr_fixed_loss_gradient(X[a:b].indptr, X[a:b].indices, X[a:b].data, y[a:b],
+                                     w, 0.3, code, param, ls, gs, limit)
+             for a, b in ((0, 17), (17, 18), (18, 60))]
+    assert sum(p[0] for p in parts) == ref[0]
+    np.testing.assert_array_equal(sum(p[1] for p in parts), ref[1])
+    # Within half a grid step per term of the float64 mean gradient.
+    _, g, gb = csr_loss_gradient(X.indptr, X.indices, X.data, y, w, 0.3, code, param)
+    counts = np.bincount(X.indices, minlength=9)
+    assert np.all(np.abs(ref[1] / gs / 60 - g) <= (counts * 0.5 / gs + 1e-15) / 60 + 1e-15)
+
+
+def test_fixed_sums_refuse_a_term_beyond_the_limit():
+    X = sp.csr_matrix(np.array([[1e6, 0.0], [0.5, 0.5]]))
+    y = np.array([0.0, 0.0])
+    out = csr_fixed_loss_gradient(X.indptr, X.indices, X.data, y, np.ones(2), 0.0,
+                                  SQUARED, 0.0, 1.0, 1.0, 1e3)
+    assert not out[3]  # the caller retries on a coarser grid
+    out = csr_fixed_loss_gradient(X.indptr, X.indices, X.data, y, np.ones(2), 0.0,
+                                  SQUARED, 0.0, 1.0, 1.0, 1e13)
+    assert out[3] and out[0] == 500000000000
+    w_nan = np.array([np.nan, 1.0])  # a non-finite term is refused too, never wrapped
+    out = csr_fixed_loss_gradient(X.indptr, X.indices, X.data, y, w_nan, 0.0,
+                                  SQUARED, 0.0, 1.0, 1.0, 1e13)
+    assert not out[3]
+
+
+@pytest.mark.parametrize("code", [SQUARED, LOGISTIC, SMOOTHED_HINGE, HUBER])
+def test_fixed_hessian_products_match_the_float_product(code):
+    rng = np.random.default_rng(10 + code)
+    X = sp.random(80, 7, density=0.5, random_state=rng, format="csr")
+    y = _labels(code, rng, 80)
+    w, v = rng.standard_normal(7), rng.standard_normal(7)
+    param = PARAM.get(code, 0.0)
+    z = X @ w + 0.2
+    curv = np.array([loss_curvature(code, zi, yi, param) for zi, yi in zip(z, y)])
+    u = curv * (X @ v + 0.7)
+    scale = 2.0 ** 40
+    for h, hb, ok in (csr_fixed_hessian_product(X.indptr, X.indices, X.data, y, w, 0.2, v,
+                                                0.7, code, param, scale, 2.0 ** 62 / 80),
+                      dense_fixed_hessian_product(X.toarray(), y, w, 0.2, v, 0.7, code,
+                                                  param, scale, 2.0 ** 62 / 80)):
+        assert ok
+        np.testing.assert_allclose(h / scale, X.T @ u, atol=80 / scale)
+        assert abs(hb / scale - u.sum()) <= 80 / scale

@@ -1,4 +1,4 @@
-"""Output perturbation (seed 002 Algorithm 3): sensitivities, certified solver, noise,
+"""Output perturbation (Ghazi et al. 2024, Algorithm 3): sensitivities, certified solver, noise,
 ℓ∞ projection, λ choice and excess risk."""
 
 import math
@@ -605,3 +605,47 @@ def test_theorem_alpha_is_choose_alpha_and_unknown_strings_are_refused():
     with pytest.raises(ValueError, match="alpha"):
         plan_output_perturbation(n, d, 1, loss="logistic", epsilon=1.0, delta=1e-6,
                                  alpha="theory")
+
+
+# ------------------------------------------------ the exact sums and their certificate
+@pytest.mark.parametrize("range_bits", [61, 24])
+@pytest.mark.parametrize("loss", ["logistic", "huber"])
+def test_the_certificate_error_bound_covers_the_rounding_of_the_sums(monkeypatch, loss,
+                                                                     range_bits):
+    """‖g̃ − ∇F‖ ≤ (e₂, e₁) at random points, with the reference gradient summed
+    exactly (math.fsum of each coordinate's float terms). At range_bits = 24 the grid
+    is coarse (2^-F large): the bound must still hold, and dropping its grid term
+    (the broken variant) must fail."""
+    from skdpsparse._kernels import erm_solver
+    from skdpsparse._kernels.erm_solver import FixedPointObjective, InMemoryRows
+
+    monkeypatch.setattr(erm_solver, "_RANGE_BITS", range_bits)
+    X, y, _ = make_sparse_classification(3000, 60, 5, random_state=4)
+    targets = np.where(y == 1, 1.0, -1.0) if loss == "logistic" else \
+        np.asarray(X @ np.linspace(-1, 1, 60)).ravel()
+    Xb, yb = bound_inputs(X, targets[None, :], loss, norm_bound=1.0, sparsity=5,
+                          label_bound=2.0)
+    rows = InMemoryRows(Xb, yb)
+    code = LOSS_CODES[loss]
+    obj = FixedPointObjective(rows, code=code, param=0.5, alpha=0.01,
+                              intercept_scaling=0.4, row_bound=1.0, label_bound=2.0)
+    rng = np.random.default_rng(0)
+    broken = []
+    for scale in (0.1, 1.0, 5.0):
+        theta = rng.standard_normal(61) * scale
+        _, g, (e2, e1) = obj.fge(theta)
+        z = Xb @ theta[:60] + 0.4 * theta[60]
+        der = per_example_derivatives(z, yb[0], code, 0.5)
+        exact = np.empty(61)
+        Xc = Xb.tocsc()
+        for j in range(60):
+            lo, hi = Xc.indptr[j], Xc.indptr[j + 1]
+            exact[j] = math.fsum(der[Xc.indices[lo:hi]] * Xc.data[lo:hi]) / 3000
+        exact[60] = 0.4 * math.fsum(der) / 3000
+        exact += 0.01 * theta
+        diff = g - exact
+        assert np.linalg.norm(diff) <= e2 and np.abs(diff).sum() <= e1
+        float_part = 2.0 ** -50 * (np.linalg.norm(g) + 0.01 * np.linalg.norm(theta))
+        broken.append(np.linalg.norm(diff) > float_part)
+    if range_bits == 24:
+        assert any(broken)  # without the grid term the bound would not hold
