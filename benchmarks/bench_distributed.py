@@ -1,5 +1,5 @@
-"""The sparse mean past one machine: a dask CSR array on a 2-worker LocalCluster
-against the in-memory fit (issue 20).
+"""The sparse mean and output perturbation past one machine: dask CSR arrays on a
+2-worker LocalCluster against the in-memory fits (issue 20).
 
 Rows have ``--nnz`` nonzeros at uniform columns of d = ``--d``; chunks of
 ``--chunk-rows`` rows are generated on the workers from their block index (nothing is
@@ -11,17 +11,25 @@ shipped from the driver but the graph). Reported:
 * at the largest n both can hold (``--in-memory-n``, the same rows): the in-memory
   ``DPSparseMeanEstimator.fit``, the in-memory core
   (``skdpsparse.distributed.fit_sparse_mean_in_memory``) and the distributed fit, and
-  whether the core and the distributed fit released the same vector bit for bit.
+  whether the estimator, the core and the distributed fit released the same vector
+  bit for bit (one digest and one key for all three);
+* output perturbation (``DPOutputPerturbationClassifier``, logistic loss, labels of a
+  planted sparse model) on a dask CSR array of n = ``--op-n`` rows and d = ``--op-d``
+  columns against its in-memory fit: wall and CPU time, the number of distributed
+  passes (one per objective evaluation) and whether the two released the same
+  coefficients bit for bit.
 
 Not a test: it prints numbers and never fails on a wall-clock value. Time it on a
 quiet machine:
 
     .venv/bin/python benchmarks/bench_distributed.py                 # n = 10^7
     .venv/bin/python benchmarks/bench_distributed.py --n 200000 --d 65536 \\
-        --chunk-rows 50000 --in-memory-n 100000                      # a quick check
+        --chunk-rows 50000 --in-memory-n 100000 --op-n 100000 \\
+        --op-d 16384 --op-chunk-rows 25000                           # a quick check
 """
 
 import argparse
+import contextlib
 import resource
 import time
 
@@ -60,6 +68,17 @@ def in_memory_matrix(n, d, nnz, chunk_rows, seed):
                      format="csr")
 
 
+def planted_model(d, seed):
+    """A sparse coefficient vector (1% of the columns) the labels follow."""
+    rng = np.random.default_rng([seed, 10**6])
+    return rng.standard_normal(d) * (rng.random(d) < 0.01) * 8.0
+
+
+def labels_of(X, w):
+    """Labels of the planted model, a pure function of the rows."""
+    return (np.asarray(X @ w).ravel() > 0).astype(np.int64)
+
+
 def _worker_usage():
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024  # Linux: KiB
@@ -80,9 +99,11 @@ def main(argv=None):
     parser.add_argument("--in-memory-n", type=int, default=2_000_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--op-n", type=int, default=10**6,
+                        help="rows of the output-perturbation comparison (0: skip it)")
+    parser.add_argument("--op-d", type=int, default=2**18)
+    parser.add_argument("--op-chunk-rows", type=int, default=125_000)
     args = parser.parse_args(argv)
-
-    from distributed import Client, LocalCluster
 
     from skdpsparse.distributed import fit_distributed, fit_sparse_mean_in_memory
     from skdpsparse.mean import DPSparseMeanEstimator
@@ -93,41 +114,104 @@ def main(argv=None):
 
     print(f"sparse mean: d = {args.d}, {args.nnz} nonzeros per row, chunks of "
           f"{args.chunk_rows} rows, {args.workers} workers x 1 thread")
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None, memory_limit=0) as cluster, \
-            Client(cluster) as client:
-        rows = []
-        m = min(args.in_memory_n, args.n)
-        X = in_memory_matrix(m, args.d, args.nnz, args.chunk_rows, args.seed)
-        small = X[:1000]  # warm up: the compiled kernels' cache load
-        est().fit(small), fit_sparse_mean_in_memory(est(), small)
-        _, wall, cpu = _timed(lambda: est().fit(X))
-        rows.append(("in memory, estimator.fit", m, wall, cpu, None))
-        core, wall, cpu = _timed(lambda: fit_sparse_mean_in_memory(est(), X))
-        rows.append(("in memory, distributed core", m, wall, cpu, None))
-        X = None  # free the in-memory matrix before the cluster runs
-        for n in sorted({m, args.n}):
-            Xd = dask_matrix(n, args.d, args.nnz, args.chunk_rows, args.seed)
-            client.restart()  # fresh peak-memory counters
+    rows = []
+    m = min(args.in_memory_n, args.n)
+    X = in_memory_matrix(m, args.d, args.nnz, args.chunk_rows, args.seed)
+    small = X[:1000]  # warm up: the compiled kernels' cache load
+    est().fit(small), fit_sparse_mean_in_memory(est(), small)
+    fitted, wall, cpu = _timed(lambda: est().fit(X))
+    rows.append(("in memory, estimator.fit", m, wall, cpu, None))
+    core, wall, cpu = _timed(lambda: fit_sparse_mean_in_memory(est(), X))
+    rows.append(("in memory, distributed core", m, wall, cpu, None))
+    X = small = None  # free the in-memory matrix before the cluster runs
+    for n in sorted({m, args.n}):
+        Xd = dask_matrix(n, args.d, args.nnz, args.chunk_rows, args.seed)
+        with fresh_client(args) as client:  # fresh processes: fresh peak-memory counters
             # Warm up: imports and the compiled kernels' cache load, on every worker.
             fit_distributed(est(), dask_matrix(2 * args.workers * 100, args.d, args.nnz,
                                                100, args.seed + 1))
             before = client.run(_worker_usage)
             dist, wall, cpu = _timed(lambda: fit_distributed(est(), Xd))
             after = client.run(_worker_usage)
-            worker_cpu = sum(after[w][0] - before[w][0] for w in after)
-            peak = max(after[w][1] for w in after)
-            rows.append((f"dask, {args.workers} workers", n, wall, cpu + worker_cpu, peak))
-            if n == m:
-                same = np.array_equal(dist.mean_, core.mean_)
-        print(f"{'fit':32s} {'n':>11s} {'wall s':>8s} {'CPU s':>8s} {'peak/worker':>12s}")
-        for name, n, wall, cpu, peak in rows:
-            mem = "" if peak is None else f"{peak / 2**30:9.2f} GB"
-            print(f"{name:32s} {n:11d} {wall:8.2f} {cpu:8.2f} {mem:>12s}")
-        base = rows[0][2]
-        for name, n, wall, _, _ in rows[2:]:
-            print(f"wall ratio {name} (n={n}) / in-memory fit (n={m}): {wall / base:.2f}")
-        print(f"distributed == in-memory core at n={m}, bit for bit: {same}")
+        worker_cpu = sum(after[w][0] - before[w][0] for w in after)
+        peak = max(after[w][1] for w in after)
+        rows.append((f"dask, {args.workers} workers", n, wall, cpu + worker_cpu, peak))
+        if n == m:
+            same = np.array_equal(dist.mean_, core.mean_)
+            same_estimator = np.array_equal(dist.mean_, fitted.mean_)
+    print(f"{'fit':32s} {'n':>11s} {'wall s':>8s} {'CPU s':>8s} {'peak/worker':>12s}")
+    for name, n, wall, cpu, peak in rows:
+        mem = "" if peak is None else f"{peak / 2**30:9.2f} GB"
+        print(f"{name:32s} {n:11d} {wall:8.2f} {cpu:8.2f} {mem:>12s}")
+    base = rows[0][2]
+    for name, n, wall, _, _ in rows[2:]:
+        print(f"wall ratio {name} (n={n}) / in-memory fit (n={m}): {wall / base:.2f}")
+    print(f"distributed == in-memory core at n={m}, bit for bit: {same}")
+    print(f"distributed == in-memory estimator.fit at n={m}, bit for bit: "
+          f"{same_estimator}")
+    if args.op_n:
+        output_perturbation(args)
+
+
+@contextlib.contextmanager
+def fresh_client(args):
+    """A new LocalCluster (fresh worker processes) and its client."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None, memory_limit=0,
+                      silence_logs=40) as cluster, Client(cluster) as client:
+        yield client
+
+
+def output_perturbation(args):
+    from skdpsparse.distributed import _output_perturbation
+    from skdpsparse.linear_model import DPOutputPerturbationClassifier
+
+    def est():
+        return DPOutputPerturbationClassifier(epsilon=1.0, delta=1e-6, sparsity=args.nnz,
+                                              classes=[0, 1], random_state=0)
+
+    n, d, rows = args.op_n, args.op_d, args.op_chunk_rows
+    w = planted_model(d, args.seed)
+    print(f"\noutput perturbation (logistic): n = {n}, d = {d}, {args.nnz} nonzeros per "
+          f"row, chunks of {rows} rows")
+    X = in_memory_matrix(n, d, args.nnz, rows, args.seed)
+    y = labels_of(X, w)
+    est().fit(X[:2000], y[:2000])  # warm up
+    ref, wall_mem, cpu_mem = _timed(lambda: est().fit(X, y))
+    X = y = None
+    Xd = dask_matrix(n, d, args.nnz, rows, args.seed)
+    yd = Xd.map_blocks(labels_of, w, drop_axis=1, dtype=np.int64,
+                       meta=np.array([], dtype=np.int64))
+    passes = []
+    original = _output_perturbation.DaskRows.loss_gradient
+
+    def counted(self, *a):
+        passes.append(1)
+        return original(self, *a)
+
+    with fresh_client(args) as client:
+        Xs = dask_matrix(400, d, args.nnz, 100, args.seed + 1)  # warm up every worker
+        est().fit(Xs, Xs.map_blocks(labels_of, w, drop_axis=1, dtype=np.int64,
+                                    meta=np.array([], dtype=np.int64)))
+        _output_perturbation.DaskRows.loss_gradient = counted
+        try:
+            before = client.run(_worker_usage)
+            dist, wall, cpu = _timed(lambda: est().fit(Xd, yd))
+            after = client.run(_worker_usage)
+        finally:
+            _output_perturbation.DaskRows.loss_gradient = original
+    worker_cpu = sum(after[k][0] - before[k][0] for k in after)
+    peak = max(after[k][1] for k in after)
+    print(f"{'fit':32s} {'n':>11s} {'wall s':>8s} {'CPU s':>8s} {'peak/worker':>12s}")
+    print(f"{'in memory, estimator.fit':32s} {n:11d} {wall_mem:8.2f} {cpu_mem:8.2f}")
+    print(f"{'dask, ' + str(args.workers) + ' workers':32s} {n:11d} {wall:8.2f} "
+          f"{cpu + worker_cpu:8.2f} {peak / 2**30:9.2f} GB")
+    print(f"wall ratio dask / in memory: {wall / wall_mem:.2f}; distributed passes "
+          f"(loss and gradient): {len(passes)}")
+    print("distributed == in-memory estimator.fit, bit for bit: "
+          f"{np.array_equal(dist.coef_, ref.coef_) and np.array_equal(dist.intercept_, ref.intercept_)}")
 
 
 if __name__ == "__main__":
