@@ -321,15 +321,15 @@ class DPSGDRegressor(RegressorMixin, _BaseDPSGD):
 
     The algorithm of :class:`DPSGDClassifier` with the Huber loss: targets are clipped
     into [−B, B] and divided by B (B = ``label_bound``, declared or a private quantile
-    of |y|), the model is fitted to them with the Huber loss of threshold 1 (so
-    |ℓ'| ≤ 1: a per-example gradient has norm ≤ √(R² + 1)), and predictions are
+    of abs(y)), the model is fitted to them with the Huber loss of threshold 1 (so
+    abs(ℓ') ≤ 1: a per-example gradient has norm ≤ √(R² + 1)), and predictions are
     multiplied back by B.
 
     **Privacy guarantee.** ``privacy_spent_`` = (ε, δ)-DP for the replacement of one
     row (features and target; n and d public), by the theorems of
     :class:`DPSGDClassifier` (each step's batch sum of clipped gradients has ℓ2
     sensitivity 2C under replace-one). With ``label_bound="private"`` a share
-    ``bound_fraction``·ε is first spent on an ε-DP 0.95-quantile of |y| (the
+    ``bound_fraction``·ε is first spent on an ε-DP 0.95-quantile of abs(y) (the
     exponential mechanism, McSherry and Talwar 2007) and the two compose by basic
     composition (Dwork and Roth 2014, Theorem 3.16). Same assumptions and exclusions
     as :class:`DPSGDClassifier` (secret randomness; timing; tuning not covered).
@@ -342,7 +342,7 @@ class DPSGDRegressor(RegressorMixin, _BaseDPSGD):
     delta : float, default=1e-6
     label_bound : float or "private", default="private"
         B > 0: targets are clipped into [−B, B] (contribution bounding). ``"private"``:
-        an ε-DP 0.95-quantile of |y| paid from ``bound_fraction`` of ε, so the
+        an ε-DP 0.95-quantile of abs(y) paid from ``bound_fraction`` of ε, so the
         default never clips real targets to an arbitrary scale.
     bound_fraction : float, default=0.05
         The share of ε spent on ``label_bound="private"``. At the benchmark's sizes

@@ -12,9 +12,9 @@ the library's privacy unit (replace one row) and with its exact noise:
    sampler);
 3. each per-example gradient g_i of the loss at the current iterate is clipped to
    ‖g_i‖₂ ≤ C (for the built-in losses the default C is the largest norm a gradient
-   can have, so clipping never binds: logistic |ℓ'| ≤ 1, ‖g‖ ≤ G; joint softmax
+   can have, so clipping never binds: logistic abs(ℓ') ≤ 1, ‖g‖ ≤ G; joint softmax
    ‖(p − e_y) ⊗ x̃‖ = ‖p − e_y‖·‖x̃‖ ≤ √2·G; Huber on targets scaled into [−1, 1]
-   with threshold 1, |ℓ'| ≤ 1, ‖g‖ ≤ G);
+   with threshold 1, abs(ℓ') ≤ 1, ‖g‖ ≤ G);
 4. the batch sum S_t = Σ_{i∈B_t} g_i is released with exact discrete Gaussian noise on
    a grid (:func:`~skdpsparse.mechanisms.noise.add_noise_inplace`), scale σ = z·Δ with
    Δ = 2C, and the iterate moves by −λ·S̃_t/b;
@@ -84,10 +84,10 @@ _CALIBRATION_RTOL = 1e-4
 def gradient_norm_bound(loss, feature_bound):
     """sup ‖g_i‖₂ over every possible record, for rows with ‖x̃‖ ≤ ``feature_bound``.
 
-    logistic: |ℓ'(t)| = 1/(1 + e^{yt}) ≤ 1, so ‖ℓ'·x̃‖ ≤ G. softmax: the gradient in
+    logistic: abs(ℓ'(t)) = 1/(1 + e^{yt}) ≤ 1, so ‖ℓ'·x̃‖ ≤ G. softmax: the gradient in
     the K logits is p − e_y, ‖p − e_y‖² = (1 − p_y)² + Σ_{k≠y} p_k² ≤ 2(1 − p_y)² ≤ 2,
     and the gradient in the weights is the outer product (p − e_y) ⊗ x̃, of norm
-    ‖p − e_y‖·‖x̃‖ ≤ √2·G. huber (threshold 1): |ℓ'| ≤ 1, ‖g‖ ≤ G.
+    ‖p − e_y‖·‖x̃‖ ≤ √2·G. huber (threshold 1): abs(ℓ') ≤ 1, ‖g‖ ≤ G.
     """
     g = float(feature_bound)
     if loss in ("logistic", "huber"):
@@ -114,7 +114,7 @@ def batch_sum_sensitivity(clip_norm, batch_size):
     Each clipped gradient is computed with norm at most C(1 + 4u) (u = 2⁻⁵³: the norm,
     the clip factor and the product each round once), and the batch sum is a
     floating-point sum of b terms (a sparse or dense product, each term rounded once
-    more): componentwise error at most (b + 1)u·Σ_j |g_j| (Higham 2002, "Accuracy and
+    more): componentwise error at most (b + 1)u·Σ_j abs(g_j) (Higham 2002, "Accuracy and
     stability of numerical algorithms", eq. (4.4), plus the product's rounding), hence
     an ℓ2 error at most (b + 1)u·Σ_j ‖g_j‖₂ ≤ (b + 1)u·b·C(1 + 4u) for each of the two
     neighbouring sums. So the computed sums differ by at most
