@@ -1,28 +1,26 @@
-"""Exact samplers on random bits: Bernoulli, uniform integers, discrete Laplace and
-discrete Gaussian, with no floating point anywhere.
+"""Exact samplers on random bits: the bit reader, Bernoulli coins, uniform integers,
+permutations, the exponential mechanism's categorical draws, and the entry points of
+the discrete Laplace and discrete Gaussian noise.
 
-Every draw here is a function of ChaCha20 keystream bits (:mod:`.chacha`) and integer
-arithmetic only, so the distribution of each output is exactly the stated one: no
-output has probability zero on one input and positive on a neighbouring one (the
-floating-point failure of Mironov 2012, "On significance of the least significant bits
-for differential privacy", CCS). The algorithms are those of Canonne, Kamath and
-Steinke (2020), "The Discrete Gaussian for Differential Privacy", NeurIPS, Section 5:
+Every draw here is a function of ChaCha20 keystream bits (:mod:`.chacha`) whose law
+is exactly the stated one: no output has probability zero on one input and positive
+on a neighbouring one (the floating-point failure of Mironov 2012, "On significance
+of the least significant bits for differential privacy", CCS). The coins are those of
+Canonne, Kamath and Steinke (2020), "The Discrete Gaussian for Differential Privacy",
+NeurIPS, Section 5, on integers only:
 
 * Algorithm 1 — Bernoulli(exp(−γ)) for rational γ ∈ [0, 1], from Bernoulli(γ/K) coins;
-* Algorithm 2 — the discrete Laplace on ℤ with scale t (here an integer N, s = 1);
-* Algorithm 3 — the discrete Gaussian on ℤ by rejection from the discrete Laplace.
-
-Two departures from the paper, both exact (the derivation is in
-``doc/derivations/exact_sampling.rst``):
-
-* The discrete Gaussian uses the proposal scale t = σ = N (the paper's
-  t = ⌊σ⌋ + 1; any t > 0 is valid, and with t = σ the acceptance exponent
-  (|Y| − σ²/t)²/(2σ²) becomes x²/2 with x = (|Y| − N)/N = q + r/N). Then
-  exp(−x²/2) = exp(−q²/2) · exp(−r/N)^q · exp(−(r/N)²/2), each factor a product of
-  independent exact coins, so no integer ever exceeds 2⁶³.
+* Algorithm 2 — the discrete Laplace on ℤ with scale t (here an integer N, s = 1),
+  as parts (u, v) with |y| = u + vN (used by the sums of discrete Gaussians of
+  :mod:`.cyclic_sgd`'s lazy noise);
 * Bernoulli(num/den) compares a uniform real with num/den bit by bit, generating the
   binary expansion of num/den by long division: two random bits on average, whatever
   the size of den.
+
+The noise itself (:func:`discrete_noise`, :func:`add_discrete_noise`) comes from the
+faster table-inversion sampler of :mod:`.grid_noise`, exact by certified decisions
+with an exact fallback. The derivation of both is in
+``doc/derivations/exact_sampling.rst``.
 
 Streams. A call fills an array in chunks of ``chunk`` entries; chunk ``c`` reads the
 keystream with nonce (c mod 2³², c div 2³², ``domain``), so the output does not
@@ -30,14 +28,12 @@ depend on the thread count, and chunks run in parallel (``prange``).
 
 Outputs that would exceed 2⁶² in magnitude are saturated, which matters only through
 :func:`add_discrete_noise`: it releases clamp(k + Y, ±2⁶¹), a post-processing of the
-exact k + Y that can be computed without forming Y when |Y| ≥ 2⁶² (|k| ≤ 2⁶⁰). The
-probability of reaching it is below exp(−2²⁰).
+exact k + Y (|k| ≤ 2⁶⁰). The probability of reaching it is below exp(−2²⁰).
 """
 
 import numba
 import numpy as np
 
-from ._common import threads_are_fork_safe
 from .chacha import LANES, chacha20_blocks
 
 __all__ = [
@@ -182,41 +178,6 @@ def _bernoulli_exp_minus_one(io, r):
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
-def _bernoulli_exp_half_square(io, r, q, rem, n):
-    """Bernoulli(exp(−x²/2)) for x = q + rem/n, 0 ≤ rem < n (exact; module docstring)."""
-    # exp(−q²/2) = Π_{i=1..q} exp(−1/2) exp(−1)^(i−1), since Σ (2i − 1) = q².
-    for i in range(1, q + 1):
-        a, r = _bernoulli_exp_fraction(io, r, 1, 2)
-        if not a:
-            return False, r
-        for _ in range(i - 1):
-            a, r = _bernoulli_exp_minus_one(io, r)
-            if not a:
-                return False, r
-    for _ in range(q):  # exp(−q rem/n) = exp(−rem/n)^q
-        a, r = _bernoulli_exp_fraction(io, r, rem, n)
-        if not a:
-            return False, r
-    # exp(−f²/2), f = rem/n: Algorithm 1 with Bernoulli(f²/(2k)) as four independent coins.
-    k = 1
-    while True:
-        a, r = _bernoulli_fraction(io, r, rem, n)
-        if not a:
-            break
-        a, r = _bernoulli_fraction(io, r, rem, n)
-        if not a:
-            break
-        bit, r = _bits(io, r, 1)
-        if bit == 0:
-            break
-        a, r = _bernoulli_reciprocal(io, r, k)
-        if not a:
-            break
-        k += 1
-    return k % 2 == 1, r
-
-
-@numba.njit(cache=True, _nrt=False, inline="always")
 def _discrete_laplace_parts(io, r, n, n_bits):
     """A discrete Laplace draw of scale n (P(y) ∝ exp(−|y|/n)), as (negative, u, v)
     with |y| = u + v n (CKS 2020, Algorithm 2 with s = 1, t = n); n_bits is the bit
@@ -245,74 +206,6 @@ def _magnitude(u, v, n):
     if v >= (_SATURATED - u) // n:
         return _SATURATED
     return u + v * n
-
-
-@numba.njit(cache=True, _nrt=False, inline="always")
-def _draw(io, r, kind, n, n_bits):
-    """One draw: discrete Laplace of scale n, or discrete Gaussian with σ = n (n ≥ 2)."""
-    while True:
-        negative, u, v, r = _discrete_laplace_parts(io, r, n, n_bits)
-        if kind == DISCRETE_GAUSSIAN:
-            # Accept with probability exp(−(|y| − n)²/(2n²)), x = | |y| − n | / n.
-            if v >= 1:
-                q, rem = v - 1, u
-            elif u == 0:
-                q, rem = 1, 0
-            else:
-                q, rem = 0, n - u
-            a, r = _bernoulli_exp_half_square(io, r, q, rem, n)
-            if not a:
-                continue
-        y = _magnitude(u, v, n)
-        return (-y if negative else y), r
-
-
-@numba.njit(cache=True, _nrt=False)
-def _fill_range(io, r, values, start, stop, add, kind, n, n_bits):
-    # The hot loop runs without reference counting (_nrt=False) and with every helper
-    # inlined: numba's refcount updates on the reader's arrays cost more than a draw.
-    for i in range(start, stop):
-        y, r = _draw(io, r, kind, n, n_bits)
-        if add:
-            z = values[i] + y  # |values[i]| ≤ 2^60 and |y| ≤ 2^62: no overflow
-            values[i] = min(max(z, -_RELEASE_BOUND), _RELEASE_BOUND)
-        else:
-            values[i] = y
-
-
-@numba.njit(cache=True)
-def _fill_one_chunk(values, add, kind, n, n_bits, key, domain, chunk, c):
-    io, r = _new_reader(key, c, domain)
-    _fill_range(io, r, values, c * chunk, min(values.size, (c + 1) * chunk), add, kind, n,
-                n_bits)
-
-
-# Two functions, not one compiled twice: numba's on-disk cache keys an entry by the
-# function, its signature and its bytecode, not by ``parallel=``, so two builds of one
-# function shared an entry and whichever was cached first was loaded by the other (the
-# serial path then ran the threaded build, which killed forked workers: issue 17's
-# fork hang).
-@numba.njit(cache=True, parallel=True)
-def _fill_parallel(values, add, kind, n, key, domain, chunk):
-    n_bits = _bit_length(n - 1)
-    for c in numba.prange((values.size + chunk - 1) // chunk):
-        _fill_one_chunk(values, add, kind, n, n_bits, key, domain, chunk, c)
-
-
-@numba.njit(cache=True)
-def _fill_serial(values, add, kind, n, key, domain, chunk):
-    n_bits = _bit_length(n - 1)
-    for c in range((values.size + chunk - 1) // chunk):
-        _fill_one_chunk(values, add, kind, n, n_bits, key, domain, chunk, c)
-
-
-def _fill(values, add, kind, n, key, domain, chunk):
-    # Threads only pay off beyond one chunk (a parallel launch costs tens of
-    # microseconds), and never in a child forked from a process whose numba threads
-    # run on OpenMP (_common.threads_are_fork_safe).
-    threaded = values.size > chunk and threads_are_fork_safe()
-    fill = _fill_parallel if threaded else _fill_serial
-    fill(values, add, kind, n, key, domain, chunk)
 
 
 def _check_common(kind, scale, key, domain, chunk):
@@ -347,10 +240,16 @@ def discrete_noise(size, kind, scale, key, domain, *, chunk=4096):
     Returns
     -------
     ndarray of int64, saturated at ±2⁶² (probability below exp(−2²⁰)).
+
+    The draws come from the table-inversion sampler of :mod:`.grid_noise`, whose law
+    is exact (its decisions are certified, with an exact fallback).
     """
+    from .grid_noise import fill_noise
+
     _check_common(kind, int(scale), key, domain, chunk)
     out = np.zeros(int(size), np.int64)
-    _fill(out, False, kind, int(scale), key, int(domain), int(chunk))
+    fill_noise(out, False, kind == DISCRETE_GAUSSIAN, int(scale), key, int(domain),
+               int(chunk))
     return out
 
 
@@ -364,8 +263,11 @@ def add_discrete_noise(values, kind, scale, key, domain, *, chunk=4096):
         raise TypeError("values must be a 1-d int64 array.")
     if values.size and np.abs(values).max() > MAX_GRID_VALUE:
         raise ValueError("grid values must be at most 2^60 in magnitude.")
+    from .grid_noise import fill_noise
+
     _check_common(kind, int(scale), key, domain, chunk)
-    _fill(values, True, kind, int(scale), key, int(domain), int(chunk))
+    fill_noise(values, True, kind == DISCRETE_GAUSSIAN, int(scale), key, int(domain),
+               int(chunk))
     return values
 
 

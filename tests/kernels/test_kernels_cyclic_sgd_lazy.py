@@ -23,7 +23,9 @@ from skdpsparse._kernels.exact_sampling import DISCRETE_GAUSSIAN, discrete_noise
 
 
 def _key(i):
-    return key_words(bytes([i % 256]) * 32)
+    # Distinct for every i (the runs of the distributional test below must be
+    # independent: 256 keys repeated six times made its samples clumped).
+    return key_words(int(i).to_bytes(32, "little"))
 
 
 # ---------------------------------------------------------------- the sampler

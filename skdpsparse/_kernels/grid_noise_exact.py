@@ -1,0 +1,195 @@
+"""The exact algorithm behind :mod:`.grid_noise`, in exact arithmetic: its
+specification, and the fallback for the chunks its fast path cannot decide.
+
+Every comparison of the uniform V (read from the key's bits 32 at a time) with a
+threshold T — exp(−q) for a rational q, or (exp(−a) − exp(−c))/(1 − exp(−c)) — is
+decided exactly: T is bracketed by intervals of ``decimal`` numbers (whose ``exp`` is
+correctly rounded, so one unit in the last place on either side is a rigorous bound)
+at increasing precision until it lies clearly below, above or inside the current cell
+of V; inside, the next 32 bits of V are read. The thresholds are irrational (q ≠ 0;
+Lindemann–Weierstrass), so each comparison ends with probability one. The
+algorithm and why its law is exact are in ``doc/derivations/exact_sampling.rst``.
+
+Slow (Python integers and decimals): the kernel leaves it about one draw in 10⁷.
+"""
+
+from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+
+from .chacha import chacha20_keystream
+
+__all__ = ["KeyBits", "draw", "exact_chunk", "exact_draw"]
+
+GROUP = 4  # the kernel's constant (grid_noise): part of the algorithm's definition
+
+
+class KeyBits:
+    """The bits of ChaCha20 stream (chunk, domain), 32-bit words most significant bit
+    first, as the kernels' bit reader delivers them (:mod:`.exact_sampling`), starting
+    after the first ``offset`` bits."""
+
+    _BLOCKS = 64
+
+    def __init__(self, key_words, chunk, domain, offset=0):
+        self._key = b"".join(int(w).to_bytes(4, "little") for w in key_words)
+        self._nonce = ((chunk & 0xFFFFFFFF).to_bytes(4, "little")
+                       + ((chunk >> 32) & 0xFFFFFFFF).to_bytes(4, "little")
+                       + (domain & 0xFFFFFFFF).to_bytes(4, "little"))
+        self._words, self._pos = [], 0
+        self._counter = offset // 512  # the next block to generate (16 words each)
+        self._pool, self._nbits = 0, 0
+        self.offset = offset - offset % 32
+        for _ in range(offset % 512 // 32):
+            self._word()
+        if offset % 32:
+            self.take(offset % 32)
+
+    def _word(self):
+        if self._pos == len(self._words):
+            stream = chacha20_keystream(self._key, self._BLOCKS, counter=self._counter,
+                                        nonce=self._nonce)
+            self._words = np.frombuffer(stream, dtype="<u4").tolist()
+            self._counter += self._BLOCKS
+            self._pos = 0
+        self._pos += 1
+        return self._words[self._pos - 1]
+
+    def take(self, k):
+        """The next ``k`` bits as an int (``offset`` counts the bits taken so far)."""
+        while self._nbits < k:
+            self._pool = (self._pool << 32) | self._word()
+            self._nbits += 32
+        self._nbits -= k
+        self.offset += k
+        out = self._pool >> self._nbits
+        self._pool &= (1 << self._nbits) - 1
+        return out
+
+
+@lru_cache(maxsize=1 << 14)
+def _exp_neg_bounds(q, digits):
+    """Rationals lo ≤ exp(−q) ≤ hi for a rational q ≥ 0 (``digits`` significant digits)."""
+    if q == 0:
+        return Fraction(1), Fraction(1)
+    floor, ceiling = Context(prec=digits, rounding=ROUND_FLOOR), Context(prec=digits,
+                                                                         rounding=ROUND_CEILING)
+    num, den = Decimal(q.numerator), Decimal(q.denominator)
+    q_lo, q_hi = floor.divide(num, den), ceiling.divide(num, den)
+    # exp is correctly rounded (half-even) in any context: one unit more is a bound.
+    hi = ceiling.exp(-q_lo).next_plus(ceiling)
+    lo = floor.exp(-q_hi).next_minus(floor)
+    return Fraction(lo), Fraction(hi)
+
+
+def exp_neg(q):
+    """exp(−q) as an interval function of the precision."""
+    return lambda digits: _exp_neg_bounds(q, digits)
+
+
+def truncated_tail(a, c):
+    """(exp(−a) − exp(−c)) / (1 − exp(−c)) for rationals 0 < a < c, as an interval
+    function of the precision (P(L ≥ l) with a = lB/N, c = KB/N)."""
+    def bounds(digits):
+        a_lo, a_hi = _exp_neg_bounds(a, digits)
+        c_lo, c_hi = _exp_neg_bounds(c, digits)
+        return max(a_lo - c_hi, Fraction(0)) / (1 - c_lo), (a_hi - c_lo) / (1 - c_hi)
+    return bounds
+
+
+def _side(threshold, word, k):
+    """Where T lies against V's cell [w/2^k, (w + 1)/2^k): +1 above it (V < T), −1
+    below it (V ≥ T), 0 inside it."""
+    low, high = Fraction(word, 1 << k), Fraction(word + 1, 1 << k)
+    digits = 30
+    while True:
+        lo, hi = threshold(digits)
+        if lo >= high:
+            return 1
+        if hi <= low:
+            return -1
+        if lo > low and hi < high:
+            return 0
+        digits *= 2
+
+
+def below(bits, threshold):
+    """The event V < T for a fresh uniform V, read ``GROUP`` bits at a time until its
+    cell lies on one side of T."""
+    word, k = bits.take(GROUP), GROUP
+    while True:
+        side = _side(threshold, word, k)
+        if side:
+            return side > 0
+        word, k = (word << GROUP) | bits.take(GROUP), k + GROUP
+
+
+def count_above(bits, thresholds, first):
+    """#{j : T_j > V} for a fresh uniform V and decreasing thresholds T_1 > T_2 > …,
+    read ``first`` bits, then ``GROUP`` at a time while a threshold is inside its cell."""
+    word, k = bits.take(first), first
+    while True:
+        lo, hi = 0, len(thresholds)  # the first threshold not above the cell
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _side(thresholds[mid], word, k) > 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == len(thresholds) or _side(thresholds[lo], word, k) < 0:
+            return lo
+        word, k = (word << GROUP) | bits.take(GROUP), k + GROUP
+
+
+@lru_cache(maxsize=64)
+def _tables(n, b, log_k, h_max):
+    rate = Fraction(1 << (log_k + b), n)
+    lower = [truncated_tail(Fraction(j << b, n), rate) for j in range(1, 1 << log_k)]
+    upper = [exp_neg(h * rate) for h in range(1, h_max + 1)]
+    return lower, upper
+
+
+def draw(bits, gaussian, n, b, log_k, h_max):
+    """One exact draw (an unbounded Python int): the discrete Laplace of scale n, or the
+    discrete Gaussian with σ = n; b, log_k and h_max are the kernel's public table
+    sizes (:func:`skdpsparse._kernels.grid_noise.noise_tables`)."""
+    lower, upper = _tables(n, b, log_k, h_max)
+    while True:
+        h = 0
+        while True:  # H: geometric with ratio λ = exp(−K·2^b/n), memoryless past h_max
+            step = count_above(bits, upper, GROUP)
+            h += step
+            if step < h_max:
+                break
+        bucket = count_above(bits, lower, log_k + 2)
+        while True:  # R: uniform on [0, 2^b), accepted with probability exp(−R/n)
+            rem = 0
+            if b > 32:
+                rem = (bits.take(b - 32) << 32) | bits.take(32)
+            elif b > 0:
+                rem = bits.take(b)
+            if rem == 0 or below(bits, exp_neg(Fraction(rem, n))):
+                break
+        negative = bits.take(1) == 1
+        if negative and h == 0 and bucket == 0 and rem == 0:
+            continue
+        y = (((h << log_k) + bucket) << b) + rem
+        if gaussian and y != n and not below(bits, exp_neg(Fraction((y - n) ** 2,
+                                                                    2 * n * n))):
+            continue
+        return -y if negative else y
+
+
+def exact_chunk(size, gaussian, n, b, log_k, h_max, key_words, chunk, domain):
+    """The ``size`` draws of chunk ``chunk`` (what the kernel writes there)."""
+    bits = KeyBits(key_words, chunk, domain)
+    return [draw(bits, gaussian, n, b, log_k, h_max) for _ in range(size)]
+
+
+def exact_draw(gaussian, n, b, log_k, h_max, key_words, chunk, domain, offset):
+    """The draw that starts at bit ``offset`` of stream (chunk, domain), and the offset
+    after it: the kernel's fallback."""
+    bits = KeyBits(key_words, chunk, domain, offset)
+    return draw(bits, gaussian, n, b, log_k, h_max), bits.offset
