@@ -32,7 +32,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ._common import on_grid_nb
+from ._common import _DBL_MIN, bounding_scale_nb, l2_norm_range_nb, on_grid_nb
 from .exact_sampling import (
     _bernoulli_exp_fraction,
     _bernoulli_fraction,
@@ -45,6 +45,7 @@ from .exact_sampling import (
 from .linear_losses import (
     _clipped_derivative,
     _csr_margin,
+    _dense_margin_rescaled,
     check_loss,
     csr_clipped_gradient_sum,
     dense_clipped_gradient_sum,
@@ -58,6 +59,8 @@ __all__ = [
     "BALL",
     "BOX",
     "dense_cyclic_sgd_steps",
+    "dense_gather_bounded_rows",
+    "dense_sequential_cyclic_sgd_steps",
     "csr_cyclic_sgd_steps",
     "csr_lazy_cyclic_sgd_steps",
     "dense_multiclass_cyclic_sgd_steps",
@@ -224,6 +227,142 @@ def dense_cyclic_sgd_steps(X, y, theta, order, start, code, param, clip_norm, ba
         start = _next_batch(order, start, rows)
         coef_sum, intercept_sum = dense_clipped_gradient_sum(
             X, y, theta[:d], theta[d], code, param, clip_norm, rows, fit_intercept)
+        _noisy_prox_step(theta, coef_sum, intercept_sum, step, noise[t], fit_intercept,
+                         learning_rate, alpha, l1_ratio, constraint, radius, lower, upper,
+                         noise_spacing)
+    return start
+
+
+# ------------------------------------------------ dense rows in memory order (fast path)
+# The mechanism copies the rows once, in pass order and bounded, with their norms
+# (dense_gather_bounded_rows); the steps then read the copy sequentially and take
+# each row's norm from that table instead of recomputing it at every visit.
+
+
+@njit(cache=True)
+def dense_gather_bounded_rows(X, order, norm_bound, out, norms):
+    """``out[k]`` = row ``order[k]`` of ``X`` scaled into ‖x‖₂ ≤ ``norm_bound``, and
+    ``norms[k]`` its ℓ2 norm, in one pass over the rows.
+
+    The same values as permuting ``X`` by ``order`` and applying
+    :func:`~skdpsparse._kernels.dense_scale_rows` with
+    :func:`~skdpsparse._kernels.dense_bounding_scales` (the factor multiplies each entry
+    before any other arithmetic); ``norms[k]`` is ``l2_norm_range_nb(out[k])``, the norm
+    :func:`dense_cyclic_sgd_steps` computes at every visit of the row.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d), float32 or float64
+    order : ndarray of shape (n,), int64
+        A permutation of ``range(n)``.
+    norm_bound : float
+        R ≥ 0.
+    out : ndarray of shape (n, d), float64, C-contiguous
+    norms : ndarray of shape (n,), float64
+
+    Returns
+    -------
+    out, norms
+    """
+    n, d = X.shape
+    if order.shape[0] != n or out.shape[0] != n or out.shape[1] != d or norms.shape[0] != n:
+        raise ValueError("order, out and norms must have one entry (row) per row of X")
+    for k in range(n):
+        i = order[k]
+        if i < 0 or i >= n:
+            raise IndexError("order holds an index out of range")
+        # One read of the row: copy it and sum its squares (l2_norm_range_nb's first
+        # pass); only a row above the bound (or one whose sum of squares under- or
+        # overflows) is read again.
+        sumsq = 0.0
+        for j in range(d):
+            a = np.float64(X[i, j])
+            out[k, j] = a
+            sumsq += a * a
+        norm = math.sqrt(sumsq)
+        if not (_DBL_MIN <= sumsq < math.inf):
+            norm = l2_norm_range_nb(out[k], 0, d)
+        if norm > norm_bound:
+            s = bounding_scale_nb(X[i], 0, d, norm_bound, math.inf)
+            for j in range(d):
+                out[k, j] = s * np.float64(X[i, j])
+            norm = l2_norm_range_nb(out[k], 0, d)
+        norms[k] = norm
+    return out, norms
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _dot(x, w):
+    # ⟨x, w⟩ summed in any order (vectorised); |error| ≤ d·ε·Σ|x_j w_j|, as for the
+    # left-to-right sum.
+    acc = 0.0
+    for j in range(x.shape[0]):
+        acc += x[j] * w[j]
+    return acc
+
+
+@njit(cache=True)
+def dense_sequential_cyclic_sgd_steps(X, row_norms, y, theta, start, code, param,
+                                      clip_norm, batch_size, learning_rate, noise, alpha,
+                                      l1_ratio, constraint, radius, lower, upper,
+                                      fit_intercept, noise_spacing=0.0):
+    """:func:`dense_cyclic_sgd_steps` with the pass order ``range(n)`` and the row norms
+    given: the rows of ``X`` are visited in memory order (the caller stored them in
+    pass order, :func:`dense_gather_bounded_rows`), and row i's ℓ2 norm is
+    ``row_norms[i]`` instead of being recomputed at every visit.
+
+    Each example's gradient is clipped as :func:`dense_cyclic_sgd_steps` clips it, with
+    c = ℓ'·min(1, C/(|ℓ'|·‖x̃‖)) from the same norm; the margin ⟨w, x⟩ + b is summed in
+    a vectorised order (it differs from the left-to-right sum by rounding only, and
+    the clipping bounds every contribution whatever the margin).
+
+    Returns
+    -------
+    int
+        The position where the next block starts.
+    """
+    n, d = X.shape
+    if row_norms.shape[0] != n or y.shape[0] != n:
+        raise ValueError("row_norms and y must have one entry per row")
+    if theta.shape[0] != d + 1:
+        raise ValueError("theta must have n_features + 1 entries")
+    if not 1 <= batch_size <= n or not 0 <= start < n:
+        raise ValueError("need 1 <= batch_size <= n_rows and 0 <= start < n_rows")
+    if noise.shape[1] != (d + 1 if fit_intercept else d):
+        raise ValueError("noise must have one column per parameter")
+    if constraint == BOX and (lower.shape[0] != 1 or upper.shape[0] != 1):
+        raise ValueError("BOX takes scalar bounds as arrays of length 1")
+    check_loss(code, param)
+    step = learning_rate / batch_size
+    coef_sum = np.empty(d)
+    w = theta[:d]
+    for t in range(noise.shape[0]):
+        coef_sum[:] = 0.0
+        intercept_sum = 0.0
+        b = theta[d]
+        i = start
+        for _ in range(batch_size):
+            x = X[i]
+            z = _dot(x, w) + b
+            if not abs(z) < math.inf:
+                z = _dense_margin_rescaled(X, i, w, b)
+            der = loss_value_and_derivative(code, z, y[i], param)[1]
+            if der != 0.0:
+                x_norm = row_norms[i]
+                g_norm = abs(der) * (math.hypot(x_norm, 1.0) if fit_intercept else x_norm)
+                if g_norm <= clip_norm:
+                    c = der
+                elif g_norm < math.inf:
+                    c = der * (clip_norm / g_norm)
+                else:
+                    c = _clipped_derivative(der, x, 0, d, clip_norm, fit_intercept)
+                for j in range(d):
+                    coef_sum[j] += c * x[j]
+                intercept_sum += c
+            i += 1
+            if i == n:
+                i = 0
+        start = i
         _noisy_prox_step(theta, coef_sum, intercept_sum, step, noise[t], fit_intercept,
                          learning_rate, alpha, l1_ratio, constraint, radius, lower, upper,
                          noise_spacing)

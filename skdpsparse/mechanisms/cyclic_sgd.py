@@ -82,7 +82,9 @@ from .._kernels.cyclic_sgd import (
     csr_lazy_cyclic_sgd_steps,
     csr_multiclass_cyclic_sgd_steps,
     dense_cyclic_sgd_steps,
+    dense_gather_bounded_rows,
     dense_multiclass_cyclic_sgd_steps,
+    dense_sequential_cyclic_sgd_steps,
     discrete_gaussian_sums,
     lazy_final_flush,
     lazy_max_count,
@@ -579,11 +581,18 @@ def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
                          f"{(plan.n_samples, plan.n_features)}")
     multi = plan.n_outputs > 1
     y = np.asarray(y, dtype=np.int64 if multi else np.float64)
+    row_norms = None
     if shuffle:
         # One secret order for every pass. The rows are permuted once, in the copy that
         # bounds them, so that each pass then reads memory sequentially.
         perm = rng.permutation(n)
-        X, y = bound_rows_l2(X, plan.norm_bound, order=perm), y[perm]
+        if sp.issparse(X):
+            X = bound_rows_l2(X, plan.norm_bound, order=perm)
+        else:  # the same copy in one pass, with the bounded rows' norms
+            X, row_norms = dense_gather_bounded_rows(
+                np.ascontiguousarray(X), perm, float(plan.norm_bound),
+                np.empty((n, d), dtype=np.float64), np.empty(n, dtype=np.float64))
+        y = y[perm]
     else:
         X = bound_rows_l2(X, plan.norm_bound)
     y = np.ascontiguousarray(y)
@@ -628,6 +637,9 @@ def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
             elif sp.issparse(X):
                 start = csr_cyclic_sgd_steps(X.indptr, X.indices, X.data, d, y, theta, order,
                                              start, code, *common, noise, *tail, spacing)
+            elif row_norms is not None:  # rows in pass order, norms known
+                start = dense_sequential_cyclic_sgd_steps(X, row_norms, y, theta, start, code,
+                                                          *common, noise, *tail, spacing)
             else:
                 start = dense_cyclic_sgd_steps(X, y, theta, order, start, code, *common,
                                                noise, *tail, spacing)

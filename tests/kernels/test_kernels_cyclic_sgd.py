@@ -14,8 +14,12 @@ from skdpsparse._kernels.cyclic_sgd import (
     csr_cyclic_sgd_steps,
     csr_multiclass_cyclic_sgd_steps,
     dense_cyclic_sgd_steps,
+    dense_gather_bounded_rows,
     dense_multiclass_cyclic_sgd_steps,
+    dense_sequential_cyclic_sgd_steps,
 )
+from skdpsparse._kernels._common import l2_norm_nb
+from skdpsparse.mechanisms.cyclic_sgd import bound_rows_l2
 
 PARAM = {"smoothed_hinge": 0.5, "huber": 0.7}
 
@@ -284,3 +288,63 @@ def test_multiclass_argument_checks():
                 dict(theta=np.zeros(k * d)), dict(noise=np.zeros((2, d + 1)))):
         with pytest.raises(ValueError):
             run(**bad)
+
+
+# ------------------------------------------------------------- dense fast path
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gather_is_the_bounded_permuted_copy_with_its_norms(dtype):
+    """Bit for bit what bound_rows_l2(X, R, order) returns, and each row's norm as the
+    step kernel computes it, including rows above the bound, a zero row and rows whose
+    sum of squares overflows or underflows float64."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((40, 7)) * rng.uniform(0.1, 3.0, (40, 1))
+    X[5] = 0.0
+    if dtype == np.float64:
+        X[7] *= 1e300  # ‖x‖² overflows: the robust norm and overflow bounding
+        X[8] *= 1e-300  # ‖x‖² underflows
+    X = X.astype(dtype)
+    order = rng.permutation(40)
+    for R in (1.0, 0.5, 100.0):
+        out, norms = dense_gather_bounded_rows(X, order, R, np.empty((40, 7)), np.empty(40))
+        expected = bound_rows_l2(X, R, order=order)
+        np.testing.assert_array_equal(out, expected)
+        np.testing.assert_array_equal(norms, [l2_norm_nb(row) for row in expected])
+        assert norms.max() <= R * (1 + 1e-15)
+    with pytest.raises(IndexError):
+        dense_gather_bounded_rows(X, np.full(40, 40), 1.0, np.empty((40, 7)), np.empty(40))
+
+
+@pytest.mark.parametrize("loss", sorted(set(LOSS_CODES) - {"hinge"}))
+@pytest.mark.parametrize("constraint", sorted(CONSTRAINTS))
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_sequential_steps_are_the_general_steps_in_memory_order(loss, constraint,
+                                                                fit_intercept):
+    """With order = range(n) and the norms from the gather, the fast kernel computes
+    the steps of dense_cyclic_sgd_steps (margins summed in another order: equal to
+    rounding; on the noise grid, equal)."""
+    X, y, rng = _problem(loss)
+    n, d = X.shape
+    X, norms = dense_gather_bounded_rows(X, np.arange(n), 1.5, np.empty((n, d)), np.empty(n))
+    kind, radius, (lo, hi) = CONSTRAINTS[constraint]
+    lower, upper = np.array([lo]), np.array([hi])
+    alpha, l1_ratio = (0.3, 0.5) if constraint != "box" else (0.0, 0.0)
+    p = d + 1 if fit_intercept else d
+    args = (LOSS_CODES[loss], PARAM.get(loss, 0.0), 0.8, 5, 0.7)
+    tail = (alpha, l1_ratio, kind, radius, lower, upper, fit_intercept)
+    for spacing in (0.0, 2.0 ** -20):
+        noise = 0.05 * rng.standard_normal((13, p))
+        if spacing:
+            noise = np.rint(noise / spacing)
+        theta0 = np.zeros(d + 1)
+        theta0[:p] = np.clip(0.1 * rng.standard_normal(p), lo, hi) if kind == BOX else 0.0
+        ref = theta0.copy()
+        s_ref = dense_cyclic_sgd_steps(X, y, ref, np.arange(n), 3, *args, noise, *tail, spacing)
+        fast = theta0.copy()
+        s = dense_sequential_cyclic_sgd_steps(X, norms, y, fast, 3, *args, noise[:4], *tail,
+                                              spacing)
+        s = dense_sequential_cyclic_sgd_steps(X, norms, y, fast, s, *args, noise[4:], *tail,
+                                              spacing)
+        np.testing.assert_allclose(fast, ref, rtol=0, atol=1e-12)
+        assert s == s_ref
+    with pytest.raises(ValueError):
+        dense_sequential_cyclic_sgd_steps(X, norms[:-1], y, fast, 0, *args, noise, *tail)
