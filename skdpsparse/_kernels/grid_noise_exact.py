@@ -81,7 +81,7 @@ def _exp_neg_bounds(q, digits):
     # exp is correctly rounded (half-even) in any context: one unit more is a bound.
     hi = ceiling.exp(-q_lo).next_plus(ceiling)
     lo = floor.exp(-q_hi).next_minus(floor)
-    return Fraction(lo), Fraction(hi)
+    return max(Fraction(lo), Fraction(0)), min(Fraction(hi), Fraction(1))
 
 
 def exp_neg(q):
@@ -101,16 +101,18 @@ def truncated_tail(a, c):
 
 def _side(threshold, word, k):
     """Where T lies against V's cell [w/2^k, (w + 1)/2^k): +1 above it (V < T), −1
-    below it (V ≥ T), 0 inside it."""
+    below it (V ≥ T), 0 inside it. The thresholds lie strictly between 0 and 1, so
+    a cell end at 0 or 1 needs no strict bound (a probability too small for the
+    decimal exponent range is bracketed by [0, tiny] and is still inside [0, 2^-k))."""
     low, high = Fraction(word, 1 << k), Fraction(word + 1, 1 << k)
     digits = 30
     while True:
         lo, hi = threshold(digits)
-        if lo >= high:
+        if lo >= high and high < 1:
             return 1
-        if hi <= low:
+        if hi <= low and low > 0:
             return -1
-        if lo > low and hi < high:
+        if (lo > low or low == 0) and (hi < high or high == 1):
             return 0
         digits *= 2
 

@@ -106,3 +106,12 @@ def test_exact_side_decides_irrational_thresholds_against_dyadic_cells():
     assert gx._side(third, 5, 4) == 0
     assert gx._side(third, 6, 4) == -1 and gx._side(third, 4, 4) == 1
     assert math.isclose(float(third(30)[0]), math.exp(-1))
+
+
+def test_exact_side_handles_probabilities_below_the_decimal_range():
+    # exp(−10^7) underflows decimal's exponent range: it is still a positive threshold,
+    # inside [0, 2^-k) and below every other cell (a bracket [0, tiny] must not loop).
+    tiny = gx.exp_neg(gx.Fraction(10**7))
+    assert gx._side(tiny, 0, 4) == 0
+    assert gx._side(tiny, 1, 4) == -1
+    assert gx._side(gx.exp_neg(gx.Fraction(1, 10**40)), 15, 4) == 0  # just below 1
