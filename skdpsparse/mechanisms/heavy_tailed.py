@@ -728,6 +728,9 @@ BIAS_DOUBT = 0.25
 #: The widest clipping distance considered, in units of the outer quantile's.
 MAX_STRETCH = 8.0
 
+#: The largest Pareto index a tail is modelled with.
+TAIL_INDEX_MAX = 50.0
+
 #: The inner quantile of each tail is at ``TAIL_RATIO`` times the outer one's level.
 TAIL_RATIO = 4.0
 
@@ -792,7 +795,7 @@ def _tail_candidates(t_in, t_out, inner_mass, stretch):
     C = np.concatenate([base[:, None] * np.exp2(k)[None, :], t_out[:, None]], axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         a = np.log(TAIL_RATIO) / np.log(t_out / t_in)
-        a = np.clip(np.where(np.isfinite(a), a, 50.0), 1.05, 50.0)[:, None]
+        a = np.clip(np.where(np.isfinite(a), a, TAIL_INDEX_MAX), 1.05, TAIL_INDEX_MAX)[:, None]
         bias = inner_mass * base[:, None] ** a * C ** (1.0 - a) / (a - 1.0)
     ended = (t_out <= t_in)[:, None] | (base[:, None] == 0)
     bias = np.where(ended, np.where(C >= t_out[:, None], 0.0, np.inf), bias)
@@ -904,7 +907,7 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
     """
     from ..accounting import (ApproxDP, ComposedEvent, PureDPEvent, SelfComposedEvent,
                               ZCDPEvent, with_event)
-    from .quantile import geometric_grid, private_quantiles, quantile_epsilon
+    from .quantile import geometric_grid, private_quantiles, quantile_epsilon, rank_counts
 
     epsilon = _positive_finite(epsilon, "epsilon")
     delta = _check_delta(delta)
@@ -943,8 +946,20 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
         alpha = _real(level, "level")
         if not 0 < alpha < 1.0 / 8.0:
             raise ValueError(f"level must be in (0, 1/8), got {level!r}.")
-    levels = [alpha, TAIL_RATIO * alpha, 0.5, 1.0 - TAIL_RATIO * alpha, 1.0 - alpha]
-    quantiles = private_quantiles(X, levels, epsilon_each=eps_q, rng=rng, grid=grid)
+    # The median first, then the inner quantiles with the prior anchored at it, then
+    # the outer ones anchored at their tail's inner one (each anchor a release:
+    # adaptive composition): a draw the ranks cannot place (beyond the data, or
+    # between two grid points the data lie between) stays near the data instead of
+    # wandering octaves beyond it.
+    counts = (rank_counts(X, grid, strict=True), rank_counts(X, grid))
+    med = private_quantiles(X, [0.5], epsilon_each=eps_q, rng=rng, grid=grid,
+                            counts=counts)
+    inner = private_quantiles(X, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
+                              epsilon_each=eps_q, rng=rng, grid=grid, counts=counts,
+                              anchors=np.vstack([med, med]))
+    outer = private_quantiles(X, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
+                              grid=grid, counts=counts, anchors=inner)
+    quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
     # The noise per unit of width of the mean that follows (public numbers only).
     if laplace:
         noise_sd = math.sqrt(2.0) * d / n / eps_m

@@ -9,23 +9,29 @@ g_1 < ... < g_G (chosen before seeing the data), the score of a grid point is
 
 r = round(q n) (an integer, public), the distance from r to the interval of ranks
 that g_k can take (0 when g_k is an atom of the data holding rank r: a column of
-counts with 40 % zeros has its 10 % quantile at 0), plus a public prior of w units
-per grid step: w·|k − k_0| from the grid's 0 (index k_0) for the median, and one-sided
-for a tail quantile, w·(k − k_0) for q > 1/2 (each step upwards costs w) and
-w·(k_0 − k) for q < 1/2. The prior is what keeps the draw near the data where ranks
-cannot tell grid points apart: below the minimum or above the maximum every point has
-the same rank, and without it the draw for a tail quantile was uniform over those
-points, up to 2^40 (a column of doctor visits got the interval [−3·10⁸, 23]).
-w = max(1, 2·PRIOR_NATS/ε) (:func:`prior_weight`): every step beyond the data
-lowers a point's probability by at least PRIOR_NATS = 1/2 nat whatever ε. With w = 1
-at the small ε of a tail draw (ε = 0.02: 0.01 nat per step) a bounded price column
-whose top the grid cannot resolve had its upper quantile drawn up to 13 octaves above
-its maximum. Where ranks move by more than w per grid step (the bulk of the data, and
-a tail at the level :func:`~skdpsparse.mechanisms.heavy_tailed.auto_clip_level`
-chooses, where a 9 % step moves about 2.7/ε ranks for a Pareto index 3) the prior
-does not move the minimum of the score; a one-sided prior has no pull towards 0 (a
-symmetric one with w = 1/ε pulled generated Pareto columns' intervals to 0 at
-n = 10⁴). The mechanism draws k with
+counts with 40 % zeros has its 10 % quantile at 0), plus a prior: w = 1 unit per
+grid step away from the grid's 0 (index k_0), or, for a tail quantile drawn after
+an *anchor* a_j (a grid point already released for that column, e.g. a less extreme
+quantile of the same tail), w_a = max(1, 2·PRIOR_NATS/ε) units per step beyond the
+anchor, outwards only: w_a·max(0, k − k_a) for an upper quantile, w_a·max(0, k_a − k)
+for a lower one. Neither depends on the data except through earlier releases
+(adaptive composition), so neither adds sensitivity. The prior is what keeps the draw
+near the data where ranks cannot tell grid points apart: below the minimum or above
+the maximum every point has the same rank, and without it the draw for a tail
+quantile was uniform over those points, up to 2^40 (a column of doctor visits got the
+interval [−3·10⁸, 23]). Where ranks move by more than one per grid step (the bulk of
+the data) the prior shifts the draw by little. The anchored prior is for the small ε
+of the outermost draws: there one unit per step is 0.01 nat (ε = 0.02), and a bounded
+price column whose top the grid cannot resolve had its upper quantile drawn up to 13
+octaves above its maximum; with PRIOR_NATS = 1/4 every step beyond the anchor costs a
+quarter of a nat whatever ε. It is anchored at an earlier draw, not at 0, because a
+tilt over the whole grid outweighs the ranks: a prior of 1/ε per step from 0 pulled
+every interval of generated Pareto columns to 0 at n = 10⁴, and a one-sided one from
+0 pulled a positive column's upper quantile to −2^40 (the 160 steps from 2^-20 to 1
+are worth more than all n ranks). Beyond the anchor the score's minimum does not move
+where the ranks fall by more than w_a per step (a Pareto(3) tail at the level
+:func:`~skdpsparse.mechanisms.heavy_tailed.auto_clip_level` chooses: about 4.6/ε
+ranks per 9 % step). The mechanism draws k with
 probability proportional to exp(-ε u(g_k)/2)
 (McSherry and Talwar 2007, "Mechanism design via differential privacy"; Dwork and
 Roth 2014, "The algorithmic foundations of differential privacy", Theorem 3.10).
@@ -153,16 +159,21 @@ def rank_counts(X, grid, *, strict=False):
     return np.cumsum(hist[:, :G], axis=1)
 
 
-def quantile_scores(below, at_most, target, grid, prior_weight=1.0, direction=0):
+def quantile_scores(below, at_most, target, grid, prior_weight=1.0, direction=0,
+                    anchor=None):
     """u(g_k) of the module notes for one column: the distance from ``target`` to
-    [below[k], at_most[k]] plus a data-independent prior (no sensitivity added):
-    w·|k − k_0| (``direction=0``; k_0 the grid point nearest 0), w·(k − k_0)
-    (``direction=1``: an upper quantile, each step outwards costs w) or w·(k_0 − k)
-    (``direction=-1``: a lower quantile); w = ``prior_weight``."""
+    [below[k], at_most[k]] plus a prior that does not depend on the data (no
+    sensitivity added): w·|k − k_0| with k_0 the grid point nearest 0 (no ``anchor``),
+    or, with ``anchor`` = k_a (a grid index), w·max(0, k − k_a) (``direction=1``, an
+    upper quantile) or w·max(0, k_a − k) (``direction=-1``, a lower one);
+    w = ``prior_weight``."""
     dist = np.maximum(below - target, 0) + np.maximum(target - at_most, 0)
-    k = np.arange(grid.size) - int(np.argmin(np.abs(grid)))
-    prior = np.abs(k) if direction == 0 else np.sign(direction) * k
-    return dist + prior_weight * prior
+    k = np.arange(grid.size)
+    if anchor is None:
+        return dist + prior_weight * np.abs(k - int(np.argmin(np.abs(grid))))
+    if direction not in (1, -1):
+        raise ValueError(f"direction must be 1 or -1 with an anchor, got {direction!r}.")
+    return dist + prior_weight * np.maximum(0, direction * (k - int(anchor)))
 
 
 def rank_error(grid_size, epsilon, beta=0.05):
@@ -183,18 +194,19 @@ def quantile_epsilon(n_draws, *, epsilon=None, rho=None):
     return math.sqrt(8.0 * float(rho) / k)
 
 
-#: The prior's cost of one grid step, in nats of the draw's probability (module notes).
-PRIOR_NATS = 0.5
+#: The anchored prior's cost of one grid step, in nats of the draw's probability.
+PRIOR_NATS = 0.25
 
 
 def prior_weight(epsilon_each):
-    """w of the prior, in rank units per grid step: max(1, 2·PRIOR_NATS/ε), so that
-    each grid step away from the data costs at least ``PRIOR_NATS`` nats of
+    """w_a of the anchored prior, in rank units per grid step: max(1, 2·PRIOR_NATS/ε),
+    so that each step beyond the anchor costs at least ``PRIOR_NATS`` nats of
     probability whatever ε (public numbers only)."""
     return max(1.0, 2.0 * PRIOR_NATS / float(epsilon_each))
 
 
-def private_quantiles(X, levels, *, epsilon_each, rng, grid=None, counts=None):
+def private_quantiles(X, levels, *, epsilon_each, rng, grid=None, counts=None,
+                      anchors=None):
     """For every column j and level q, a grid point drawn by the exponential mechanism
     with the score u of the module notes: ``len(levels) * d`` draws, each
     ε-DP with ε = ``epsilon_each`` (and ε²/8-zCDP).
@@ -211,6 +223,11 @@ def private_quantiles(X, levels, *, epsilon_each, rng, grid=None, counts=None):
     counts : pair of ndarrays of shape (d, G), optional
         ``rank_counts(X, grid, strict=True)`` and ``rank_counts(X, grid)``, when the
         caller already has them.
+    anchors : ndarray of shape (len(levels), d), optional
+        Grid points released earlier (e.g. a less extreme quantile of the same tail):
+        each draw of a level q ≠ 1/2 then has the anchored one-sided prior of the
+        module notes (outwards from its anchor, w_a = :func:`prior_weight`). ``None``:
+        one unit per step from 0.
 
     Returns
     -------
@@ -227,12 +244,19 @@ def private_quantiles(X, levels, *, epsilon_each, rng, grid=None, counts=None):
     if counts is None:
         counts = (rank_counts(X, grid, strict=True), rank_counts(X, grid))
     below, at_most = counts
-    prior, out = prior_weight(epsilon_each), np.empty((levels.size, at_most.shape[0]))
+    d = at_most.shape[0]
+    if anchors is not None:
+        anchors = np.asarray(anchors, dtype=np.float64).reshape(levels.size, d)
+        anchor_index = np.clip(np.searchsorted(grid, anchors), 0, grid.size - 1)
+    out = np.empty((levels.size, d))
     for a, q in enumerate(levels):
         target = int(np.rint(q * n))
-        direction = 0 if q == 0.5 else (1 if q > 0.5 else -1)
-        for j in range(at_most.shape[0]):
-            scores = quantile_scores(below[j], at_most[j], target, grid,
-                                     prior, direction).astype(np.float64)
+        anchored = anchors is not None and q != 0.5
+        weight = prior_weight(epsilon_each) if anchored else 1.0
+        direction = 1 if q > 0.5 else -1
+        for j in range(d):
+            scores = quantile_scores(
+                below[j], at_most[j], target, grid, weight, direction,
+                anchor_index[a, j] if anchored else None).astype(np.float64)
             out[a, j] = grid[exponential_mechanism(scores, 1.0, epsilon_each, rng)]
     return out

@@ -229,41 +229,43 @@ def test_too_few_rows_warn_and_stay_private():
     assert np.all(np.isfinite(est.mean_))
 
 
-def _upper_tail_draws(monkeypatch, nats, n_draws=200):
-    from skdpsparse.mechanisms import quantile as q
-
-    monkeypatch.setattr(q, "PRIOR_NATS", nats)
+def _upper_tail_draws(anchored, n_draws=200):
     rng = np.random.default_rng(0)
     x = 18000.0 + 800.0 * rng.random((50_000, 1))  # bounded: the grid cannot resolve its top
     grid = geometric_grid()
     counts = (rank_counts(x, grid, strict=True), rank_counts(x, grid))
+    anchors = np.array([[2.0 ** (113 / 8)]]) if anchored else None  # 17 866.9, a release
     src = np.random.default_rng(1)
     return np.array([private_quantiles(x, [0.997], epsilon_each=0.02, rng=src, grid=grid,
-                                       counts=counts)[0, 0] for _ in range(n_draws)])
+                                       counts=counts, anchors=anchors)[0, 0]
+                     for _ in range(n_draws)])
 
 
-def test_tail_quantile_beyond_the_data_stays_near_it(monkeypatch):
+def test_tail_quantile_beyond_the_data_stays_near_its_anchor():
     """A bounded column whose top 0.3 % lies between two grid points: every grid point
     above the maximum has the best rank distance, and only the prior separates them.
-    With one rank per step (the former prior, PRIOR_NATS → 0) at ε = 0.02 the draws
-    spread over octaves above the maximum (a price column got the clipping bound
-    1.9·10⁶ for a maximum of 18 823); with PRIOR_NATS = 0.5 each step outwards costs
-    half a nat and 90 % of the draws are within six grid steps (2^(6/8)) of it
-    (the geometric law e^(−k/2) beyond the data puts 95 % there)."""
-    top = 18800.0 * 2 ** 0.75
-    good = _upper_tail_draws(monkeypatch, 0.5)
-    assert np.mean(good <= top) >= 0.9
+    With one rank per step from 0 (no anchor) at ε = 0.02 the draws spread over
+    octaves above the maximum (a price column got the clipping bound 1.9·10⁶ for a
+    maximum of 18 823); anchored at an earlier release below the maximum, each step
+    beyond it costs a quarter of a nat and 90 % of the draws are within eight grid
+    steps (a factor 2) of the anchor (the geometric law e^(−k/4) puts 86 % within
+    eight steps of the maximum, which is one step above the anchor)."""
+    good = _upper_tail_draws(True)
+    assert np.mean(good <= 2.0 * 18000.0) >= 0.8
     assert np.all(good >= 16000.0)
-    broken = _upper_tail_draws(monkeypatch, 1e-9)
-    assert np.mean(broken <= top) < 0.3
+    broken = _upper_tail_draws(False)
+    assert np.mean(broken <= 2.0 * 18000.0) < 0.3
 
 
-def test_prior_is_one_sided_for_tail_quantiles():
+def test_anchored_prior_is_one_sided_beyond_the_anchor():
     grid = geometric_grid(-1, 1, 1)  # [-2, -1, -0.5, 0, 0.5, 1, 2]
     zeros = np.zeros(grid.size)
-    np.testing.assert_array_equal(quantile_scores(zeros, zeros, 0, grid, 2.0, 1),
-                                  2.0 * np.arange(-3, 4))
-    np.testing.assert_array_equal(quantile_scores(zeros, zeros, 0, grid, 2.0, -1),
-                                  -2.0 * np.arange(-3, 4))
+    k = np.arange(7)
+    np.testing.assert_array_equal(quantile_scores(zeros, zeros, 0, grid, 2.0, 1, anchor=4),
+                                  2.0 * np.maximum(0, k - 4))
+    np.testing.assert_array_equal(quantile_scores(zeros, zeros, 0, grid, 2.0, -1, anchor=4),
+                                  2.0 * np.maximum(0, 4 - k))
     np.testing.assert_array_equal(quantile_scores(zeros, zeros, 0, grid, 2.0),
-                                  2.0 * np.abs(np.arange(-3, 4)))
+                                  2.0 * np.abs(k - 3))
+    with pytest.raises(ValueError, match="direction"):
+        quantile_scores(zeros, zeros, 0, grid, 2.0, 0, anchor=4)
