@@ -4,7 +4,7 @@ beyond the fit's; scoring on held-out rows is not private in those rows)."""
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import TransformerMixin
+from sklearn.base import OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..utils._data import check_fit_input
@@ -15,9 +15,13 @@ def _dense(mean):
     return mean.toarray().ravel() if sp.issparse(mean) else mean
 
 
-class PrivateMeanMixin(TransformerMixin):
+class PrivateMeanMixin(OneToOneFeatureMixin, TransformerMixin):
     """``transform`` (center dense X by ``mean_``) and ``score`` (minus the mean
-    squared distance to ``mean_``) for estimators whose fit sets ``mean_``."""
+    squared distance to ``mean_``) for estimators whose fit sets ``mean_``.
+
+    ``transform`` keeps the columns, so ``get_feature_names_out`` returns the input's
+    names (``feature_names_in_``, or ``x0, x1, ...``) and ``set_output`` /
+    ``sklearn.set_config(transform_output="pandas")`` give a DataFrame with them."""
 
     def transform(self, X):
         """Center dense ``X`` by the private mean.
