@@ -65,8 +65,8 @@ class DPCyclicSGD(BaseEstimator):
     released output is the fitted model (``coef_``, ``intercept_``) together with the
     attributes computed from public quantities only (``classes_`` when declared,
     ``n_steps_``, ``noise_multiplier_``, ``accounting_``, ...). *Neighbouring
-    relation:* replace one row (n, d, the declared ``classes`` and every
-    hyperparameter are public). *Theorem:* each step releases the clipped gradient sum
+    relation:* neighbours differ by the replacement of one row (n, d, the declared
+    ``classes`` and every hyperparameter are public). *Theorem:* each step releases the clipped gradient sum
     of its batch (ℓ2 sensitivity 2C under replacement, C = ``clip_norm_``: the whole
     K × p gradient for a multiclass model) rounded to a grid plus exact discrete
     Gaussian noise, a discrete Gaussian mechanism (Canonne, Kamath and Steinke 2020,

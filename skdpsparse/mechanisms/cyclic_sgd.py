@@ -130,12 +130,23 @@ _LAZY_MIN_SCALE = 1 << 29
 
 
 def feature_bound(norm_bound, fit_intercept):
-    """G ≥ ‖x̃‖: R, or √(R² + 1) for the augmented row (x, 1) with an intercept."""
+    """G ≥ ‖x̃‖: R, or √(R² + 1) for the augmented row (x, 1) with an intercept.
+
+    **Privacy guarantee.** Releases nothing and reads no data: a function of the
+    public ``norm_bound`` and ``fit_intercept``. It holds for every row that
+    :func:`bound_rows_l2` has bounded, which the gradient bound and curvature of
+    :func:`plan_cyclic_sgd` rest on.
+    """
     return math.hypot(norm_bound, 1.0) if fit_intercept else float(norm_bound)
 
 
 def loss_curvature(loss, loss_param, feature_bound, n_outputs=1):
     """(m, M) of (A2), Kong and Ribero 2024, eq. (9), for every record with ‖x̃‖ ≤ ``feature_bound``.
+
+    **Privacy guarantee.** Releases nothing and reads no data. The constants hold for
+    every possible record with ‖x̃‖ ≤ ``feature_bound`` (derivation in the module
+    docstring and ``doc/derivations/cyclic_multiclass.rst``), so the last-iterate
+    bounds that use them (``accounting="last_iterate"`` only) never rely on the data.
 
     See the module docstring for the derivation; the bounds on ℓ'' are exact
     suprema, so no smaller (m, M) holds for every possible record. With
@@ -168,6 +179,12 @@ def gradient_bound(loss, loss_param, feature_bound, n_outputs=1):
     One output: sup|ℓ'|·‖x̃‖. K = ``n_outputs`` > 1 (module docstring, "Multiclass"):
     √2·G for the multinomial logistic loss, √K·sup|ℓ'|·G for the others summed
     one-vs-rest.
+
+    **Privacy guarantee.** Releases nothing and reads no data. The bound holds for
+    every possible record and every parameter value (proofs: module docstring and
+    ``doc/derivations/cyclic_multiclass.rst``); ``clip_norm="auto"`` is this bound, so
+    that clipping is the identity, while the sensitivity 2C the noise is calibrated to
+    comes from the clipping itself and holds for any C.
     """
     lip = {"logistic": 1.0, "smoothed_hinge": 1.0, "sigmoid": 0.25, "squared": math.inf,
            "huber": float(loss_param)}
@@ -193,6 +210,12 @@ def bound_rows_l2(X, norm_bound, order=None):
 
     Contribution bounding (never rejection, ARCHITECTURE.md): the bounds of the module
     docstring then hold for every row. Sparse input stays canonical CSR.
+
+    **Privacy guarantee.** None by itself: the result is the data, bounded, and must
+    not be released. It is the step the mechanism's sensitivity rests on: each output
+    row is a function of its input row alone (and of the public R), with ℓ2 norm ≤ R
+    for every finite input row (rows whose norm overflows float64 included), so
+    replacing one input row replaces one output row.
 
     Parameters
     ----------
@@ -236,6 +259,10 @@ class CyclicSGDPlan:
     Built by :func:`plan_cyclic_sgd` from public quantities only (n, d, the declared
     bounds and hyperparameters), so the noise and the guarantee never depend on the
     data.
+
+    **Privacy guarantee.** A plan is public (no field depends on the data); ``budget``
+    is the guarantee of :func:`cyclic_sgd` run with it, for one row replaced, under
+    the theorem, assumptions and exclusions stated in :func:`plan_cyclic_sgd`.
     """
 
     loss: str
@@ -456,6 +483,11 @@ def uses_lazy_noise(plan, sparse):
     between two steps that read it but the noise, which only adds up. Otherwise
     (ℓ1, ℓ2² or elastic-net prox, a constraint, dense input) every step adds a dense
     noise vector (eager). The derivation is ``doc/derivations/lazy_noise.rst``.
+
+    **Privacy guarantee.** Releases nothing: a function of the public plan and of
+    whether the input is sparse. Both paths have the plan's guarantee: the lazy run's
+    Rényi divergences are at most the eager run's at every order
+    (``doc/derivations/lazy_noise.rst``, which also states what it assumes).
     """
     # ε ≥ 1e-100 implies ρ ≥ 2^-900, which the derivation's last step needs.
     return (bool(sparse) and plan.n_outputs == 1 and plan.alpha == 0.0 and plan.radius is None and plan.box is None
