@@ -158,6 +158,13 @@ def basis_pursuit(operator, b, *, radius=0.0, max_iter=500, tol=1e-6, step="auto
                   callback=None):
     """min ‖z‖₁ subject to ‖Az − b‖₂ ≤ ``radius`` (``Az = b`` by default).
 
+    **Privacy guarantee.** None needed by itself: a deterministic solver, applied to
+    private measurements it is post-processing (Dwork and Roth 2014, Proposition 2.1).
+    In Gaussian ℓ1-recovery (Ghazi et al. 2024, Algorithm 2) ``b`` is the noisy release
+    of clipped measurements, so nothing it computes, its iteration count included,
+    depends on the data beyond that release. Not covered: calling it on non-private
+    measurements.
+
     Parameters
     ----------
     operator : SubsampledHadamardSensing or compatible

@@ -55,6 +55,10 @@ _KINDS = ("laplace", "gaussian")
 class GridNoise:
     """The plan of one grid-noise release (public numbers only).
 
+    **Privacy guarantee.** None needed: the plan holds public numbers only (the grid
+    exponent and the integer scale N), computed from the noise scale, the sensitivity
+    and the number of coordinates, never from the statistic.
+
     Attributes
     ----------
     kind : {"laplace", "gaussian"}
@@ -89,6 +93,13 @@ def _check_scale(scale, name):
 def plan_grid_noise(kind, scale, sensitivity, n_changed, true_sensitivity=None):
     """The grid and integer scale that give noise ``kind`` of scale ``scale`` the
     privacy of its continuous calibration for ``sensitivity`` (module docstring).
+
+    **Privacy guarantee.** None needed: public numbers in, public numbers out. What it
+    guarantees to its caller: with this N the grid mechanism of
+    :func:`add_noise_inplace` has the privacy of the continuous calibration for
+    ``sensitivity``, ρ = Δ₂²/(2b²)-zCDP (Gaussian) or Δ₁/b-DP (Laplace), because
+    rounding to γℤ adds at most ⌈√m⌉ (ℓ2) or m (ℓ1) grid units to the sensitivity
+    (:ref:`derivation_exact_sampling`).
 
     Parameters
     ----------
@@ -152,6 +163,22 @@ def add_noise_inplace(values, rng, kind, scale, *, sensitivity, n_changed=None,
                       true_sensitivity=None):
     """Release ``values`` plus Laplace or Gaussian noise of scale ``scale``, exactly.
 
+    **Privacy guarantee.** Protected: whatever one neighbour can change in ``values``,
+    under the caller's neighbouring relation, provided ``sensitivity`` (and
+    ``n_changed``) bound that change for every pair of neighbours. Gaussian: ρ =
+    Δ₂²/(2b²)-zCDP (the discrete Gaussian, Canonne, Kamath and Steinke 2020, "The
+    discrete Gaussian for differential privacy", Theorem 14); Laplace: (Δ₁/b)-DP (the
+    discrete Laplace, or geometric, mechanism: Ghosh, Roughgarden and Sundararajan 2009,
+    "Universally utility-maximizing privacy mechanisms"); rounding to the grid is
+    charged in N (:func:`plan_grid_noise`; derivation:
+    :ref:`derivation_exact_sampling`). Assumptions: the caller's sensitivity is a proven
+    bound over all neighbours, including rows no honest user would supply; the
+    floating-point error of computing ``values`` is within it or passed as
+    ``true_sensitivity``; ``values`` are finite (NaN or infinity raise, so the caller
+    bounds its statistic first); the noise bits come from a secret key
+    (:class:`~skdpsparse.utils.RandomSource`). Not covered: a wrong sensitivity, and the
+    noise when the key is known (a fixed ``random_state``).
+
     Parameters
     ----------
     values : ndarray of float64
@@ -198,6 +225,15 @@ def grid_noise(shape, rng, kind, scale, *, sensitivity):
     (``noise_spacing`` of :mod:`skdpsparse._kernels.cyclic_sgd` and
     :mod:`skdpsparse._kernels.noisy_sgd`), so every step is the exact grid mechanism
     of the module docstring with m = the row length.
+
+    **Privacy guarantee.** None by itself: it draws data-independent integer noise
+    (exact discrete Gaussian or Laplace of integer scale N from
+    :func:`plan_grid_noise`). The kernel that adds row t to the rounded statistic of
+    step t makes each step the exact grid mechanism of :func:`add_noise_inplace`: ρ =
+    Δ₂²/(2b²)-zCDP or (Δ₁/b)-DP for the step statistic's true sensitivity Δ, which the
+    caller's b must be calibrated for (the ``sensitivity`` given here only prices the
+    rounding, and a smaller value is the safe side). Not covered: a kernel that adds the
+    noise to anything but the rounded statistic, and the noise when the key is known.
 
     Parameters
     ----------

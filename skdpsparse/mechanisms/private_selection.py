@@ -84,6 +84,18 @@ def _open_unit(value, name):
 def report_noisy_min(scores, *, sensitivity, epsilon, rng, monotone=False):
     """Index of the smallest score after Laplace noise: ε-DP selection.
 
+    **Privacy guarantee.** Protected: whatever one neighbour changes in the scores,
+    provided every score moves by at most ``sensitivity`` between neighbours (the
+    caller's relation; replacement with n public for an empirical risk). Releasing the
+    index is ε-DP: discrete Laplace noise of scale 2Δ/ε (Δ/ε if ``monotone``) on the
+    grid (Ding, Wang, Zhang and Kifer 2019; Dwork and Roth 2014, Claim 3.9; the rounding
+    is charged as in :func:`~skdpsparse.mechanisms.noise.add_noise_inplace`).
+    Assumptions: the per-score sensitivity bound holds for every pair of neighbours; the
+    scores are finite (a non-finite score raises: bound them first); the noise comes
+    from a secret key. Not covered: the noisy scores themselves (releasing them would
+    cost k·ε), and Ghazi et al. (2024 v1) Algorithm 7's scale Δ/ε for non-monotone
+    scores (ε-DP only up to a factor 2).
+
     Parameters
     ----------
     scores : array-like of shape (k,)
@@ -143,6 +155,16 @@ def noisy_score(score, *, sensitivity, epsilon, rng):
     ‖∇F_S(x_k)‖₂ (Δ = 2L/n). With the run's model held fixed, the pair
     (model, score) is (ε_run + ε, δ_run)-DP by composition.
 
+    **Privacy guarantee.** Protected: whatever one neighbour changes in ``score`` for a
+    fixed candidate, provided it moves by at most ``sensitivity``. (Δ/b)-DP by the
+    discrete Laplace mechanism on the grid (Dwork and Roth 2014, Theorem 3.6, in its
+    discrete form: :func:`~skdpsparse.mechanisms.noise.add_noise_inplace`), and a
+    candidate released with its score composes (basic composition). Assumptions: the
+    sensitivity is a bound over all neighbours for the candidate as fixed before
+    scoring; the score is finite (a non-finite score raises); the noise comes from a
+    secret key. Not covered: a candidate whose own release is not accounted for
+    separately.
+
     Parameters
     ----------
     score : float
@@ -173,6 +195,16 @@ def private_mean_loss(losses, *, loss_bound, epsilon, rng):
     [0, B] has sensitivity B/n under replacement (n public), so this is
     :func:`noisy_score` with Δ = B/n: ε-DP for a fixed model.
 
+    **Privacy guarantee.** Protected: one example, under replacement neighbours (n
+    public): each loss must depend on its own example only and the model must be fixed
+    before scoring. ε-DP by :func:`noisy_score` with Δ = B/n, since every loss is
+    clipped into [0, B] (NaN and +inf to B, −inf to 0; contribution bounding, no
+    exception depends on a value). Assumptions: ``losses`` has one entry per example of
+    a dataset of public size n; the noise comes from a secret key. Not covered: losses
+    that depend on other examples (a loss normalised by the data, say), and the
+    floating-point rounding of the mean itself (pairwise summation: of order
+    n·log₂(n)·2⁻⁵³ of Δ, not charged).
+
     Parameters
     ----------
     losses : array-like of shape (n,)
@@ -202,6 +234,10 @@ def random_stopping_max_runs(gamma, delta2):
     Then P[Geom(γ) > T] = (1 − γ)^T ≤ e^{−γT} ≤ δ₂. Ghazi et al. (2024 v2) Algorithm 5 takes
     K = (1/γ)·ln(2/δ), i.e. δ₂ = δ/2.
 
+    **Privacy guarantee.** None needed: a function of public numbers (γ, δ₂). The
+    truncation T it returns is what :func:`random_stopping_budget` charges δ₂ for (Liu
+    and Talwar 2019, Theorem 3.4).
+
     Parameters
     ----------
     gamma : float
@@ -219,6 +255,14 @@ def random_stopping_max_runs(gamma, delta2):
 
 def random_stopping_budget(run_budget, *, gamma, delta2=None):
     """Privacy of the candidate chosen by random stopping from (ε₁, δ₁)-DP runs.
+
+    **Privacy guarantee.** None needed: a function of public budgets. What it states:
+    the candidate chosen by :func:`random_stopping_selection` from runs that are each
+    (ε₁, δ₁)-DP (candidate and score together, under the runs' neighbouring relation) is
+    ``PureDP(3ε₁)`` untruncated with pure runs (Liu and Talwar 2019, "Private selection
+    from private candidates", Theorem 3.2) or (3ε₁ + 3√(2δ₁), √(2δ₁)·T + δ₂)-DP when
+    truncated at T (their Theorem 3.4); derivation: :ref:`derivation_private_selection`.
+    Not covered: the number of runs and the unselected runs.
 
     Parameters
     ----------
@@ -274,6 +318,17 @@ def random_stopping_selection(draw_candidate, *, gamma, max_runs, rng):
             (c_k, s_k) = draw_candidate(k)
             keep (c_k, s_k) if s_k < best score so far   # ties keep the earlier run
             stop with probability gamma, or when k + 1 == max_runs
+
+    **Privacy guarantee.** Protected: what each run protects, under its neighbouring
+    relation, when every call of ``draw_candidate`` is the same (ε₁, δ₁)-DP mechanism
+    (candidate and private score) with fresh randomness. The returned candidate is then
+    private at :func:`random_stopping_budget` (Liu and Talwar 2019, "Private selection
+    from private candidates", Theorems 3.2 and 3.4; derivation:
+    :ref:`derivation_private_selection`). Assumptions: the stopping coins are
+    independent of the data (drawn from ``rng``); ``k`` does not change the mechanism; a
+    NaN score raises, so callers must map failures to a finite worst score themselves.
+    Not covered: ``n_runs`` (given κ = k the output is a best-of-k), the best score
+    (estimators do not release it), and every unselected run.
 
     Parameters
     ----------
@@ -340,6 +395,11 @@ def split_budget_for_random_stopping(epsilon, delta, *, gamma, split="paper",
     In every case the pair budget ε₁ is shared as run ``(1 − f)·ε₁``, score ``f·ε₁``
     with f = ``score_fraction`` (1/2 in Algorithm 5).
 
+    **Privacy guarantee.** None needed: a function of public numbers. What it
+    guarantees: run and score budgets whose random-stopping total (Liu and Talwar 2019,
+    Theorem 3.4, or Theorem 3.2 for δ = 0) is within (ε, δ); derivation:
+    :ref:`derivation_private_selection`.
+
     Parameters
     ----------
     epsilon : float
@@ -404,6 +464,10 @@ def gamma_for_failure_prob(beta, *, success_prob=0.5):
     3β/4}; with p = 1/2 that leaves γ/(1+γ) ≈ 3β/4 > β/2 for this term alone, so
     the stated β is off by a constant. Privacy does not depend
     on γ; only the number of runs and the truncation K do.
+
+    **Privacy guarantee.** None needed: a function of public numbers. γ changes the
+    accuracy and the expected number of runs, not the guarantee (which depends on the
+    truncation and the per-run budget only).
 
     Parameters
     ----------

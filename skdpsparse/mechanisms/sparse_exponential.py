@@ -141,6 +141,8 @@ def _nonzero_vectors(j, q_max):
 def sparse_net_size(n_params, tau, radius):
     """|𝒩_τ| = |τℤᵖ ∩ {‖θ‖₂ ≤ D}|, exactly.
 
+    **Privacy guarantee.** None needed: a count that depends on public numbers only.
+
     Parameters
     ----------
     n_params : int
@@ -162,6 +164,9 @@ def sparse_net_size(n_params, tau, radius):
 
 def enumerate_net(n_params, tau, radius, max_size=MAX_NET_SIZE):
     """The net as blocks (supports, values), one block per support size j ≥ 1.
+
+    **Privacy guarantee.** None needed: the net is a function of public numbers only
+    (the number of parameters, τ, D).
 
     Returns
     -------
@@ -213,6 +218,10 @@ def decode(index, blocks, n_params):
 def net_scores(X_aug, y, blocks, code, param):
     """u(S, θ) = Σᵢ ℓ(⟨θ, x̄ᵢ⟩, yᵢ) for every net point, in the flat order of :func:`decode`.
 
+    **Privacy guarantee.** None: it reads the data and returns non-private scores, one
+    per net point. It is the score of :func:`sparse_exponential_mechanism`, whose
+    exponential mechanism makes the release private; never release its output.
+
     Parameters
     ----------
     X_aug : sparse matrix or ndarray of shape (n, p)
@@ -263,6 +272,13 @@ def exponential_mechanism(scores, sensitivity, epsilon, rng, size=None):
     does not cover (as for every fit, see the user guide's "What the guarantee does not
     cover").
 
+    **Privacy guarantee.** Protected: whatever one neighbour changes in the scores,
+    provided each moves by at most ``sensitivity`` (the caller's relation). ε-DP
+    (McSherry and Talwar 2007; Dwork and Roth 2014, Theorem 3.10), with the rounding of
+    the scores to the grid charged in the scale, so the exact draw keeps the guarantee.
+    Assumptions: the sensitivity bound holds for every pair of neighbours; the scores
+    are finite; the coins come from a secret key. Not covered: a wrong sensitivity.
+
     Returns
     -------
     int or ndarray of int
@@ -297,7 +313,13 @@ def _loss_at(loss, loss_param, t):
 
 
 def score_sensitivity(loss, loss_param, *, feature_l2, radius, label_bound):
-    """Δ_u of the module doc: ℓ(−A) − ℓ(A) (classification) or ℓ(A + B) (regression)."""
+    """Δ_u of the module doc: ℓ(−A) − ℓ(A) (classification) or ℓ(A + B) (regression).
+
+    **Privacy guarantee.** None needed: a function of public numbers (the loss, the
+    declared bounds and D). What it guarantees: Δ_u bounds |f(θ, z) − f(θ, z′)| for
+    every θ of the ball and every pair of rows scaled and clipped into the declared
+    bounds (derivation in the module docstring).
+    """
     a = float(radius) * feature_l2
     if loss in CLASSIFICATION_LOSSES:
         return _loss_at(loss, loss_param, -a) - _loss_at(loss, loss_param, a)
@@ -316,6 +338,10 @@ def choose_tau(n, n_params, epsilon, *, sensitivity, lipschitz_l1, radius,
 
     The bound (2Δ_u/(εn))(ln|𝒩_τ| + ln(1/β)) + L₁τ is Theorem 5.5's trade-off with
     the exact net size; only public numbers enter.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (n, the number
+    of parameters, ε, the declared constants); choosing τ from the data would not be
+    covered.
     """
     best, best_tau = math.inf, None
     counter = _NetCounter(n_params)
@@ -340,6 +366,18 @@ def sparse_exponential_mechanism(X, targets, *, loss, loss_param=1.0, epsilon, r
                                  intercept_scaling=1.0, label_bound=1.0, rng,
                                  max_net_size=MAX_NET_SIZE):
     """Ghazi et al. (2024 v1) Algorithm 4 for K linear problems (ε/K each, basic composition).
+
+    **Privacy guarantee.** Protected: one row (x, y), under replacement neighbours (n, d
+    and the bounds public). ε-DP in total: for each of the K problems the exponential
+    mechanism at ε/K over the public net 𝒩_τ with the score n·F_S(θ) of sensitivity Δ_u
+    (McSherry and Talwar 2007, "Mechanism design via differential privacy"; Dwork and
+    Roth 2014, Theorem 3.10; :func:`exponential_mechanism`), composed over the K
+    problems (Dwork and Roth 2014, Theorem 3.16). Assumptions: every row is scaled into
+    {‖x‖₂ ≤ R, ‖x‖₁ ≤ √s·R} and every target clipped into [−B, B] before scoring, so Δ_u
+    (:func:`score_sensitivity`) bounds every replacement; τ and the net depend on public
+    numbers only; the draw is exact (no float inverse CDF) from a secret key. Not
+    covered: the noise when the key is known, and the running time, which is that of
+    scoring the whole net.
 
     Parameters
     ----------
