@@ -16,6 +16,7 @@ from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..utils._data import check_fit_input
 
 _AUTO_ITER_CAP = 1000
+_DEFAULT_RADIUS = 10.0  # used, with a warning, when radius is not declared
 _ENTRY_CAP = 1e150
 
 
@@ -38,9 +39,35 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
       seed spends ρ/T, which is valid but needlessly noisy; proof in
       :mod:`skdpsparse.mechanisms.heavy_tailed_sco`).
 
-    Privacy: ρ-zCDP with ρ the largest value whose tight conversion gives the
-    requested (ε, δ)-DP (replacement neighbours, n and d public). The rows are
-    permuted once at random (secret, not stored).
+    When it cannot beat the zero model. The theorems bound the excess risk over the
+    ball {‖(w, b)‖₂ ≤ D} only: a population minimizer outside it (an intercept of
+    about 22 with D = 10, the value used when ``radius`` is not declared, on the
+    income task of the real-data benchmark) is out of reach at any n and ε, and the
+    fit can then be worse than predicting a constant. The radius is a declared public number; ``fit`` warns (``UserWarning``,
+    before reading the data) when it is left undeclared. Centring ``y`` by a public
+    offset, or declaring D from what is known about the model, avoids it.
+
+    **Privacy guarantee.** Protected: one row (x, y), under replacement neighbours
+    (n, d and the hyperparameters are public). The fit is ρ-zCDP, with ρ the largest
+    value whose conversion (Canonne, Kamath and Steinke 2020, "The discrete Gaussian
+    for differential privacy", Corollary 13) gives the requested (ε, δ)-DP. Each step
+    is a private mean of the per-example gradients whose sensitivity comes from the
+    truncation τ alone (Kamath, Liu and Zhang 2022, "Improved rates for differentially
+    private stochastic convex optimization with heavy-tailed data", Algorithms 3 and
+    4, with the noise-smoothing sensitivity corrected in
+    :ref:`derivation_sensitivities`), with discrete Gaussian noise (Canonne, Kamath
+    and Steinke 2020, Theorem 14). Convex setting: T steps on all rows at ρ/T each,
+    composed additively (Bun and Steinke 2016, Lemma 2.3; Kamath et al. 2022, Lemma
+    5.1). Strongly convex setting: disjoint batches of a secret random permutation,
+    each step at the full ρ (parallel composition; proof in
+    :mod:`skdpsparse.mechanisms.heavy_tailed_sco`). Assumptions: none on the data for
+    privacy: every coordinate of every per-example gradient is clipped (cwme) or
+    soft-truncated (noise_smoothing) at τ, which is computed from n, d, ρ and the
+    declared constants only (the moment assumptions enter the accuracy, not the
+    guarantee); entries beyond ±1e150 are capped (a fixed map per row); the noise is
+    exact (:ref:`derivation_exact_sampling`) and drawn from a secret key
+    (``random_state=None``). Not covered: the noise when ``random_state`` is fixed;
+    the fit's duration.
 
     Parameters
     ----------
@@ -61,10 +88,12 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
     fit_intercept : bool, default=True
         Add a constant feature (its coordinate is in the ball and is clipped like the
         others, but not penalised by ``alpha``).
-    radius : float, default=10.0
-        D in (0, 1e100]: the parameter vector (w, b) stays in the ℓ2 ball of radius D (the domain
-        𝒲 of diameter M = 2D of the theorems). Choose it from what you know about
-        the model, not from the data.
+    radius : float or None, default=None
+        D in (0, 1e100]: the parameter vector (w, b) stays in the ℓ2 ball of radius D (the
+        domain 𝒲 of diameter M = 2D of the theorems), intercept included. Choose it
+        from what you know about the model, not from the data. ``None``: D = 10 with a
+        ``UserWarning`` before the data are read (see "When it cannot beat the zero
+        model" above).
     max_iter : "auto" or int, default="auto"
         T. ``"auto"``: the theorems' T (5.2 or 5.5 for the convex setting, 5.7 for
         the strongly convex one), rounded up and capped at 1000 steps (and at n for
@@ -143,7 +172,7 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         "mean_oracle": [Options(*ORACLES)],
         "alpha": [Interval("real", 0, None, closed="left")],
         "fit_intercept": [InstanceOf(bool, np.bool_, description="bool")],
-        "radius": [Interval("real", 0, 1e100, closed="right")],
+        "radius": [Interval("real", 0, 1e100, closed="right"), None],
         "max_iter": [Options("auto"), Interval("integer", 1, None, closed="left")],
         "learning_rate": [Options("auto"), Interval("real", 0, None, closed="neither")],
         "truncation": [Options("auto"), Interval("real", 0, None, closed="neither")],
@@ -158,7 +187,7 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
     }
 
     def __init__(self, loss="squared", epsilon=1.0, delta=1e-6, mean_oracle="noise_smoothing",
-                 alpha=0.0, fit_intercept=True, radius=10.0, max_iter="auto",
+                 alpha=0.0, fit_intercept=True, radius=None, max_iter="auto",
                  learning_rate="auto", truncation="auto", moment=2, moment_bound=1.0,
                  gradient_bound=1.0, smoothness=1.0, huber_threshold=1.0, failure_prob=0.1,
                  smoothing_variance=1.0, random_state=None, huber_delta="deprecated"):
@@ -211,6 +240,18 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
                           "its value is used as huber_threshold.", FutureWarning,
                           stacklevel=2)
             huber_threshold = float(self.huber_delta)
+        radius = _DEFAULT_RADIUS if self.radius is None else float(self.radius)
+        if self.radius is None:
+            # From the parameters only, before the data are read (never from the data).
+            warnings.warn(
+                "DPHeavyTailedRegressor: radius was not declared, so the parameters "
+                f"(w, b) are kept in the l2 ball of radius {_DEFAULT_RADIUS:g}. The "
+                "guarantees of Kamath, Liu and Zhang (2022) on the excess risk need the "
+                "population minimizer inside that ball, intercept included: a model "
+                f"with ||(w, b)|| > {_DEFAULT_RADIUS:g} (targets whose mean is far from "
+                "0, say) cannot be fit and may do worse than predicting a constant. "
+                "Declare radius from public knowledge of the model (the scale of y), "
+                "or centre y by a public offset.", UserWarning, stacklevel=2)
         if self.mean_oracle == "noise_smoothing" and self.moment < 2:
             raise ValueError("mean_oracle='noise_smoothing' needs a bound on a moment of "
                              f"order k >= 2, got moment={self.moment!r}.")
@@ -238,7 +279,7 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         setting = "strongly_convex" if self.alpha > 0 else "convex"
         sched = sco_schedule(
             setting, self.mean_oracle, n, p, rho, moment=self.moment,
-            moment_bound=self.moment_bound, diameter=2.0 * self.radius,
+            moment_bound=self.moment_bound, diameter=2.0 * radius,
             gradient_bound=self.gradient_bound, smoothness=self.smoothness,
             strong_convexity=self.alpha, max_iter=_AUTO_ITER_CAP,
             n_iter=None if self.max_iter == "auto" else int(self.max_iter))
@@ -251,7 +292,7 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         code, param = (SQUARED, 0.0) if self.loss == "squared" else (HUBER, huber_threshold)
         w, info = heavy_tailed_sco(
             X, y, loss_code=code, loss_param=param, oracle=self.mean_oracle, setting=setting,
-            n_iter=T, learning_rate=eta, truncation=tau, rho=rho, radius=float(self.radius),
+            n_iter=T, learning_rate=eta, truncation=tau, rho=rho, radius=radius,
             rng=rng, alpha=float(self.alpha), failure_prob=float(self.failure_prob),
             smoothing_variance=float(self.smoothing_variance), penalized=penalized)
         budget = ZCDP(rho)

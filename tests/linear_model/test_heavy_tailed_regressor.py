@@ -187,6 +187,7 @@ def test_sparse_input_matches_dense(oracle, shared_noise):
     ("mean_oracle", "mean"), ("alpha", -0.1), ("radius", 0.0), ("max_iter", 0),
     ("learning_rate", 0.0), ("truncation", "big"), ("moment", 1.0), ("fit_intercept", 1),
     ("huber_threshold", 0.0), ("huber_delta", -1.0), ("huber_delta", "auto"),
+    ("radius", "auto"),
 ])
 def test_invalid_parameters_are_named(param, value):
     X, y, _ = heavy_tailed_linear_model(50, 2, 0)
@@ -238,3 +239,28 @@ def test_huber_threshold_is_used_and_huber_delta_warns_for_one_release(monkeypat
         DPHeavyTailedRegressor(huber_delta=0.25, **common).fit(X, y)
     assert seen == [0.3, 1.0, 0.25]
     assert DPHeavyTailedRegressor().get_params()["huber_delta"] == "deprecated"
+
+
+def test_an_undeclared_radius_warns_before_the_data_are_read():
+    """Issue 18 item 4: the theorems need the minimizer, intercept included, inside
+    the ball of radius D; D = 10 by default cannot hold an intercept of 22. The warning
+    comes from the parameters alone: the same for any data, and even when the data
+    are then refused."""
+    import warnings
+
+    X, y, _ = heavy_tailed_linear_model(500, 2, 0)
+    messages = []
+    for data in ((X, y), (X[:100] * 50, y[:100] + 22.0)):
+        with pytest.warns(UserWarning, match="radius was not declared") as record:
+            reg = DPHeavyTailedRegressor(max_iter=2, random_state=0).fit(*data)
+        messages.append([str(w.message) for w in record if "radius" in str(w.message)])
+        assert np.linalg.norm(np.r_[reg.coef_, reg.intercept_]) <= 10.0 * (1 + 1e-9)
+    assert messages[0] == messages[1]
+    X_nan = X.copy()
+    X_nan[0, 0] = np.nan
+    with pytest.warns(UserWarning, match="radius was not declared"), \
+            pytest.raises(ValueError, match="NaN"):
+        DPHeavyTailedRegressor().fit(X_nan, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        DPHeavyTailedRegressor(radius=10.0, max_iter=2, random_state=0).fit(X, y)
