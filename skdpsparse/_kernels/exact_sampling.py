@@ -34,6 +34,7 @@ exact k + Y (|k| ≤ 2⁶⁰). The probability of reaching it is below exp(−2�
 import numba
 import numpy as np
 
+from ._common import threads_are_fork_safe
 from .chacha import LANES, chacha20_blocks
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "DISCRETE_LAPLACE",
     "MAX_GRID_VALUE",
     "add_discrete_noise",
+    "cks_discrete_noise",
     "discrete_noise",
     "permutation",
     "uniform_integers",
@@ -178,6 +180,41 @@ def _bernoulli_exp_minus_one(io, r):
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
+def _bernoulli_exp_half_square(io, r, q, rem, n):
+    """Bernoulli(exp(−x²/2)) for x = q + rem/n, 0 ≤ rem < n (exact; module docstring)."""
+    # exp(−q²/2) = Π_{i=1..q} exp(−1/2) exp(−1)^(i−1), since Σ (2i − 1) = q².
+    for i in range(1, q + 1):
+        a, r = _bernoulli_exp_fraction(io, r, 1, 2)
+        if not a:
+            return False, r
+        for _ in range(i - 1):
+            a, r = _bernoulli_exp_minus_one(io, r)
+            if not a:
+                return False, r
+    for _ in range(q):  # exp(−q rem/n) = exp(−rem/n)^q
+        a, r = _bernoulli_exp_fraction(io, r, rem, n)
+        if not a:
+            return False, r
+    # exp(−f²/2), f = rem/n: Algorithm 1 with Bernoulli(f²/(2k)) as four independent coins.
+    k = 1
+    while True:
+        a, r = _bernoulli_fraction(io, r, rem, n)
+        if not a:
+            break
+        a, r = _bernoulli_fraction(io, r, rem, n)
+        if not a:
+            break
+        bit, r = _bits(io, r, 1)
+        if bit == 0:
+            break
+        a, r = _bernoulli_reciprocal(io, r, k)
+        if not a:
+            break
+        k += 1
+    return k % 2 == 1, r
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
 def _discrete_laplace_parts(io, r, n, n_bits):
     """A discrete Laplace draw of scale n (P(y) ∝ exp(−|y|/n)), as (negative, u, v)
     with |y| = u + v n (CKS 2020, Algorithm 2 with s = 1, t = n); n_bits is the bit
@@ -206,6 +243,74 @@ def _magnitude(u, v, n):
     if v >= (_SATURATED - u) // n:
         return _SATURATED
     return u + v * n
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _cks_draw(io, r, kind, n, n_bits):
+    """One draw: discrete Laplace of scale n, or discrete Gaussian with σ = n (n ≥ 2)."""
+    while True:
+        negative, u, v, r = _discrete_laplace_parts(io, r, n, n_bits)
+        if kind == DISCRETE_GAUSSIAN:
+            # Accept with probability exp(−(|y| − n)²/(2n²)), x = | |y| − n | / n.
+            if v >= 1:
+                q, rem = v - 1, u
+            elif u == 0:
+                q, rem = 1, 0
+            else:
+                q, rem = 0, n - u
+            a, r = _bernoulli_exp_half_square(io, r, q, rem, n)
+            if not a:
+                continue
+        y = _magnitude(u, v, n)
+        return (-y if negative else y), r
+
+
+@numba.njit(cache=True, _nrt=False)
+def _cks_fill_range(io, r, values, start, stop, add, kind, n, n_bits):
+    # The hot loop runs without reference counting (_nrt=False) and with every helper
+    # inlined: numba's refcount updates on the reader's arrays cost more than a draw.
+    for i in range(start, stop):
+        y, r = _cks_draw(io, r, kind, n, n_bits)
+        if add:
+            z = values[i] + y  # |values[i]| ≤ 2^60 and |y| ≤ 2^62: no overflow
+            values[i] = min(max(z, -_RELEASE_BOUND), _RELEASE_BOUND)
+        else:
+            values[i] = y
+
+
+@numba.njit(cache=True)
+def _cks_fill_one_chunk(values, add, kind, n, n_bits, key, domain, chunk, c):
+    io, r = _new_reader(key, c, domain)
+    _cks_fill_range(io, r, values, c * chunk, min(values.size, (c + 1) * chunk), add, kind,
+                    n, n_bits)
+
+
+# Two functions, not one compiled twice: numba's on-disk cache keys an entry by the
+# function, its signature and its bytecode, not by ``parallel=``, so two builds of one
+# function shared an entry and whichever was cached first was loaded by the other (the
+# serial path then ran the threaded build, which killed forked workers: issue 17's
+# fork hang).
+@numba.njit(cache=True, parallel=True)
+def _cks_fill_parallel(values, add, kind, n, key, domain, chunk):
+    n_bits = _bit_length(n - 1)
+    for c in numba.prange((values.size + chunk - 1) // chunk):
+        _cks_fill_one_chunk(values, add, kind, n, n_bits, key, domain, chunk, c)
+
+
+@numba.njit(cache=True)
+def _cks_fill_serial(values, add, kind, n, key, domain, chunk):
+    n_bits = _bit_length(n - 1)
+    for c in range((values.size + chunk - 1) // chunk):
+        _cks_fill_one_chunk(values, add, kind, n, n_bits, key, domain, chunk, c)
+
+
+def _cks_fill(values, add, kind, n, key, domain, chunk):
+    # Threads only pay off beyond one chunk (a parallel launch costs tens of
+    # microseconds), and never in a child forked from a process whose numba threads
+    # run on OpenMP (_common.threads_are_fork_safe).
+    threaded = values.size > chunk and threads_are_fork_safe()
+    fill = _cks_fill_parallel if threaded else _cks_fill_serial
+    fill(values, add, kind, n, key, domain, chunk)
 
 
 def _check_common(kind, scale, key, domain, chunk):
@@ -250,6 +355,18 @@ def discrete_noise(size, kind, scale, key, domain, *, chunk=4096):
     out = np.zeros(int(size), np.int64)
     fill_noise(out, False, kind == DISCRETE_GAUSSIAN, int(scale), key, int(domain),
                int(chunk))
+    return out
+
+
+def cks_discrete_noise(size, kind, scale, key, domain, *, chunk=4096):
+    """:func:`discrete_noise`'s law by the Bernoulli factories of Canonne, Kamath and
+    Steinke (2020), Algorithms 1–3 (with t = σ = N): the library's previous sampler,
+    kept as an independent exact sampler of the same law for the tests (a two-sample
+    test against :func:`discrete_noise`) and the benchmarks (its speed is the
+    baseline of the faster one). Same arguments and streams."""
+    _check_common(kind, int(scale), key, domain, chunk)
+    out = np.zeros(int(size), np.int64)
+    _cks_fill(out, False, kind, int(scale), key, int(domain), int(chunk))
     return out
 
 

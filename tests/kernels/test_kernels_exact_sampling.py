@@ -61,20 +61,37 @@ def _chi_square(draws, pmf, support):
                            / expected[keep].sum()).pvalue
 
 
+SAMPLERS = [es.discrete_noise, es.cks_discrete_noise]  # the fast one, and CKS 2020's
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("n", [2, 3, 5])
-def test_discrete_laplace_has_its_exact_law(n):
-    draws = es.discrete_noise(200_000, es.DISCRETE_LAPLACE, n, key_words(os.urandom(32)), 0)
+def test_discrete_laplace_has_its_exact_law(n, sampler):
+    draws = sampler(200_000, es.DISCRETE_LAPLACE, n, key_words(os.urandom(32)), 0)
     z = (1 - math.exp(-1 / n)) / (1 + math.exp(-1 / n))  # P(0)
     assert _chi_square(draws, lambda k: z * math.exp(-abs(k) / n), range(-12 * n, 12 * n)) \
         > 1e-4
 
 
+@pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("n", [2, 3, 5])
-def test_discrete_gaussian_has_its_exact_law(n):
-    draws = es.discrete_noise(200_000, es.DISCRETE_GAUSSIAN, n, key_words(os.urandom(32)), 0)
+def test_discrete_gaussian_has_its_exact_law(n, sampler):
+    draws = sampler(200_000, es.DISCRETE_GAUSSIAN, n, key_words(os.urandom(32)), 0)
     weights = {k: math.exp(-k * k / (2 * n * n)) for k in range(-40 * n, 40 * n + 1)}
     total = sum(weights.values())
     assert _chi_square(draws, lambda k: weights[k] / total, range(-6 * n, 6 * n + 1)) > 1e-4
+
+
+@pytest.mark.parametrize("kind", [es.DISCRETE_LAPLACE, es.DISCRETE_GAUSSIAN])
+@pytest.mark.parametrize("n", [1023, 2**30 + 7])
+def test_the_two_exact_samplers_agree_in_law(kind, n):
+    # Two independent exact algorithms of one law: 100 000 draws each, binned at
+    # quantiles of the law, pass a chi-square test of homogeneity at level 1e-4.
+    fast = es.discrete_noise(100_000, kind, n, key_words(os.urandom(32)), 0) / n
+    slow = es.cks_discrete_noise(100_000, kind, n, key_words(os.urandom(32)), 0) / n
+    edges = np.quantile(np.concatenate([fast, slow]), np.linspace(0, 1, 41)[1:-1])
+    table = [np.bincount(np.searchsorted(edges, x), minlength=40) for x in (fast, slow)]
+    assert stats.chi2_contingency(table)[1] > 1e-4
 
 
 def test_discrete_gaussian_moments_at_a_large_scale():
