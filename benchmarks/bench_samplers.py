@@ -1,9 +1,11 @@
 """Cost of the exact samplers (issue: noise an attacker cannot exploit). Not a test.
 
-1. Draws: 10⁷ exact discrete Gaussian and discrete Laplace draws (the library's noise)
-   against NumPy's ``Generator.standard_normal`` and ``Generator.laplace`` of the same
-   count, in the same run (target for the Gaussian: ≤ 3×), and the old float path
-   (``Generator`` draws into a buffer, as ``add_noise_inplace`` did).
+1. Draws: 10⁷ exact discrete Gaussian and discrete Laplace draws (the library's noise,
+   table inversion with certified decisions) against NumPy's
+   ``Generator.standard_normal`` and ``Generator.laplace`` of the same count, in the
+   same run (target for the Gaussian: ≤ 3×), and against the previous exact sampler
+   (the Bernoulli factories of Canonne, Kamath and Steinke 2020,
+   ``exact_sampling.cks_discrete_noise``).
 2. Sparse mean: ``DPSparseMeanEstimator(method="projection")`` on CSR n = 10⁶,
    d = 2²⁰, 16 nonzeros per row, with ``random_state=None`` (OS-keyed ChaCha20 and
    exact samplers), against SciPy's non-private ``X.mean(axis=0)`` and against
@@ -49,19 +51,29 @@ def draws(count=10**7, reps=5):
     gen = np.random.default_rng()
     es.discrete_noise(10, es.DISCRETE_GAUSSIAN, scale, key, 0)  # compile outside timing
     es.discrete_noise(10, es.DISCRETE_LAPLACE, scale, key, 0)
+    es.cks_discrete_noise(10_000, es.DISCRETE_GAUSSIAN, scale, key, 0)
+    es.cks_discrete_noise(10_000, es.DISCRETE_LAPLACE, scale, key, 0)
     rows = {"gauss": ([], [], []), "lap": ([], [], [])}
     for r in range(reps):
         rows["gauss"][0].append(_timed(lambda: es.discrete_noise(
             count, es.DISCRETE_GAUSSIAN, scale, key, r)))
         rows["gauss"][1].append(_timed(lambda: gen.standard_normal(count)))
+        rows["gauss"][2].append(_timed(lambda: es.cks_discrete_noise(
+            count, es.DISCRETE_GAUSSIAN, scale, key, r)))
         rows["lap"][0].append(_timed(lambda: es.discrete_noise(
             count, es.DISCRETE_LAPLACE, scale, key, r)))
         rows["lap"][1].append(_timed(lambda: gen.laplace(0.0, 1.0, count)))
+        rows["lap"][2].append(_timed(lambda: es.cks_discrete_noise(
+            count, es.DISCRETE_LAPLACE, scale, key, r)))
     print(f"\n[1] {count:.0e} draws, {reps} rounds, {os.cpu_count()} CPUs")
     _report("exact discrete Gaussian (ChaCha20)", rows["gauss"][0], rows["gauss"][1],
             "numpy standard_normal")
     _report("exact discrete Laplace (ChaCha20)", rows["lap"][0], rows["lap"][1],
             "numpy laplace")
+    _report("exact discrete Gaussian (ChaCha20)", rows["gauss"][0], rows["gauss"][2],
+            "previous exact (CKS 2020)")
+    _report("exact discrete Laplace (ChaCha20)", rows["lap"][0], rows["lap"][2],
+            "previous exact (CKS 2020)")
 
 
 def sparse_mean(n=10**6, d=2**20, s=16, reps=5):
