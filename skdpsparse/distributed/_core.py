@@ -230,7 +230,7 @@ def release_sparse_mean(part, plan, method, *, epsilon, delta, norm_bound, spars
 
 
 def sparse_mean_attributes(estimator, part, plan, shape, input_attrs, digests=None,
-                           kernel=("dense", "float64")):
+                           kernel=("dense", "float64"), method=None):
     """The fitted attributes of a DPSparseMeanEstimator from the merged part (driver).
 
     Derives the fit's key from the data digests (by default the merged part's, with
@@ -239,7 +239,8 @@ def sparse_mean_attributes(estimator, part, plan, shape, input_attrs, digests=No
     (n, d) with n the number of privacy units (rows, or users for a user-level fit).
     """
     n, d = shape
-    method, s, delta = resolve_sparse_mean(estimator, n, d)
+    resolved, s, delta = resolve_sparse_mean(estimator, n, d)
+    method = resolved if method is None else method
     if digests is None:
         digests = [final_digest(part.digest, shape, kernel, orientation="rows")]
     rng = fit_random_source_from_digests(estimator.random_state, estimator, digests)

@@ -6,10 +6,10 @@ computed by several workers and merged, and streaming every row through the driv
 would defeat the point of a cluster; so the one digest of the library, in memory
 (``skdpsparse.utils._random._digest_array``) and on Dask alike, is defined here:
 
-* a matrix of shape (r, c) is read as *lines*: its rows when r ≥ c, its columns
-  otherwise (a (K, n) target matrix, one row per problem, is read example by example,
-  so a chunk of examples holds whole lines); a vector of length n is n lines of one
-  entry;
+* a matrix of shape (r, c) is read as *lines*: its rows, except a short wide matrix
+  (r < c and r ≤ :data:`MAX_COLUMN_READ_ROWS`), read by columns: a (K, n) target
+  matrix, one row per problem, is so read example by example, and a chunk of
+  examples holds whole lines; a vector of length n is n lines of one entry;
 * the lines are cut into global blocks of :data:`BLOCK_ROWS` consecutive lines (by
   line index in the whole matrix, not by chunk);
 * block b with canonical content c_b (per line its count of nonzeros, then the
@@ -29,10 +29,11 @@ whole, and a block cut by a chunk boundary travels as its (at most
 ``BLOCK_ROWS - 1`` lines) fragments until :func:`merge_digests` has all of them. The
 result is the same function of the data for every chunking and every merge order, and
 for one in-memory array (one chunk): the same seed gives the same key in memory and on
-Dask. The block index inside each v_b makes it depend on the line order. A wide
-matrix (fewer rows than columns) split by rows on a cluster is the one case whose
-lines a row chunk does not hold whole: its distributed digest reads rows anyway (tag
-"rows"), so such a fit draws other noise (of the same distribution) than in memory.
+Dask. The block index inside each v_b makes it depend on the line order. The cases
+whose lines a chunk does not hold whole, a data matrix of at most 256 rows and more
+columns, or more than 256 target rows (one-vs-rest over more than 256 classes), are
+digested by rows (data) or by examples (targets) on a cluster anyway: such a fit
+draws other noise (of the same distribution) than in memory.
 
 What it is for, and its limit: the key derivation needs two different datasets to get
 different keys (so clones fitted on different data never share noise). A collision
@@ -176,9 +177,14 @@ def kernel_tag(sparse, dtype):
     return ("sparse" if sparse else "dense", name)
 
 
+#: A matrix with at most this many rows, and more columns, is read by columns.
+MAX_COLUMN_READ_ROWS = 256
+
+
 def by_columns(shape):
-    """Whether a matrix of ``shape`` is read by columns (fewer rows than columns)."""
-    return len(shape) == 2 and shape[0] < shape[1]
+    """Whether a matrix of ``shape`` is read by columns (a short wide matrix: fewer
+    rows than columns, and at most :data:`MAX_COLUMN_READ_ROWS` rows)."""
+    return len(shape) == 2 and shape[0] < shape[1] and shape[0] <= MAX_COLUMN_READ_ROWS
 
 
 def final_digest(part, shape, kernel=("dense", "float64"), orientation=None):

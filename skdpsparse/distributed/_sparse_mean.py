@@ -17,6 +17,11 @@ from ._core import (
     BoundedSumPart, check_chunk, resolve_sparse_mean, sparse_mean_attributes,
     sparse_mean_plan,
 )
+from ..mechanisms.l1_recovery import (
+    clipped_measurement_total, n_measurements, release_measurements, sensing_operator,
+    uses_compressed_sensing,
+)
+from ._core import fit_random_source_from_digests
 from ._digest import chunk_digest, final_digest, merge_digests
 from ._units import add_unit_totals, bound_unit_totals, unit_bucket, unit_totals
 
@@ -42,12 +47,80 @@ def fit_sparse_mean_distributed(estimator, X, *, privacy_unit=None):
     if privacy_unit is not None:
         return _fit_units_distributed(estimator, X, chunks, (n, d), input_attrs,
                                       privacy_unit)
-    method, s, _ = resolve_sparse_mean(estimator, n, d)
-    _refuse_l1_recovery(method)  # before reading any chunk
+    method, s, delta = resolve_sparse_mean(estimator, n, d)
+    if method == "l1_recovery":
+        m = n_measurements(n, d, s, float(estimator.epsilon), delta)
+        if uses_compressed_sensing(d, m):
+            return _fit_l1_recovery(estimator, X, chunks, (n, d), input_attrs, s, delta,
+                                    m)
+        # Below d ≥ m ln² m Algorithm 2 is the Gaussian mechanism on the bounded mean
+        # (in memory too): the row-level path with method "gaussian".
+        method = "gaussian"
     plan = sparse_mean_plan(n, d, float(estimator.norm_bound), s)
     part = compute_bounded_sum(chunks, plan)
     attrs = sparse_mean_attributes(estimator, part, plan, (n, d), input_attrs,
-                                   kernel=chunk_kernel(X))
+                                   kernel=chunk_kernel(X), method=method)
+    return release(estimator, attrs)
+
+
+# ------------------------------------------------------------ ℓ1-recovery on dask
+def _chunk_measurements(chunk, operator, offset, n_features, norm_bound, sparsity):
+    """One chunk's Σ clip(A(sᵢxᵢ)) on a worker (the operator is public)."""
+    chunk = check_chunk(chunk, n_features, offset)
+    return clipped_measurement_total(chunk, operator, norm_bound=norm_bound,
+                                     sparsity=sparsity)
+
+
+def _kernel(X):
+    from ._dask import chunk_kernel
+
+    return chunk_kernel(X)
+
+
+def _fit_l1_recovery(estimator, X, chunks, shape, input_attrs, s, delta, m):
+    """The compressed-sensing branch of Algorithm 2 on dask: a digest pass (the key,
+    hence the operator, depends on it, as in memory), the operator drawn on the
+    driver from the key's public stream and shipped to the workers, a measurement
+    pass (each chunk's float64 total of clipped measurement vectors; the driver adds
+    them), and the release on the driver.
+
+    The total differs from the in-memory one by the order of its float additions
+    only: both are within (n − 1)·2⁻⁵³·Σᵢ‖clip(A sᵢxᵢ)‖₁ of the exact sum in ℓ1
+    (recursive summation, Higham 2002, "Accuracy and Stability of Numerical
+    Algorithms", eq. (4.4)), i.e. at most 1.5·L·√m·(n − 1)·2⁻⁵³ per row on average.
+    The privacy argument does not use the summation order: each row's clipped
+    vector has norm ≤ 1.5L whatever the other rows, as in memory (where the float
+    rounding of the sum is not accounted for either). The noise is keyed by the
+    statistic it is added to, so the release is the in-memory one whenever the two
+    totals round to the same grid values (the grid step is 2⁻²⁰ of σ, so a difference
+    needs a coordinate within ~10⁻¹⁶ relative of a grid point), and otherwise an
+    independent draw of the same distribution.
+    """
+    import dask
+
+    from ._heavy_tailed import _digest_graph
+
+    n, d = shape
+    norm_bound = float(estimator.norm_bound)
+    (digest_part,) = dask.compute(_digest_graph(chunks, n, d))
+    digest = final_digest(digest_part, (n, d), _kernel(X), orientation="rows")
+    rng = fit_random_source_from_digests(estimator.random_state, estimator, [digest])
+    operator = sensing_operator(d, m, rng)
+    task = dask.delayed(_chunk_measurements, pure=True)
+    add = dask.delayed(np.add, pure=True)
+    level = [task(c, operator, off, d, norm_bound, s) for c, off, _ in chunks]
+    while len(level) > 1:
+        level = [add(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
+                 for i in range(0, len(level), 2)]
+    (total,) = dask.compute(level[0])
+    z, budget, info = release_measurements(
+        total, n, operator, epsilon=float(estimator.epsilon), delta=delta,
+        norm_bound=norm_bound, rng=rng, calibration=estimator.calibration,
+        recovery=estimator.recovery, max_iter=estimator.solver_max_iter,
+        tol=estimator.solver_tol)
+    mean = sp.csr_array(z.reshape(1, -1)) if estimator.output == "sparse" else z
+    attrs = dict(input_attrs, mean_=mean, method_="l1_recovery", sparsity_=s,
+                 privacy_spent_=budget, n_iter_=int(info["solver"]["n_iter"]))
     return release(estimator, attrs)
 
 

@@ -115,6 +115,32 @@ def gaussian_l1_recovery(X, *, epsilon, delta, norm_bound, sparsity, rng,
         )
         return z, budget, {"branch": "gaussian", "n_measurements": m}
 
+    rng = as_random_source(rng)
+    operator = sensing_operator(d, m, rng)
+    total = clipped_measurement_total(X, operator, norm_bound=norm_bound,
+                                      sparsity=sparsity)
+    return release_measurements(total, n, operator, epsilon=epsilon, delta=delta,
+                                norm_bound=norm_bound, rng=rng, calibration=calibration,
+                                recovery=recovery, max_iter=max_iter, tol=tol)
+
+
+def sensing_operator(d, m, rng):
+    """The fit's sensing operator A (m × d), drawn from ``rng``'s public stream.
+
+    The operator may be published, and a distributed fit ships it to the workers:
+    its randomness comes from :meth:`~skdpsparse.utils.RandomSource.public_generator`,
+    whose seed is a keyed one-way function of the fit's key under another
+    personalisation than the noise draws', so seeing A reveals nothing about the
+    noise (and drawing it does not advance the noise's counter).
+    """
+    return SubsampledHadamardSensing(d, m, as_random_source(rng).public_generator(
+        "sensing operator"))
+
+
+def clipped_measurement_total(X, operator, *, norm_bound, sparsity):
+    """Σᵢ clip(A(sᵢxᵢ)) over the rows of ``X``: rows scaled into {‖x‖₂ ≤ L,
+    ‖x‖₁ ≤ L√s} (sᵢ), each measurement vector scaled to ℓ2 norm ≤ 1.5L. The part of
+    one chunk of rows in a distributed fit (a float64 sum: chunks add their totals)."""
     l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
     if sp.issparse(X):
         X = as_canonical_csr(X)
@@ -122,14 +148,18 @@ def gaussian_l1_recovery(X, *, epsilon, delta, norm_bound, sparsity, rng,
     else:
         X = np.asarray(X)
         scales = _kernels.dense_bounding_scales(X, l2_bound, l1_bound)
+    total, _ = operator.clipped_measurement_sum(X, scales, MEASUREMENT_CLIP * norm_bound)
+    return np.asarray(total, dtype=np.float64)
 
-    rng = as_random_source(rng)
-    # The operator may be published: its randomness comes from a key derived one-way
-    # from the fit's key, so publishing it reveals nothing about the noise below.
-    operator = SubsampledHadamardSensing(d, m, rng.public_generator("sensing operator"))
-    total, _ = operator.clipped_measurement_sum(
-        X, scales, MEASUREMENT_CLIP * norm_bound
-    )
+
+def release_measurements(total, n, operator, *, epsilon, delta, norm_bound, rng,
+                         calibration="analytic", recovery="denoising", max_iter=500,
+                         tol=1e-4):
+    """The compressed-sensing branch's release from the summed measurements (one
+    noise draw, then basis pursuit: post-processing); returns (z, budget, info) as
+    :func:`gaussian_l1_recovery` does."""
+    m = operator.n_measurements
+    d = operator.n_features
     b = np.asarray(total, dtype=np.float64) / n
     sigma = measurement_noise_sigma(
         n, epsilon=epsilon, delta=delta, norm_bound=norm_bound, calibration=calibration

@@ -338,7 +338,8 @@ def _digest_array(a):
     the data for one in-memory array and for any chunking of it on a cluster (so the
     same seed gives the same key in memory and on Dask). Numeric data is hashed as
     float64 in a canonical sparse form, block of lines by block of lines (rows, or
-    the columns of a matrix with fewer rows than columns): for each line its count of
+    the columns of a short wide matrix such as a (K, n) target matrix): for each line
+    its count of
     nonzeros, then the indices and values of the nonzeros; so every SciPy sparse
     format gives one digest, and a vector the same digest whatever its integer or
     float storage (labels, targets). A matrix's digest also says whether it is dense

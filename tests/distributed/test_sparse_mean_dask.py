@@ -9,8 +9,11 @@ from a digest that is the same function of the data for every chunking
 releases, not a tolerance.
 """
 
+import pickle
+
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from skdpsparse import BudgetExceededError, PrivacyLedger
 from skdpsparse.accounting import PureDP
@@ -28,6 +31,7 @@ dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
 
 METHODS = ["threshold", "projection", "gaussian"]
+SEED = 918273645546372819  # distinctive, to be looked for in the graphs
 
 
 def _est(**kw):
@@ -136,14 +140,67 @@ def test_sequential_estimators_refuse_a_dask_input_and_say_why():
             fit_distributed(est, X, np.zeros(200))
 
 
-def test_l1_recovery_is_refused_before_reading_any_chunk():
-    def explode(block):
-        raise AssertionError("a chunk was read")
+def _planted_rows(n, d, seed=0):
+    """Rows near a 4-sparse common vector (so the mean is worth recovering)."""
+    rng = np.random.default_rng(seed)
+    cols = np.concatenate([np.r_[0:4, rng.integers(4, d, 2)] for _ in range(n)])
+    vals = np.tile([0.5, 0.5, -0.5, 0.4, 0.1, 0.1], n) * (1 + 0.1 * rng.standard_normal(6 * n))
+    return sp.csr_matrix((vals, cols, np.arange(0, 6 * n + 1, 6)), shape=(n, d))
 
-    X = da.from_array(sparse_rows(n=200).toarray(), chunks=(100, 2000)).map_blocks(
-        explode, dtype=float)
-    with pytest.raises(NotImplementedError, match="l1_recovery"):
-        _threads(fit_distributed, _est(method="l1_recovery"), X)
+
+@pytest.mark.parametrize("d, branch", [(2**18, "l1_recovery"), (2**15, "gaussian")])
+def test_l1_recovery_gives_the_in_memory_release(d, branch):
+    # Compressed-sensing branch: a digest pass, the operator from the key's public
+    # stream shipped to the workers, a measurement pass, the release on the driver.
+    # The measurement totals are float sums (summation order differs; the bound is in
+    # _sparse_mean._fit_l1_recovery): the releases agree whenever the totals round to
+    # the same noise grid, as here. Below d ≥ m ln² m: the Gaussian branch, exact.
+    X = _planted_rows(3000, d)
+    est = lambda: _est(method="l1_recovery", epsilon=0.3)  # noqa: E731
+    ref = est().fit(X)
+    assert ref.method_ == branch
+    for rows in (3000, 1000, 333):
+        fitted = _threads(fit_distributed, est(), _dask_csr(X, rows))
+        np.testing.assert_array_equal(fitted.mean_, ref.mean_)
+        assert fitted.method_ == branch
+        assert getattr(fitted, "n_iter_", None) == getattr(ref, "n_iter_", None)
+    assert np.abs(ref.mean_[:4] - [0.5, 0.5, -0.5, 0.4]).max() < 0.2
+
+
+def test_l1_recovery_measurement_pass_ships_the_public_operator_only(monkeypatch):
+    from skdpsparse.distributed import _sparse_mean
+    from skdpsparse.mechanisms.l1_recovery import sensing_operator
+
+    seen = {}
+    original = _sparse_mean.sensing_operator
+
+    def spy(d, m, rng):
+        seen["operator"] = op = original(d, m, rng)
+        seen["draws_before"] = rng._draws
+        return op
+
+    monkeypatch.setattr(_sparse_mean, "sensing_operator", spy)
+    blobs = []
+    original_compute = dask.compute
+
+    def record(*collections, **kw):
+        for c in collections:
+            if hasattr(c, "__dask_graph__"):
+                blobs.append(pickle.dumps(dict(c.__dask_graph__())))
+        return original_compute(*collections, **kw)
+
+    monkeypatch.setattr(dask, "compute", record)
+    X = _planted_rows(3000, 2**18)
+    _threads(fit_distributed, _est(method="l1_recovery", epsilon=0.3, random_state=SEED),
+             _dask_csr(X, 1000))
+    assert seen["draws_before"] == 0  # drawing the operator used no noise draw
+    for blob in blobs:
+        for forbidden in (b"RandomSource", b"random_state", b"DPSparseMeanEstimator",
+                          b"add_discrete_noise", str(SEED).encode(),
+                          SEED.to_bytes(8, "little")):
+            assert forbidden not in blob, forbidden
+    assert any(b"SubsampledHadamardSensing" in blob for blob in blobs)
+    assert sensing_operator  # the public function the spy wraps
 
 
 def test_is_distributed_input():
