@@ -74,6 +74,16 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None)
             "into per-chunk sums (one all-reduce per step of a small batch would cost a "
             "round trip per example batch). Fit it in memory on a sample, or use "
             "DPCyclicSGD with large batches or DPOutputPerturbation*.")
+    if name == "DPHeavyTailedRegressor":
+        raise NotImplementedError(
+            "DPHeavyTailedRegressor has no distributed fit: each step's gradient is a "
+            "private heavy-tailed mean (cwme's groups or noise smoothing) released by "
+            "skdpsparse.mechanisms.heavy_tailed from the per-example gradients of all "
+            "the step's rows in memory, and the rows are first permuted with the fit's "
+            "secret key. One round per step needs those oracles split into a per-chunk "
+            "statistic and a driver-side release, and the permutation replaced by a "
+            "keyed hash of a row id. Fit it in memory (on a sample), or use "
+            "DPOutputPerturbationRegressor(loss='huber'), which fits a Dask array.")
     if name == "DPSparseMeanEstimator" and (type(X).__module__ or "").startswith("pyspark"):
         if privacy_unit is not None:
             raise NotImplementedError("privacy_unit on Spark is not implemented.")

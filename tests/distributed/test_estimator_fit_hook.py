@@ -56,6 +56,15 @@ def test_not_yet_distributed_estimators_say_so():
         DPCyclicSGD().fit(X, y)
 
 
+def test_heavy_tailed_regressor_refuses_with_the_reason():
+    from skdpsparse import DPHeavyTailedRegressor
+
+    X = _dask_csr()
+    y = da.from_array(np.zeros(X.shape[0]), chunks=100)
+    with pytest.raises(NotImplementedError, match="private heavy-tailed mean"):
+        DPHeavyTailedRegressor(radius=1.0).fit(X, y)
+
+
 def test_output_perturbation_fits_a_dask_array_through_its_fit():
     X = _dask_csr()
     y = da.from_array(np.arange(X.shape[0]) % 2, chunks=100)
