@@ -70,18 +70,35 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
     (private_clip, cwme) or soft-truncated (noise_smoothing), which is what bounds
     one row's influence.
 
-    Privacy unit: one row (replacement neighbours; n and d public).
-
-    * private_clip, δ > 0: ρ = ``approx_dp_to_zcdp(epsilon, delta)``; the 2d
-      quantile draws spend fρ (an ε_q-DP exponential mechanism is ε_q²/8-zCDP, Cesar
-      and Rogers 2021, Lemma 3.2), the clipped mean (1 − f)ρ with discrete Gaussian
-      noise for ℓ2 sensitivity √d/n in unit coordinates; ρ-zCDP by composition.
-    * private_clip, δ = 0: fε for the draws, (1 − f)ε for the mean with discrete
-      Laplace noise for ℓ1 sensitivity d/n; ε-DP.
-    * cwme: a change of 6τ/⌊n/m⌋ per coordinate for odd m and 3τ/⌊n/m⌋ for even m (a
-      half and a quarter of the paper's bound); noise_smoothing: 2S_c·τ/n, which
-      corrects a too-small constant of the paper for c < 0.756
-      (:mod:`skdpsparse.mechanisms.heavy_tailed`).
+    **Privacy guarantee.** Protected: one row of ``X``, all its coordinates.
+    Neighbouring datasets differ by replacing one row (n and d public; adding or
+    removing a row is covered only as far as a replacement covers it). The released
+    ``mean_``, ``clip_lower_``, ``clip_upper_`` and every fitted attribute together
+    satisfy ``privacy_spent_`` (and the (ε, δ) of ``approx_dp_spent_``). With
+    private_clip and δ > 0: ρ-zCDP with ρ = ``approx_dp_to_zcdp(epsilon, delta)``; the
+    5d quantile draws (exponential mechanism, McSherry and Talwar 2007, "Mechanism
+    design via differential privacy"; each ε_q-bounded range, hence ε_q²/8-zCDP, Cesar
+    and Rogers 2021, Lemma 3.2) spend fρ, the clipped mean (1 − f)ρ with discrete
+    Gaussian noise for ℓ2 sensitivity √d/n in unit coordinates (Canonne, Kamath and
+    Steinke 2020, "The discrete Gaussian for differential privacy", Theorem 14),
+    composed adaptively (Bun and Steinke 2016, Lemma 2.3); with Laplace noise for the
+    mean (few columns), the draws and an ε_m-DP release composed by Rényi accounting to
+    (ε, δ). With private_clip and δ = 0: fε for the draws, (1 − f)ε for the mean with
+    discrete Laplace noise for ℓ1 sensitivity d/n; ε-DP by basic composition. With
+    stated ``bounds``: the clipped mean alone on the whole budget. With cwme: a change
+    of 6τ/⌊n/m⌋ per coordinate for odd m and 3τ/⌊n/m⌋ for even m (a half and a quarter
+    of Kamath, Liu and Zhang 2022's bound in Theorem 4.1); noise_smoothing: 2S_c·τ/n,
+    which corrects a too-small constant of their Algorithm 4 for c < 0.756 (derivations
+    in :mod:`skdpsparse.mechanisms.heavy_tailed`). The derivation of private_clip is the
+    page "Means without stated bounds, and thresholded sparse means" of the
+    documentation's derivations. Assumptions: ``bounds``, ``center``, ``truncation``,
+    ``moment_bound`` and every other parameter chosen without looking at ``X``;
+    ``random_state=None`` (a seed makes the noise known to whoever knows it). The moment
+    bound and the Pareto model of the tails matter for accuracy only, never for privacy.
+    Not covered: add/remove neighbours with n secret; several rows of one person
+    (user-level privacy); side channels such as the fit's running time; rows outside the
+    stated bounds are clipped, which is covered (contribution bounding), but a choice of
+    bounds made from the data is not.
 
     Parameters
     ----------

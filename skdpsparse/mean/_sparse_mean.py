@@ -21,9 +21,26 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
     (Algorithms 1 and 2, Theorems 3.2–3.4), whose error grows with s·log d rather
     than d when rows are s-sparse.
 
-    Privacy unit: one row (replacement neighbours, n public). Every row is first
-    scaled into {‖x‖₂ ≤ L, ‖x‖₁ ≤ L√s} (contribution bounding; rows are never
-    dropped), which is what every noise scale below assumes.
+    **Privacy guarantee.** Protected: one row of ``X``. Neighbouring datasets differ
+    by replacing one row (n and d public). Every row is first scaled into
+    {‖x‖₂ ≤ L, ‖x‖₁ ≤ L√s} (contribution bounding; rows are never dropped), so the
+    mean moves by at most 2L/n in ℓ2 and 2L√s/n in ℓ1 (Ghazi et al. 2024 v1, proofs
+    of Theorems 3.2 and 3.3). δ > 0: discrete Gaussian noise for Δ₂ = 2L/n with σ from
+    the tight zCDP→(ε, δ) conversion (Canonne, Kamath and Steinke 2020, "The discrete
+    Gaussian for differential privacy", Theorem 14; ``calibration="classic"``: the
+    paper's σ where it suffices), (ε, δ)-DP; δ = 0: discrete Laplace noise for
+    Δ₁ = 2L√s/n, ε-DP. ``"l1_recovery"`` releases noisy measurements of the bounded
+    mean instead (Theorem 3.4 there; its sensitivity in
+    :mod:`skdpsparse.mechanisms.l1_recovery`). Thresholding, the projections, basis
+    pursuit and the ``"auto"`` choice (public numbers only) are post-processing. The
+    float sums' rounding is charged to the noise (derivation page "Sensitivities: the
+    library's proofs", section "Bounded mean"). Assumptions: ``norm_bound``, ``sparsity`` and every other
+    parameter chosen without looking at ``X``; ``random_state=None`` (a seed makes
+    the noise known to whoever knows it); the sparsity only matters for accuracy,
+    never for privacy (denser rows are scaled into the ℓ1 bound). Not covered:
+    add/remove neighbours with n secret; several rows of one person (user-level
+    privacy); side channels such as the fit's running time (thresholding and the
+    solver's iterations touch only the noisy release).
 
     Parameters
     ----------

@@ -142,7 +142,12 @@ TRUNCATION_METHODS = ("cdpcwme", "dpcwme", "cdpnsme")
 
 class Sensitivity(tuple):
     """``(linf, l1, l2)``: the largest change of a statistic between neighbours in the
-    ℓ∞, ℓ1 and ℓ2 norms (attributes of the same names)."""
+    ℓ∞, ℓ1 and ℓ2 norms (attributes of the same names).
+
+    **Privacy guarantee.** None needed: a container of public numbers (it reads no
+    data), so it can be called freely; neighbouring datasets do not enter.
+    Assumptions: its arguments are public. Not covered: nothing to cover.
+    """
 
     __slots__ = ()
 
@@ -226,6 +231,10 @@ def _finite_statistic(value):
 def n_groups_for(d, failure_prob, n_samples=None, *, even=False):
     """Number of groups of Algorithm 3 (line 2): ``ceil(4 log(2d/β))``, capped at n.
 
+    **Privacy guarantee.** None needed: a function of public numbers only (it reads
+    no data), so it can be called freely; neighbouring datasets do not enter.
+    Assumptions: its arguments are public. Not covered: nothing to cover.
+
     With m ≥ 4 log(2d/β) groups, the medians of all d coordinates are within the
     per-group deviation bound except with probability d·exp(-m/4) ≤ β/2 (proof of
     Theorem 4.1, natural logarithm; the Hoeffding step is the same for the average of
@@ -260,6 +269,12 @@ def n_groups_for(d, failure_prob, n_samples=None, *, even=False):
 
 def truncation_for(method, n, d, moment, epsilon=None, rho=None, moment_bound=1.0):
     """Truncation parameter τ of Corollary 4.2 (and its analogue for NSME).
+
+    **Privacy guarantee.** None needed: a function of public numbers only (it reads
+    no data), so it can be called freely; neighbouring datasets do not enter.
+    Assumptions: its arguments are public. Not covered: nothing to cover. The τ
+    returned depends on (n, d, ε or ρ, k, M) only, which is why cwme's noise may be
+    calibrated to it.
 
     * ``"cdpcwme"`` (needs ``rho``): τ = (√ρ n/√d)^{1/k} · M^{1/k};
     * ``"dpcwme"`` (needs ``epsilon``): τ = (εn/d)^{1/k} · M^{1/k};
@@ -320,6 +335,13 @@ def truncation_for(method, n, d, moment, epsilon=None, rho=None, moment_bound=1.
 def cwme_sensitivity(n_samples, n_features, tau, n_groups):
     """Sensitivity of the trimmed median of means under replacement of one row.
 
+    **Privacy guarantee.** Not a release: the replacement-neighbour sensitivity (one
+    row replaced, n and d public) of :func:`trimmed_median_of_means`, proved in the
+    module notes (our derivation; a half (odd m) or a quarter (even m) of Kamath,
+    Liu and Zhang 2022's Theorem 4.1 bound). Protected by the mechanisms that
+    calibrate noise to it. Assumptions: τ and m chosen without the data. Not
+    covered: add/remove neighbours.
+
     Δ∞ = 6τ/n_min for odd m and 3τ/n_min for even m, with n_min = floor(n/m) and
     m = min(n_groups, n) the number of groups used (proof in the module notes);
     Δ₁ = dΔ∞, Δ₂ = √d Δ∞. All three are attained.
@@ -339,6 +361,12 @@ def cwme_sensitivity(n_samples, n_features, tau, n_groups):
 
 def noise_smoothing_sensitivity(n_samples, n_features, tau, smoothing_variance=1.0):
     """Sensitivity of the noise-smoothing mean under replacement of one row.
+
+    **Privacy guarantee.** Not a release: the replacement-neighbour sensitivity (one
+    row replaced, n and d public) of :func:`noise_smoothing_mean`, 2S_c·τ/n per
+    coordinate, proved in the module notes (our derivation, correcting Kamath, Liu
+    and Zhang 2022's Algorithm 4 constant for c < 0.756). Assumptions: τ and c
+    chosen without the data. Not covered: add/remove neighbours.
 
     Δ∞ = 2 S_c τ/n with S_c = (2√2/3) erf(1/√(2c)) = sup|ψ_c| (proof in the module
     notes); Δ₁ = dΔ∞, Δ₂ = √d Δ∞ ≤ (4√2/3)τ√d/n.
@@ -361,6 +389,13 @@ def noise_smoothing_sensitivity(n_samples, n_features, tau, smoothing_variance=1
 def trimmed_median_of_means(X, *, tau, n_groups, center=None, scale=None, groups=None):
     """Algorithm 3 without noise (NOT private): the coordinate-wise trimmed median of
     means of the rows of ``X`` (or of the rows ``scale[i] * X[i]``).
+
+    **Privacy guarantee.** None by itself: a deterministic statistic of the data
+    with no noise, so releasing its output is not private. What it provides is the
+    sensitivity under replacement of one row (neighbouring datasets differ in one
+    row, n public) that the private release adding noise to it relies on; see
+    :func:`cwme_sensitivity`. Not covered: everything, unless noise is added
+    (:func:`private_cwme`).
 
     Parameters
     ----------
@@ -408,6 +443,13 @@ def noise_smoothing_mean(X, *, tau, smoothing_variance=1.0, scale=None):
     """Algorithm 4 without noise (NOT private): ``(τ/n) Σ_i ψ_c(x_i/τ)`` per coordinate
     (of the rows ``scale[i] * x_i`` when ``scale`` is given).
 
+    **Privacy guarantee.** None by itself: a deterministic statistic of the data
+    with no noise, so releasing its output is not private. What it provides is the
+    sensitivity under replacement of one row (neighbouring datasets differ in one
+    row, n public) that the private release adding noise to it relies on; see
+    :func:`noise_smoothing_sensitivity`. Not covered: everything, unless noise is
+    added (:func:`private_noise_smoothing_mean`).
+
     Returns
     -------
     ndarray of shape (d,), float64
@@ -441,6 +483,15 @@ def _release(statistic, rng, kind, scale, sens):
 def private_cwme_zcdp(X, *, tau, n_groups, rho, rng, center=None, scale=None,
                       groups=None):
     """CDPCWME: trimmed median of means plus N(0, σ²I), ρ-zCDP (Theorem 4.1).
+
+    **Privacy guarantee.** Protected: one row of ``X`` (neighbouring datasets differ
+    by replacing one row; n and d public). ρ-zCDP: discrete Gaussian noise for the
+    ℓ2 sensitivity √d·Δ∞ of :func:`cwme_sensitivity` (Canonne, Kamath and Steinke
+    2020, "The discrete Gaussian for differential privacy", Theorem 14), the float
+    rounding charged to the noise. Assumptions: τ, m, the center and the group
+    assignment chosen without the data (a random assignment is covered: the bound
+    holds for every assignment); a secret random source. Not covered: add/remove
+    neighbours; user-level privacy; timing side channels.
 
     σ = Δ₂/√(2ρ) with Δ₂ = 6τ√d/floor(n/m) for odd m, half that for even m
     (:func:`cwme_sensitivity`). This is the gradient oracle of Algorithm 2, which
@@ -486,6 +537,14 @@ def private_cwme_zcdp(X, *, tau, n_groups, rho, rng, center=None, scale=None,
 def private_cwme(X, *, tau, n_groups, epsilon, delta, rng, center=None, scale=None,
                  groups=None):
     """Private coordinate-wise trimmed median of means (Kamath, Liu and Zhang 2022, Theorem 4.1).
+
+    **Privacy guarantee.** Protected: one row of ``X`` (neighbouring datasets differ
+    by replacing one row; n and d public). δ > 0: as :func:`private_cwme_zcdp` at ρ
+    = ``approx_dp_to_zcdp(epsilon, delta)``, which implies (ε, δ)-DP; δ = 0:
+    discrete Laplace noise for the ℓ1 sensitivity d·Δ∞ (:func:`cwme_sensitivity`),
+    ε-DP. Assumptions: τ, m, the center and the group assignment chosen without the
+    data; a secret random source. Not covered: add/remove neighbours; user-level
+    privacy; timing side channels.
 
     * ``delta > 0`` (CDPCWME): spends ρ = ``approx_dp_to_zcdp(epsilon, delta)``, the
       largest ρ whose tight conversion gives (ε, δ)-DP, with Gaussian noise
@@ -550,6 +609,13 @@ def private_noise_smoothing_mean_zcdp(X, *, tau, rho, rng, smoothing_variance=1.
                                       scale=None):
     """CDPNSME (Kamath, Liu and Zhang 2022, Algorithm 4) with the corrected sensitivity: ρ-zCDP.
 
+    **Privacy guarantee.** Protected: one row of ``X`` (neighbouring datasets differ
+    by replacing one row; n and d public). ρ-zCDP: discrete Gaussian noise for the
+    ℓ2 sensitivity 2S_c·τ√d/n (:func:`noise_smoothing_sensitivity`; Canonne, Kamath
+    and Steinke 2020, Theorem 14). Assumptions: τ and c chosen without the data; a
+    secret random source. Not covered: add/remove neighbours; user-level privacy;
+    timing side channels.
+
     Adds N(0, σ²I), σ = Δ₂/√(2ρ), Δ₂ = 2 S_c τ√d/n with S_c = (2√2/3) erf(1/√(2c))
     (:func:`noise_smoothing_sensitivity`; the seed's √2·τ√d/n is too small for
     c < 0.756, see the module notes).
@@ -592,6 +658,13 @@ def private_noise_smoothing_mean_zcdp(X, *, tau, rho, rng, smoothing_variance=1.
 def private_noise_smoothing_mean(X, *, tau, epsilon, delta, rng, smoothing_variance=1.0,
                                  scale=None):
     """CDPNSME at an (ε, δ) target: ρ = ``approx_dp_to_zcdp(epsilon, delta)``.
+
+    **Privacy guarantee.** Protected: one row of ``X`` (neighbouring datasets differ
+    by replacing one row; n and d public). As
+    :func:`private_noise_smoothing_mean_zcdp` at ρ = ``approx_dp_to_zcdp(epsilon,
+    delta)``, which implies (ε, δ)-DP (δ > 0 only). Assumptions: τ and c chosen
+    without the data; a secret random source. Not covered: add/remove neighbours;
+    user-level privacy; timing side channels.
 
     Only ``delta > 0`` (the mechanism is Gaussian). Returns ``(estimate, ZCDP(ρ),
     info)`` as :func:`private_noise_smoothing_mean_zcdp`, with ``epsilon``, ``delta``

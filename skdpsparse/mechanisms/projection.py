@@ -30,6 +30,10 @@ from .noise import add_noise_inplace
 def row_bounds(norm_bound, sparsity):
     """The contribution bounds (ℓ2 bound L, ℓ1 bound L·√s) every row is scaled into.
 
+    **Privacy guarantee.** None needed: a function of public numbers only (it reads
+    no data), so it can be called freely; neighbouring datasets do not enter.
+    Assumptions: its arguments are public. Not covered: nothing to cover.
+
     The domain {‖x‖₂ ≤ L, ‖x‖₁ ≤ L√s} contains the s-sparse vectors of norm ≤ L
     (‖x‖₁ ≤ √s‖x‖₂ for s-sparse x) and is the relaxation of Ghazi et al. 2024 v1 Remark 2.1.
     """
@@ -38,6 +42,14 @@ def row_bounds(norm_bound, sparsity):
 
 def bounded_mean(X, norm_bound, sparsity):
     """Mean of the rows of ``X`` after scaling each into the contribution bounds.
+
+    **Privacy guarantee.** None by itself: a deterministic statistic of the data
+    with no noise, so releasing its output is not private. What it provides is the
+    sensitivity under replacement of one row (neighbouring datasets differ in one
+    row, n public) that the private release adding noise to it relies on; 2L/n in ℓ2
+    and 2L√s/n in ℓ1 (Ghazi et al. 2024 v1, proofs of Theorems 3.2 and 3.3),
+    whatever the input, since every row is scaled into the bounds. Not covered:
+    everything, unless noise is added (:func:`projection_mechanism`).
 
     Rows with ‖x‖₂ > L or ‖x‖₁ > L√s are scaled down (never dropped): this is what
     makes the sensitivities below hold for every input. Sparse ``X`` stays sparse.
@@ -68,12 +80,23 @@ def bounded_mean(X, norm_bound, sparsity):
 
 
 def mean_fixed_point_bits(n, norm_bound):
-    """F of the exact sums behind :func:`bounded_mean` (no int64 overflow)."""
+    """F of the exact sums behind :func:`bounded_mean` (no int64 overflow).
+
+    **Privacy guarantee.** None needed: a function of public numbers only (it reads
+    no data), so it can be called freely; neighbouring datasets do not enter.
+    Assumptions: its arguments are public. Not covered: nothing to cover.
+    """
     return fixed_point_bits(n, float(norm_bound)) if norm_bound > 0 else 0
 
 
 def bounded_mean_sensitivity(n, n_cols, *, norm_bound, sparsity, kind):
     """(claimed, computed) sensitivity of :func:`bounded_mean` for noise ``kind``.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (it reads
+    no data), so it can be called freely; neighbouring datasets do not enter.
+    Assumptions: its arguments are public. Not covered: nothing to cover. The
+    sensitivities it returns are proved in its description (the claimed one from
+    Ghazi et al. 2024 v1, the computed one our derivation of the float rounding).
 
     Claimed: 2L/n (ℓ2, Gaussian) or 2L√s/n (ℓ1, Laplace), the paper's. Computed: what
     the floats :func:`bounded_mean` returns can move, charged by the noise plan
@@ -127,6 +150,16 @@ def mean_noise(n, *, epsilon, delta, norm_bound, sparsity, calibration="analytic
 def projection_mechanism(mean, n, *, epsilon, delta, norm_bound, sparsity, rng,
                          calibration="analytic", project=True):
     """Ghazi et al. (2024 v1) Algorithm 1 on the mean of n rows already scaled into the bounds.
+
+    **Privacy guarantee.** Protected: one row (neighbouring datasets differ by
+    replacing one row; n public), given that ``mean`` is the :func:`bounded_mean` of
+    the rows. δ = 0: discrete Laplace noise for Δ₁ = 2L√s/n, ε-DP (Ghazi et al. 2024
+    v1, Theorem 3.2); δ > 0: discrete Gaussian noise for Δ₂ = 2L/n with σ from the
+    tight zCDP conversion (Canonne, Kamath and Steinke 2020, Theorem 14), (ε, δ)-DP
+    (their Theorem 3.3 with that σ); the projections are post-processing.
+    Assumptions: L and s chosen without the data; a secret random source. Not
+    covered: a ``mean`` that is not the bounded mean of the rows; add/remove
+    neighbours; user-level privacy; timing side channels.
 
     Parameters
     ----------

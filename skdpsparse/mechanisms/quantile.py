@@ -90,6 +90,10 @@ __all__ = ["geometric_grid", "rank_counts", "quantile_scores", "rank_error",
 def geometric_grid(min_exponent=-20, max_exponent=40, steps_per_octave=8):
     """The public grid 0, ±2^(k/m), m·min_exponent <= k <= m·max_exponent, sorted.
 
+    **Privacy guarantee.** None needed: a function of public numbers only (it reads
+    no data), so it can be called freely; neighbouring datasets do not enter.
+    Assumptions: its arguments are public. Not covered: nothing to cover.
+
     Parameters
     ----------
     min_exponent, max_exponent : int
@@ -121,6 +125,13 @@ def _check_grid(grid):
 def rank_counts(X, grid, *, strict=False):
     """counts[j, k] = #{i : X[i, j] <= grid[k]} (``strict``: < grid[k]), exactly
     (implicit zeros of a sparse ``X`` included).
+
+    **Privacy guarantee.** None by itself: a deterministic statistic of the data
+    with no noise, so releasing its output is not private. What it provides is the
+    sensitivity under replacement of one row (neighbouring datasets differ in one
+    row, n public) that the private release adding noise to it relies on; each count
+    moves by at most one. Not covered: everything, unless released through
+    :func:`private_quantiles`.
 
     Parameters
     ----------
@@ -166,7 +177,16 @@ def quantile_scores(below, at_most, target, grid, prior_weight=1.0, direction=0,
     sensitivity added): w·|k − k_0| with k_0 the grid point nearest 0 (no ``anchor``),
     or, with ``anchor`` = k_a (a grid index), w·max(0, k − k_a) (``direction=1``, an
     upper quantile) or w·max(0, k_a − k) (``direction=-1``, a lower one);
-    w = ``prior_weight``."""
+    w = ``prior_weight``.
+
+    **Privacy guarantee.** None by itself: a deterministic statistic of the data
+    with no noise, so releasing its output is not private. What it provides is the
+    sensitivity under replacement of one row (neighbouring datasets differ in one
+    row, n public) that the private release adding noise to it relies on; the score
+    moves by at most 1 (the prior does not depend on the data, or only through an
+    earlier release). Not covered: everything, unless released through
+    :func:`private_quantiles`.
+    """
     dist = np.maximum(below - target, 0) + np.maximum(target - at_most, 0)
     k = np.arange(grid.size)
     if anchor is None:
@@ -178,14 +198,24 @@ def quantile_scores(below, at_most, target, grid, prior_weight=1.0, direction=0,
 
 def rank_error(grid_size, epsilon, beta=0.05):
     """2(ln G + ln(1/β))/ε: with probability ≥ 1 - β the released point's rank is
-    within this of the best grid point's (Dwork and Roth 2014, Theorem 3.11)."""
+    within this of the best grid point's (Dwork and Roth 2014, Theorem 3.11).
+
+    **Privacy guarantee.** None needed: a function of public numbers only (it reads
+    no data), so it can be called freely; neighbouring datasets do not enter.
+    Assumptions: its arguments are public. Not covered: nothing to cover.
+    """
     return 2.0 * (math.log(grid_size) + math.log(1.0 / beta)) / float(epsilon)
 
 
 def quantile_epsilon(n_draws, *, epsilon=None, rho=None):
     """ε of each of ``n_draws`` exponential-mechanism draws so that all of them
     together spend ``epsilon`` (pure DP, basic composition: ε/k) or ``rho`` (zCDP, an
-    ε-draw is ε²/8-zCDP: √(8ρ/k)). Exactly one of ``epsilon`` and ``rho``."""
+    ε-draw is ε²/8-zCDP: √(8ρ/k)). Exactly one of ``epsilon`` and ``rho``.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (it reads
+    no data), so it can be called freely; neighbouring datasets do not enter.
+    Assumptions: its arguments are public. Not covered: nothing to cover.
+    """
     k = int(n_draws)
     if k < 1 or (epsilon is None) == (rho is None):
         raise ValueError("need n_draws >= 1 and exactly one of epsilon and rho.")
@@ -210,6 +240,17 @@ def private_quantiles(X, levels, *, epsilon_each, rng, grid=None, counts=None,
     """For every column j and level q, a grid point drawn by the exponential mechanism
     with the score u of the module notes: ``len(levels) * d`` draws, each
     ε-DP with ε = ``epsilon_each`` (and ε²/8-zCDP).
+
+    **Privacy guarantee.** Protected: one row of ``X`` (neighbouring datasets differ
+    by replacing one row; n public). Each draw is ε-DP with ε = ``epsilon_each``
+    (exponential mechanism with a score of sensitivity 1, McSherry and Talwar 2007,
+    "Mechanism design via differential privacy"; Dwork and Roth 2014, Theorem 3.10;
+    the draw is exact) and ε-bounded range, hence ε²/8-zCDP (Cesar and Rogers 2021,
+    Lemma 3.2); k draws compose to kε-DP or kε²/8-zCDP, adaptively (the anchors may
+    be earlier draws). The caller charges the composition. Assumptions: the grid,
+    the levels and the anchors are public or earlier releases; a secret random
+    source. Not covered: add/remove neighbours; user-level privacy; timing side
+    channels.
 
     Parameters
     ----------

@@ -60,6 +60,10 @@ def predicted_error(method, n, d, sparsity, epsilon, delta, norm_bound=1.0,
                     beta=0.05, calibration="analytic"):
     """Bound on the ℓ2 error of ``method`` holding with probability ≈ 1 − β.
 
+    **Privacy guarantee.** None needed: a function of public numbers only (it reads
+    no data), so it can be called freely; neighbouring datasets do not enter.
+    Assumptions: its arguments are public. Not covered: nothing to cover.
+
     * Dense noise (gaussian / laplace; Fact 2.4): Gaussian ‖ξ‖₂ ≤ σ(√d + √(2 ln 1/β));
       Laplace ‖ξ‖₂ ≤ b(√(2d) + ln(1/β)).
     * projection (Lemma 3.1): min(dense, √(2L√s‖ξ‖∞)) with ‖ξ‖∞ ≤ σ√(2 ln(2d/β))
@@ -117,6 +121,11 @@ def predicted_error(method, n, d, sparsity, epsilon, delta, norm_bound=1.0,
 def choose_method(n, d, sparsity, epsilon, delta, norm_bound=1.0, calibration="analytic"):
     """The method to run for (n, d, s, ε, δ, L), data-independent (module notes).
 
+    **Privacy guarantee.** None needed: a function of public numbers only (it reads
+    no data), so it can be called freely; neighbouring datasets do not enter.
+    Assumptions: its arguments are public. Not covered: nothing to cover. Choosing a
+    method by it costs no privacy.
+
     Thresholding when its worst-case bound is below the dense release's (the sparse
     regime), else the projection (never worse than the dense release); then
     ℓ1-recovery instead if its bound is smaller still (δ > 0).
@@ -138,7 +147,18 @@ def choose_method(n, d, sparsity, epsilon, delta, norm_bound=1.0, calibration="a
 def private_sparse_mean(X, method, *, epsilon, delta, norm_bound, sparsity, rng,
                         calibration="analytic", recovery="denoising", max_iter=500,
                         tol=1e-4):
-    """Run one of :data:`METHODS` on the rows of ``X``; returns (estimate, budget, info)."""
+    """Run one of :data:`METHODS` on the rows of ``X``; returns (estimate, budget, info).
+
+    **Privacy guarantee.** Protected: one row of ``X`` (neighbouring datasets differ
+    by replacing one row; n public). The guarantee of the method run: threshold,
+    projection, gaussian and laplace are
+    :func:`~skdpsparse.mechanisms.projection.projection_mechanism` (ε-DP for δ = 0,
+    (ε, δ)-DP for δ > 0) followed by post-processing (the threshold is public);
+    l1_recovery is :func:`~skdpsparse.mechanisms.l1_recovery.gaussian_l1_recovery`,
+    (ε, δ)-DP. Assumptions: L, s and the method chosen without the data; a secret
+    random source. Not covered: add/remove neighbours; user-level privacy; timing
+    side channels (the solver's iterations read only the noisy release).
+    """
     n = X.shape[0]
     if method == "l1_recovery":
         return gaussian_l1_recovery(
@@ -168,7 +188,12 @@ def private_sparse_mean(X, method, *, epsilon, delta, norm_bound, sparsity, rng,
 
 def noise_threshold(n, d, *, epsilon, delta, norm_bound, sparsity, calibration="analytic"):
     """λ of the thresholding (module notes): σ√(2 ln d) for the Gaussian noise of
-    the dense release, b·ln d for its Laplace noise; public numbers only."""
+    the dense release, b·ln d for its Laplace noise; public numbers only.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (it reads
+    no data), so it can be called freely; neighbouring datasets do not enter.
+    Assumptions: its arguments are public. Not covered: nothing to cover.
+    """
     kind, scale, _ = mean_noise(n, epsilon=epsilon, delta=delta, norm_bound=norm_bound,
                                 sparsity=sparsity, calibration=calibration)
     if kind == "laplace":
