@@ -22,6 +22,7 @@ Usage::
     python benchmarks/bench_real_data.py            # full: 5 seeds, 5 epsilons (hours)
     python benchmarks/bench_real_data.py --quick    # 2 seeds, eps 1 and 4, <= 60k rows
     python benchmarks/bench_real_data.py --tasks tweets movielens --no-diffprivlib
+    python benchmarks/bench_real_data.py --rows DPSGD --no-tune --no-diffprivlib --no-means
 """
 
 import argparse
@@ -192,6 +193,9 @@ def main(argv=None):
                         help="skip the rows tuned on the validation split")
     parser.add_argument("--slow", action="store_true",
                         help="also DPNoisySGD* and DPBiasReducedSGD* (minutes per fit)")
+    parser.add_argument("--rows", nargs="*", default=None,
+                        help="only the library rows whose name contains one of these "
+                             "strings (baselines and the recipe always run)")
     parser.add_argument("--no-diffprivlib", action="store_true")
     parser.add_argument("--diffprivlib-only", action="store_true",
                         help="only the diffprivlib rows (they take long on a busy machine)")
@@ -212,7 +216,8 @@ def main(argv=None):
     for task in tasks:
         t0 = time.perf_counter()
         table, notes = ({}, {}) if args.diffprivlib_only else linear_rows(
-            task, seeds, epsilons, DELTA, tune=not args.no_tune, slow=args.slow)
+            task, seeds, epsilons, DELTA, tune=not args.no_tune, slow=args.slow,
+            rows=args.rows)
         if task.name in dpl:
             row, note = dpl[task.name]
             table["diffprivlib 0.6.6 (ε-DP)"] = row

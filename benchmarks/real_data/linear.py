@@ -123,7 +123,8 @@ def _private_specs(task, tuned):
     """(row name, factory(ε, seed) -> estimator) of the library's estimators."""
     from skdpsparse.linear_model import (DPCyclicSGD, DPHeavyTailedRegressor,
                                          DPOutputPerturbationClassifier,
-                                         DPOutputPerturbationRegressor)
+                                         DPOutputPerturbationRegressor, DPSGDClassifier,
+                                         DPSGDRegressor)
 
     pub = task.public
     s = pub.get("sparsity")
@@ -139,6 +140,8 @@ def _private_specs(task, tuned):
                           random_state=r)))
         specs.append(("CyclicSGD (defaults; norm_bound=1 is public)",
                       lambda e, r: DPCyclicSGD(epsilon=e, classes=cls, random_state=r)))
+        specs.append(("DPSGD (defaults; norm_bound=1 is public)",
+                      lambda e, r: DPSGDClassifier(epsilon=e, classes=cls, random_state=r)))
     else:
         B = pub.get("label_bound")
         specs.append(("OutputPerturbation (defaults)",
@@ -152,6 +155,12 @@ def _private_specs(task, tuned):
                           lambda e, r: DPOutputPerturbationRegressor(
                               epsilon=e, sparsity=s, label_bound="private",
                               random_state=r)))
+        specs.append(("DPSGD (defaults: label_bound='private')",
+                      lambda e, r: DPSGDRegressor(epsilon=e, random_state=r)))
+        if B is not None:
+            specs.append((f"DPSGD (label_bound={B:g})",
+                          lambda e, r: DPSGDRegressor(epsilon=e, label_bound=B,
+                                                      random_state=r)))
         specs.append(("CyclicSGD squared (defaults)",
                       lambda e, r: DPCyclicSGD("squared", epsilon=e, random_state=r)))
         specs.append(("HeavyTailedRegressor (defaults)",
@@ -243,8 +252,12 @@ def _baselines(task, Xtr, ytr, Xte, yte):
     return out
 
 
-def linear_rows(task, seeds, epsilons, delta, *, tune=True, slow=False, log=print):
-    """Scores of every row: {row: {eps or None: [score per seed]}}, and notes."""
+def linear_rows(task, seeds, epsilons, delta, *, tune=True, slow=False, rows=None,
+                log=print):
+    """Scores of every row: {row: {eps or None: [score per seed]}}, and notes.
+
+    ``rows``: keep only the library rows whose name contains one of these strings
+    (the baselines and the recipe always run)."""
     from .datasets import split
 
     table, notes, timing = {}, {}, {}
@@ -253,6 +266,8 @@ def linear_rows(task, seeds, epsilons, delta, *, tune=True, slow=False, log=prin
         table.setdefault(row, {}).setdefault(eps, []).append(value)
 
     specs = _private_specs(task, tune) + (_slow_specs(task) if slow else [])
+    if rows:
+        specs = [(name, make) for name, make in specs if any(r in name for r in rows)]
     grids = _tuning_grids(task) if tune else []
     for seed in seeds:
         (Xtr, ytr), (Xva, yva), (Xte, yte) = split(task, seed)
