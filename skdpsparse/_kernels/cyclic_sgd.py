@@ -707,7 +707,9 @@ def _multiclass_derivatives(z, label, code, softmax, param, g):
             zmax = max(zmax, z[k])
         total = 0.0
         for k in range(n_out):
-            g[k] = math.exp(z[k] - zmax)
+            # (Infinite margins: the limit, p uniform over the largest ones.)
+            g[k] = (1.0 if z[k] == zmax else 0.0) if abs(zmax) == math.inf \
+                else math.exp(z[k] - zmax)
             total += g[k]
         for k in range(n_out):
             g[k] /= total
@@ -872,15 +874,12 @@ def dense_multiclass_cyclic_sgd_steps(X, y, theta, n_outputs, order, start, code
             if i < 0 or i >= n:
                 raise IndexError("order holds an index out of range")
             x = X[i]
-            x_norm = 0.0
-            for j in range(d):
-                x_norm += x[j] * x[j]
-            x_norm = math.sqrt(x_norm)
+            x_norm = l2_norm_range_nb(x, 0, d)
             for k in range(n_outputs):
-                acc = th[k, d] if fit_intercept else 0.0
-                for j in range(d):
-                    acc += th[k, j] * x[j]
-                z[k] = acc
+                b_k = th[k, d] if fit_intercept else 0.0
+                z[k] = _dot(x, th[k, :d]) + b_k
+                if not abs(z[k]) < math.inf:
+                    z[k] = _dense_margin_rescaled(X, i, th[k, :d], b_k)
             g_norm = _multiclass_derivatives(z, y[i], code, softmax, param, g)
             c = _clip_factor(g_norm, x_norm, clip_norm, fit_intercept)
             for k in range(n_outputs):
@@ -931,15 +930,10 @@ def csr_multiclass_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, n_o
             if i < 0 or i >= n:
                 raise IndexError("order holds an index out of range")
             lo, hi = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
-            x_norm = 0.0
-            for k in range(lo, hi):
-                x_norm += np.float64(data[k]) * np.float64(data[k])
-            x_norm = math.sqrt(x_norm)
+            x_norm = l2_norm_range_nb(data, lo, hi)
             for o in range(n_outputs):
-                acc = th[o, d] if fit_intercept else 0.0
-                for k in range(lo, hi):
-                    acc += np.float64(data[k]) * th[o, np.uint64(indices[k])]
-                z[o] = acc
+                z[o] = _csr_margin(indptr, indices, data, i, th[o, :d],
+                                   th[o, d] if fit_intercept else 0.0)
             g_norm = _multiclass_derivatives(z, y[i], code, softmax, param, g)
             c = _clip_factor(g_norm, x_norm, clip_norm, fit_intercept)
             for o in range(n_outputs):

@@ -348,3 +348,23 @@ def test_sequential_steps_are_the_general_steps_in_memory_order(loss, constraint
         assert s == s_ref
     with pytest.raises(ValueError):
         dense_sequential_cyclic_sgd_steps(X, norms[:-1], y, fast, 0, *args, noise, *tail)
+
+
+@pytest.mark.parametrize("softmax", [True, False])
+def test_multiclass_margins_beyond_float64_give_finite_steps(softmax):
+    """A margin that overflows float64 (huge iterate, bounded row) is the limit of the
+    loss derivative (softmax: p uniform over the infinite margins), not NaN."""
+    n, d, k = 6, 3, 3
+    X = np.full((n, d), 0.5)
+    y = np.arange(n) % k
+    theta = np.zeros((k, d + 1))
+    theta[0, :d] = 1e308  # z_0 = 1.5e308 overflows; z_1 = z_2 = 0
+    theta[1, :d] = -1e308
+    theta = theta.ravel()
+    one = np.ones(1)
+    code = LOSS_CODES["logistic" if softmax else "sigmoid"]
+    dense_multiclass_cyclic_sgd_steps(X, y, theta, k, np.arange(n), 0, code, softmax, 0.0,
+                                      1.0, 3, 0.1, np.zeros((2, k * (d + 1))), 0.0, 0.0,
+                                      NO_CONSTRAINT, 0.0, one, one, True)
+    assert np.all(np.isfinite(theta))
+    assert theta[2 * (d + 1) + d] != 0.0  # class 2 learned from its own rows
