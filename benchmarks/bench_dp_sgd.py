@@ -37,7 +37,14 @@ from sklearn.model_selection import train_test_split
 from skdpsparse.datasets import load_sparse_digits, make_sparse_classification
 from skdpsparse.exceptions import PrivacyLeakWarning
 from skdpsparse.linear_model._cyclic_sgd import DPCyclicSGD
-from skdpsparse.mechanisms.cyclic_sgd import cyclic_sgd, plan_cyclic_sgd
+from skdpsparse._kernels.cyclic_sgd import (
+    NO_CONSTRAINT,
+    dense_cyclic_sgd_steps,
+    dense_gather_bounded_rows,
+    dense_sequential_cyclic_sgd_steps,
+)
+from skdpsparse.mechanisms.cyclic_sgd import bound_rows_l2, cyclic_sgd, plan_cyclic_sgd
+from skdpsparse.mechanisms.noise import grid_noise
 from skdpsparse.utils import fit_random_source
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -73,6 +80,32 @@ def numpy_dp_sgd(X, y01, *, epochs, batch_size, learning_rate, clip_norm, noise_
         theta[:d] -= step * (A.T @ der)
         theta[d] -= step * der.sum()
         theta += noise_std * rng.standard_normal(d + 1)
+    return theta
+
+
+def _steps_general(X, targets, perm, plan, noise, spacing):
+    """bound_rows_l2's permuted copy, then dense_cyclic_sgd_steps (norms recomputed
+    at every visit): the dense path before issue 24."""
+    n, d = X.shape
+    Xb, one = bound_rows_l2(X, plan.norm_bound, order=perm), np.zeros(1)
+    theta = np.zeros(d + 1)
+    dense_cyclic_sgd_steps(Xb, targets[perm], theta, np.arange(n), 0, 1, 1.0, plan.clip_norm,
+                           plan.batch_size, plan.learning_rate, noise, plan.alpha, 0.0,
+                           NO_CONSTRAINT, 0.0, one, one, True, spacing)
+    return theta
+
+
+def _steps_sequential(X, targets, perm, plan, noise, spacing):
+    """The same steps as the mechanism runs them now: one-pass copy with the row
+    norms, then dense_sequential_cyclic_sgd_steps."""
+    n, d = X.shape
+    Xb, norms = dense_gather_bounded_rows(X, perm, plan.norm_bound, np.empty((n, d)),
+                                          np.empty(n))
+    theta, one = np.zeros(d + 1), np.zeros(1)
+    dense_sequential_cyclic_sgd_steps(Xb, norms, targets[perm], theta, 0, 1, 1.0,
+                                      plan.clip_norm, plan.batch_size, plan.learning_rate,
+                                      noise, plan.alpha, 0.0, NO_CONSTRAINT, 0.0, one, one,
+                                      True, spacing)
     return theta
 
 
@@ -144,8 +177,20 @@ def speed(epochs, reps, opacus, venv, n=100_000, d=100, b=256):
                            penalty="l2", alpha=1e-4)
     targets = np.where(y == 1, 1.0, -1.0)
     sgd = SGDClassifier(loss="log_loss", max_iter=epochs, tol=None, random_state=0)
-    times = {"fit": [], "loop": [], "sgd": [], "numpy": []}
+    noise, spacing = grid_noise((plan.n_steps, d + 1), None, "gaussian", plan.noise_std,
+                                sensitivity=plan.learning_rate * plan.clip_norm / b)
+    times = {"fit": [], "loop": [], "sgd": [], "numpy": [], "general": [], "sequential": []}
     for rep in range(reps):
+        # The dense path's two versions on the same noise (issue 24): the bounded,
+        # permuted copy then the general kernel, against the one-pass copy with the
+        # row norms then the sequential kernel that the mechanism now runs.
+        perm = np.random.default_rng(rep).permutation(n)
+        t0 = time.perf_counter()
+        _steps_general(X, targets, perm, plan, noise, spacing)
+        times["general"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        _steps_sequential(X, targets, perm, plan, noise, spacing)
+        times["sequential"].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         est.fit(X, y)
         times["fit"].append(time.perf_counter() - t0)
@@ -181,6 +226,10 @@ def speed(epochs, reps, opacus, venv, n=100_000, d=100, b=256):
     print(f"    ratios min / median / max: fit/NumPy {ratio('fit', 'numpy')} (target <= 0.67), "
           f"fit/SGDClassifier {ratio('fit', 'sgd')} (target <= 0.5), "
           f"loop/NumPy {ratio('loop', 'numpy')}")
+    print(f"    dense path, copy + steps on the same noise: general kernel "
+          f"{per['general']:.4f}, sequential kernel {per['sequential']:.4f}; "
+          f"sequential/general {ratio('sequential', 'general')}, "
+          f"sequential/NumPy {ratio('sequential', 'numpy')}")
     t0 = time.perf_counter()
     fit_random_source(0, est, X, y)
     digest = time.perf_counter() - t0
