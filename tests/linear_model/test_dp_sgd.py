@@ -5,12 +5,26 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skdpsparse import BudgetExceededError, PrivacyLedger
 from skdpsparse.accounting import ApproxDP, PureDP
 from skdpsparse.linear_model import DPSGDClassifier, DPSGDRegressor
 from skdpsparse.linear_model._dp_sgd import auto_batch_size
 from skdpsparse.mechanisms.dp_sgd import calibrate_dp_sgd_noise
+
+
+pytestmark = pytest.mark.filterwarnings("ignore::skdpsparse.exceptions.PrivacyLeakWarning")
+
+
+# scikit-learn's checks fit small data sets (n ≈ 30–150) and expect a usable model:
+# a large ε, a few epochs of batches of 16.
+@parametrize_with_checks([
+    DPSGDClassifier(epsilon=50.0, norm_bound=5.0, epochs=20, batch_size=16, random_state=0),
+    DPSGDRegressor(epsilon=50.0, norm_bound=5.0, epochs=20, batch_size=16, random_state=0),
+])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
 
 
 def _separable(n, d=5, seed=0):
