@@ -210,8 +210,9 @@ def output_perturbation(args):
           f"{cpu + worker_cpu:8.2f} {peak / 2**30:9.2f} GB")
     print(f"wall ratio dask / in memory: {wall / wall_mem:.2f}; distributed passes "
           f"(loss and gradient): {len(passes)}")
-    print("distributed == in-memory estimator.fit, bit for bit: "
-          f"{np.array_equal(dist.coef_, ref.coef_) and np.array_equal(dist.intercept_, ref.intercept_)}")
+    same = (np.array_equal(dist.coef_, ref.coef_)
+            and np.array_equal(dist.intercept_, ref.intercept_))
+    print(f"distributed == in-memory estimator.fit, bit for bit: {same}")
 
 
 if __name__ == "__main__":

@@ -44,8 +44,8 @@ Certificate. :math:`\\Phi = F + \\iota_{\\mathcal X}` is λ-strongly convex, so 
 smallest such u it can compute (:func:`ball_residual`): :math:`\\nabla F(\\hat\\theta)`
 in the interior (and for :math:`\\mathbb R^p`), :math:`\\nabla F + t\\hat\\theta` with
 the best :math:`t \\ge 0` on the sphere (the normal cone there is
-:math:`\\{t\\hat\\theta\\}`). The gradient the solver sees is the exact one up to the rounding of the
-per-row terms and of a few float64 steps, bounded by :class:`FixedPointObjective`
+:math:`\\{t\\hat\\theta\\}`). The gradient the solver sees is the exact one up to the
+rounding of the per-row terms and of a few float64 steps, bounded by :class:`FixedPointObjective`
 (e₂, e₁); ``accept`` is asked about ‖u‖ + e, an upper bound on the residual of the
 true gradient (whose least-norm subgradient it dominates), so the certificate covers
 the rounding of the sums. The caller decides, by ``accept(r_l2, r_l1)``, when the
@@ -457,10 +457,10 @@ class FixedPointObjective:
             + 0.5 * self.alpha * float(theta @ theta)
         half = math.ldexp(1.0, -f_grad - 1)
         reg = self.alpha * theta
-        e2 = half * self._count_l2 + _FLOAT_SLACK * (float(np.linalg.norm(grad))
-                                                      + float(np.linalg.norm(reg)))
-        e1 = half * self._count_l1 + _FLOAT_SLACK * (float(np.abs(grad).sum())
-                                                      + float(np.abs(reg).sum()))
+        e2 = half * self._count_l2 + _FLOAT_SLACK * (
+            float(np.linalg.norm(grad)) + float(np.linalg.norm(reg)))
+        e1 = half * self._count_l1 + _FLOAT_SLACK * (
+            float(np.abs(grad).sum()) + float(np.abs(reg).sum()))
         return value, grad, (e2, e1)
 
     def fg(self, theta):

@@ -39,6 +39,29 @@ def is_distributed_input(X):
 def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None):
     """Fit ``estimator`` on the Dask collection ``X``; returns the fitted estimator.
 
+    **Privacy guarantee.** Exactly the in-memory fit's (``estimator.fit`` on the same
+    rows, its ``privacy_spent_``, for the same protected unit and neighbouring
+    relation, and the theorems its docstring cites), because the release is computed
+    from the same statistic: the workers return exact integer sums of bounded rows
+    (sparse mean, heavy-tailed mean, every pass of output perturbation's certified
+    solver; :mod:`skdpsparse.distributed._core`,
+    :class:`~skdpsparse._kernels.erm_solver.FixedPointObjective`) or, for ℓ1-recovery,
+    a float sum of measurement vectors each of norm ≤ 1.5L whatever the order; the
+    noise is drawn once, on the driver, from a key no worker sees, with the plan and
+    sensitivity of the in-memory fit; partial results travel as task results only
+    (a retried or recomputed task replaces its result, never adds to it); every chunk
+    rejects NaN/inf as the in-memory validation does; and the row count n, public
+    under replacement neighbours, is read from the collection's metadata. With
+    ``privacy_unit``, the protected unit is all the rows of one unit (user-level
+    privacy): each unit's rows are summed after one shuffle by a public function of
+    the id, and the unit's total scaled into the row bounds, so a unit spread over
+    every partition moves the sum by at most L (``tests/distributed``). Not covered:
+    which rows a worker holds, the timing and memory of tasks (the engine's
+    scheduling depends on the data's layout, not on the noise), the noise when
+    ``random_state`` is fixed, and a wide data matrix (at most 256 rows) or more
+    than 256 one-vs-rest problems, whose digest differs from the in-memory one so
+    that a fixed seed draws other noise (same distribution).
+
     Parameters
     ----------
     estimator : DPSparseMeanEstimator, DPHeavyTailedMean or DPOutputPerturbation*

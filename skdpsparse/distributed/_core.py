@@ -257,6 +257,15 @@ def sparse_mean_attributes(estimator, part, plan, shape, input_attrs, digests=No
 def fit_sparse_mean_in_memory(estimator, X):
     """DPSparseMeanEstimator.fit as release(partial(X)) on an in-memory ``X``.
 
+    **Privacy guarantee.** The estimator's: one row under replacement neighbours,
+    (ε, δ)- or ε-DP through the projection, Gaussian or Laplace mechanism on the
+    bounded mean (Ghazi, Guzmán, Kamath, Kumar and Manurangsi (2024), "Differentially
+    Private Optimization with Sparse Gradients", Theorems 3.1 and 3.4's Gaussian
+    branch; discrete noise of Canonne, Kamath and Steinke (2020), "The discrete
+    Gaussian for differential privacy", Theorem 14) for the sensitivity of rows
+    scaled into {‖x‖₂ ≤ L, ‖x‖₁ ≤ L√s} and summed exactly in fixed point. Not covered:
+    ℓ1-recovery (refused here), and the noise when ``random_state`` is fixed.
+
     The path the in-memory estimator can call so that it runs the same code as the
     distributed fit (same statistic, same key, same release). Returns the estimator.
     """

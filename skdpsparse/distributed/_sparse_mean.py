@@ -133,7 +133,18 @@ def _ids_and_rows(X, ids):
 
 def fit_sparse_mean_units_in_memory(estimator, X, privacy_unit):
     """DPSparseMeanEstimator fitted with one privacy unit per id of ``privacy_unit``
-    (an integer per row of the in-memory ``X``); sets ``privacy_unit_`` too."""
+    (an integer per row of the in-memory ``X``); sets ``privacy_unit_`` too.
+
+    **Privacy guarantee.** Protected: all the rows of one unit (user-level privacy),
+    under replacement of one unit's rows by any other rows (the number of units U is
+    public, as n is for rows). Each unit's total, summed exactly from its rows
+    rounded to a grid of L alone with saturating positive and negative parts (a
+    function of that unit's rows only), is scaled into {‖u‖₂ ≤ L, ‖u‖₁ ≤ L√s}: one
+    unit is then one bounded "row" of the row-level mechanism, whose guarantee and
+    theorems (:func:`~skdpsparse.distributed.fit_sparse_mean_in_memory`) apply with
+    n = U. Not covered: the set of unit ids and U themselves (public here), and
+    ℓ1-recovery (refused).
+    """
     validate_params(estimator, estimator._parameter_constraints)
     X, input_attrs = fit_input(estimator, X)
     n, d = X.shape

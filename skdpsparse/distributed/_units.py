@@ -116,6 +116,11 @@ def _saturating_sum(rows, cols, values, shape, cap=None):
 def unit_totals(X, units, l2_bound, l1_bound):
     """(ids, totals): each unit's sums of its scaled rows rounded to 2^-F₁.
 
+    **Privacy guarantee.** None by itself (no noise): each unit's totals are a
+    function of that unit's rows only (grid of L alone, saturating sums), which is
+    what :func:`bound_unit_totals` and the row-level release need for user-level
+    privacy.
+
     ``ids`` sorted ascending; ``totals`` a CSR of shape (len(ids), 2d) with int64
     entries in [0, 2^62]: column j holds the saturating sum P of the positive rounded
     entries of coordinate j, column d + j the saturating sum N of the magnitudes of
@@ -160,7 +165,12 @@ def bound_unit_totals(totals, plan):
     total (P − N)·2^-F₁ (exact in int64, then one float64 rounding) scaled into the
     plan's bounds and summed in the plan's fixed point (``plan.n_rows`` = U, the number
     of units). The digest is left empty: the key of a user-level fit hashes the raw
-    rows and ids instead."""
+    rows and ids instead.
+
+    **Privacy guarantee.** None by itself (no noise): replacing one unit's rows
+    changes one scaled total, of norm ≤ L, so the sum has the row-level sensitivity
+    with n = U, which the release's noise is calibrated to.
+    """
     if totals is None:
         return BoundedSumPart(np.zeros(plan.n_features, dtype=np.int64), 0, None)
     d = plan.n_features

@@ -71,6 +71,11 @@ def read_parquet_csr(paths, n_features=None, *, indices="indices", values="value
                      columns=None):
     """A ``dask.array`` of the rows stored in Parquet ``paths``, chunked by row group.
 
+    **Privacy guarantee.** None needed: a reader, no release. ``n_features`` must be
+    declared (public) for list columns: reading d from the data would reveal the
+    largest column index present. The row count per row group comes from the files'
+    metadata (n is public under replacement neighbours).
+
     Parameters
     ----------
     paths : str, path or list of them

@@ -148,6 +148,20 @@ def heavy_tailed_sco(X, y, *, loss_code, loss_param, oracle, setting, n_iter, le
                      smoothing_variance=1.0, penalized=None, callback=None):
     """Run Algorithm 1 with a heavy-tailed mean oracle; ρ-zCDP in total.
 
+    **Privacy guarantee.** Protected: one row (x, y) under replacement neighbours (n,
+    p and the schedule are public). ρ-zCDP: each step's gradient is a private mean of
+    the per-example gradients (cwme or noise smoothing, each ρ_t-zCDP for one row
+    whatever its size, by the truncation τ: Kamath, Liu and Zhang (2022), "Improved
+    rates for differentially private stochastic convex optimization with heavy-tailed
+    data", Algorithms 3 and 4); convex setting: T steps at ρ/T composed additively
+    (Bun and Steinke (2016), "Concentrated differential privacy: simplifications,
+    extensions, and lower bounds", Lemma 2.3; Kamath et al. (2022), Lemma 5.1);
+    strongly convex setting: disjoint batches, each step at ρ, by parallel
+    composition (module doc). Assumptions: ``X`` already in an order independent of
+    the data's values (the caller permutes with the fit's key), T, η and τ chosen
+    from public numbers, and ``rng`` secret. Not covered: the noise when ``rng`` is
+    known (a fixed seed), and the fit's duration.
+
     Parameters
     ----------
     X : ndarray or CSR matrix of shape (n, p)

@@ -39,6 +39,11 @@ from .noise import add_noise_inplace
 from .projection import bounded_mean, projection_mechanism, row_bounds
 from .sensing import SubsampledHadamardSensing
 
+# The distributed fit's steps (sensing_operator, clipped_measurement_total,
+# release_measurements) are internal: gaussian_l1_recovery is the mechanism.
+__all__ = ["MEASUREMENT_CLIP", "gaussian_l1_recovery", "measurement_noise_sigma",
+           "n_measurements", "uses_compressed_sensing"]
+
 #: The seed's RIP constant: ‖Av‖ ≤ (3/2)‖v‖ on sparse v (proof of Theorem 3.4).
 MEASUREMENT_CLIP = 1.5
 
@@ -70,6 +75,22 @@ def gaussian_l1_recovery(X, *, epsilon, delta, norm_bound, sparsity, rng,
                          n_measurements_=None, calibration="analytic",
                          recovery="denoising", max_iter=500, tol=1e-4):
     """Ghazi et al. (2024 v1) Algorithm 2 on the rows of ``X`` (dense or sparse), (ε, δ)-DP.
+
+    **Privacy guarantee.** Protected: one row of ``X`` under replacement neighbours
+    (n, d, m and the parameters are public). (ε, δ)-DP: each row is scaled into
+    {‖x‖₂ ≤ L, ‖x‖₁ ≤ L√s} and its measurement vector A·x scaled to ℓ2 norm ≤ 1.5L,
+    so replacing a row moves the averaged measurements by at most 3L/n for *every*
+    draw of A (no restricted-isometry event is charged to δ, unlike Ghazi,
+    Guzmán, Kamath, Kumar and Manurangsi (2024), "Differentially Private Optimization
+    with Sparse Gradients", Theorem 3.4's proof); the Gaussian mechanism for that
+    sensitivity (discrete Gaussian, Canonne, Kamath and Steinke (2020), "The discrete
+    Gaussian for differential privacy", Theorem 14 and Corollary 13) gives the
+    guarantee, and basis pursuit and the norm test are post-processing. A is drawn
+    from a public stream derived one-way from the key (publishing it reveals nothing
+    about the noise). Below d ≥ m ln² m the Gaussian mechanism on the bounded mean
+    (same neighbours, sensitivity 2L/n). Not covered: the data-dependent count of
+    scaled measurement vectors (never returned) and the float rounding of the sum of
+    measurements (not accounted for, as elsewhere in the library).
 
     Parameters
     ----------
@@ -157,7 +178,14 @@ def release_measurements(total, n, operator, *, epsilon, delta, norm_bound, rng,
                          tol=1e-4):
     """The compressed-sensing branch's release from the summed measurements (one
     noise draw, then basis pursuit: post-processing); returns (z, budget, info) as
-    :func:`gaussian_l1_recovery` does."""
+    :func:`gaussian_l1_recovery` does.
+
+    **Privacy guarantee.** That of :func:`gaussian_l1_recovery`, *provided*
+    ``total`` is Σᵢ clip(A sᵢxᵢ) over the n rows (:func:`clipped_measurement_total`,
+    in one pass or summed over chunks) for the ``operator`` drawn by
+    :func:`sensing_operator` from the fit's key: one row moves it by at most 3L in ℓ2.
+    Not covered: any other ``total``.
+    """
     m = operator.n_measurements
     d = operator.n_features
     b = np.asarray(total, dtype=np.float64) / n

@@ -596,6 +596,10 @@ def certified_minimizers(rows, plan, *, max_iter=1000):
     """The K certified minimizers over ``rows``: the one driver of the in-memory and
     the distributed fits.
 
+    **Privacy guarantee.** None by itself: the minimizers are not private. Each is
+    certified within tol·Δ/2 of the exact minimizer (module doc), which is what
+    :func:`release` needs for its guarantee.
+
     ``rows`` holds the contribution-bounded rows and K target vectors, in memory
     (:class:`~skdpsparse._kernels.erm_solver.InMemoryRows`) or on a cluster
     (``skdpsparse.distributed``); ``rows.problem = k`` selects problem k. Each
@@ -645,6 +649,15 @@ def noise_sensitivity(plan):
 def release(theta, plan, rng):
     """Noise and ℓ∞ projection (the last two lines of Algorithm 3).
 
+    **Privacy guarantee.** The plan's ``budget`` for the row-level neighbours of the
+    data ``theta`` was computed from, *provided* ``theta`` holds minimizers certified
+    within tol·Δ/2 of the exact ones (:func:`certified_minimizers` on
+    contribution-bounded rows): their joint sensitivity is then (1 + tol)·√K·Δ₂ or
+    (1 + tol)·K·Δ₁, which the noise is calibrated to (Ghazi et al. (2024), Algorithm 3
+    and Fact 2.3; discrete Gaussian or Laplace noise on a grid, Canonne, Kamath and
+    Steinke (2020), "The discrete Gaussian for differential privacy", Theorem 14).
+    The projection is post-processing. Not covered: any other ``theta``.
+
     Returns
     -------
     theta_hat : ndarray of shape (K, p)
@@ -665,6 +678,24 @@ def release(theta, plan, rng):
 
 def output_perturbation(X, targets, plan, rng, *, max_iter=1000):
     """Ghazi et al. (2024) Algorithm 3: bound, solve to a certificate, add noise, ℓ∞-project.
+
+    **Privacy guarantee.** Protected: one row (x, y) of ``X`` and ``targets`` under
+    replacement neighbours (n, d, K and the plan's parameters are public). The result
+    is (ε, δ)-DP with Gaussian noise (δ > 0) or ε-DP with Laplace noise (δ = 0), the
+    plan's ``budget``: Ghazi, Guzmán, Kamath, Kumar and Manurangsi (2024),
+    "Differentially Private Optimization with Sparse Gradients", Theorem 5.1 (proof:
+    the sensitivity of the regularized minimizer) with the module doc's sensitivities
+    (Δ₂ = 2L/(λn), half the paper's 4L/(λn)), the Gaussian or Laplace mechanism
+    (Fact 2.3) on the discrete grid of :mod:`skdpsparse.mechanisms.noise`, and the
+    ℓ∞ projection as post-processing. Assumptions: rows scaled into
+    {‖x‖₂ ≤ R, ‖x‖₁ ≤ R√s} and targets clipped to [−B, B] here (contribution bounding);
+    a smooth loss; the computed minimizer certified within tol·Δ/2 of the exact one
+    (the solver's certificate covers the rounding of its sums,
+    :class:`~skdpsparse._kernels.erm_solver.FixedPointObjective`), so the noise
+    calibrated to (1 + tol)·Δ covers what is computed. Not covered: ``info`` (the
+    iteration count and residuals depend on the data; the estimators drop them), a
+    data-dependent λ or bound (they must come from public numbers or a private
+    estimate paid separately), and the last ulps of each row's own float arithmetic.
 
     Parameters
     ----------

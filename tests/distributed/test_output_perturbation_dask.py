@@ -11,7 +11,6 @@ bit-identical releases.
 
 import os
 import signal
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -189,9 +188,9 @@ def _slow_blocks(n_blocks, rows, d, delay):
 
 def test_a_worker_killed_mid_fit_changes_nothing(process_client):
     # On a process cluster, with a worker SIGKILLed mid-fit, the release is the
-    # in-memory estimator's. The persisted bounded chunks of the killed worker are lost; the scheduler
-    # recomputes them from their (pure) tasks and the remaining passes return the
-    # same integers.
+    # in-memory estimator's. The persisted bounded chunks of the killed worker are
+    # lost; the scheduler recomputes them from their (pure) tasks and the remaining
+    # passes return the same integers.
     X, y = _slow_blocks(8, 250, 300, delay=0.3)
     X_mem, y_mem = _threads(dask.compute, X, y)
     reference = _clf(classes=[0, 1]).fit(sp.csr_matrix(X_mem), y_mem)  # in memory

@@ -23,7 +23,6 @@ from skdpsparse.distributed import (
 from skdpsparse.distributed import _core
 from skdpsparse.mean import DPSparseMeanEstimator
 from skdpsparse.mechanisms.projection import bounded_mean
-from skdpsparse.utils import RandomSource
 
 from dist_data import sparse_rows
 
