@@ -3,6 +3,7 @@
 2019, Theorem 9) for the library's exact discrete Gaussian noise."""
 
 import math
+import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -10,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..mechanisms.cyclic_sgd import bound_rows_l2
-from ..mechanisms.dp_sgd import calibrate_dp_sgd_noise, dp_sgd, plan_dp_sgd
+from ..mechanisms.dp_sgd import calibrate_dp_sgd_noise, dp_sgd, noise_walk, plan_dp_sgd
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..utils._data import check_fit_input
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress
@@ -73,6 +74,7 @@ _COMMON_CONSTRAINTS = {
     "epochs": [_POSITIVE, Options("auto")],
     "learning_rate": [Options("auto"), _POSITIVE],
     "average": [_BOOL],
+    "alpha": [Interval("real", 0, None, closed="left")],
     "epsilon": [_POSITIVE],
     "delta": [Interval("real", 0, 1, closed="neither")],
     "noise_multiplier": [_POSITIVE, None],
@@ -97,13 +99,25 @@ class _BaseDPSGD(BaseEstimator):
             fit_intercept=bool(self.fit_intercept), clip_norm=self.clip_norm,
             batch_size=batch, epochs=epochs, learning_rate=self.learning_rate,
             epsilon=epsilon, delta=float(self.delta),
-            noise_multiplier=self.noise_multiplier, average=bool(self.average))
+            noise_multiplier=self.noise_multiplier, average=bool(self.average),
+            alpha=self.alpha)
+        walk = noise_walk(plan.learning_rate, plan.noise_std, plan.batch_size,
+                          plan.n_steps)
+        if walk > 1.0 and d > plan.batch_size:
+            # Public numbers only: said before fitting, whatever the data.
+            warnings.warn(
+                f"{type(self).__name__}: at n={n}, d={d}, epsilon={epsilon:.3g} the noise "
+                f"accumulates to a std of {walk:.3g} per coefficient over the "
+                f"{plan.n_steps} steps on features few rows use (more features than rows "
+                "per batch): on sparse high-dimensional data the model can fall below "
+                "the constant prediction. More rows, a larger epsilon or an alpha "
+                "penalty reduce it.", UserWarning, stacklevel=3)
         progress = Progress(self.verbose, type(self).__name__)
         progress.report("plan", None, None,
                         f"{plan.n_steps} noisy steps, batches of {plan.batch_size}",
                         seconds=False)
         coef, intercept = dp_sgd(X, targets, plan, rng, progress=progress)
-        attrs = dict(n_iter_=plan.epochs, n_steps_=plan.n_steps,
+        attrs = dict(n_iter_=plan.epochs, n_steps_=plan.n_steps, alpha_=plan.alpha,
                      batch_size_=plan.batch_size, learning_rate_=plan.learning_rate,
                      clip_norm_=plan.clip_norm, noise_multiplier_=plan.noise_multiplier,
                      accounting_=dict(plan.accounting, noise_std=plan.noise_std,
@@ -183,6 +197,12 @@ class DPSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseDPSGD):
         Release the average of the iterates of the second half of the run
         (Polyak and Juditsky 1992), which averages the noise of the steps out; a
         post-processing, free of privacy cost. ``False``: the last iterate.
+    alpha : float, default=0.0
+        ℓ2 penalty (α/2)‖w‖² on the coefficients (not the intercept), applied to the
+        iterate at every step (post-processing, no privacy cost): it turns the
+        random walk the noise makes on rarely used features into a bounded process.
+        A warning before fitting says when that walk exceeds 1
+        (:func:`~skdpsparse.mechanisms.dp_sgd.noise_walk`, public numbers only).
     noise_multiplier : float or None, default=None
         z (noise std on the batch sum over its sensitivity 2C). ``None``: the
         smallest z meeting (ε, δ).
@@ -201,6 +221,8 @@ class DPSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseDPSGD):
         Passes E.
     n_steps_ : int
         Noisy steps T.
+    alpha_ : float
+        The ℓ2 penalty used.
     batch_size_, learning_rate_, clip_norm_, noise_multiplier_ : int, float, float, float
     privacy_spent_ : ApproxDP
         (ε, δ), never above the target when calibrated.
@@ -235,8 +257,8 @@ class DPSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseDPSGD):
 
     def __init__(self, *, epsilon=1.0, delta=1e-6, classes=None, norm_bound=1.0,
                  fit_intercept=True, clip_norm="auto", batch_size="auto", epochs="auto",
-                 learning_rate="auto", average=True, noise_multiplier=None, verbose=0,
-                 random_state=None):
+                 learning_rate="auto", average=True, alpha=0.0, noise_multiplier=None,
+                 verbose=0, random_state=None):
         self.epsilon = epsilon
         self.delta = delta
         self.classes = classes
@@ -247,6 +269,7 @@ class DPSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseDPSGD):
         self.epochs = epochs
         self.learning_rate = learning_rate
         self.average = average
+        self.alpha = alpha
         self.noise_multiplier = noise_multiplier
         self.verbose = verbose
         self.random_state = random_state
@@ -348,7 +371,7 @@ class DPSGDRegressor(RegressorMixin, _BaseDPSGD):
         The share of ε spent on ``label_bound="private"``. At the benchmark's sizes
         (n ≥ 10⁴) a 0.05·ε quantile is within a few percent of the true one.
     norm_bound, fit_intercept, clip_norm, batch_size, epochs, learning_rate, average, \
-noise_multiplier, verbose, random_state
+alpha, noise_multiplier, verbose, random_state
         As in :class:`DPSGDClassifier` (Huber: gradient bound √(R² + 1), smoothness
         R² + 1).
 
@@ -358,8 +381,8 @@ noise_multiplier, verbose, random_state
     intercept_ : ndarray of shape (1,)
     label_bound_ : float
         The B used.
-    n_iter_, n_steps_, batch_size_, learning_rate_, clip_norm_, noise_multiplier_, \
-accounting_, privacy_spent_, n_features_in_, feature_names_in_
+    n_iter_, n_steps_, alpha_, batch_size_, learning_rate_, clip_norm_, \
+noise_multiplier_, accounting_, privacy_spent_, n_features_in_, feature_names_in_
         As in :class:`DPSGDClassifier`.
 
     Examples
@@ -384,7 +407,7 @@ accounting_, privacy_spent_, n_features_in_, feature_names_in_
     def __init__(self, *, epsilon=1.0, delta=1e-6, label_bound="private",
                  bound_fraction=0.05, norm_bound=1.0, fit_intercept=True, clip_norm="auto",
                  batch_size="auto", epochs="auto", learning_rate="auto", average=True,
-                 noise_multiplier=None, verbose=0, random_state=None):
+                 alpha=0.0, noise_multiplier=None, verbose=0, random_state=None):
         self.epsilon = epsilon
         self.delta = delta
         self.label_bound = label_bound
@@ -396,6 +419,7 @@ accounting_, privacy_spent_, n_features_in_, feature_names_in_
         self.epochs = epochs
         self.learning_rate = learning_rate
         self.average = average
+        self.alpha = alpha
         self.noise_multiplier = noise_multiplier
         self.verbose = verbose
         self.random_state = random_state

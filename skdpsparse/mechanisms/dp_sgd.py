@@ -17,7 +17,8 @@ the library's privacy unit (replace one row) and with its exact noise:
    with threshold 1, abs(ℓ') ≤ 1, ‖g‖ ≤ G);
 4. the batch sum S_t = Σ_{i∈B_t} g_i is released with exact discrete Gaussian noise on
    a grid (:func:`~skdpsparse.mechanisms.noise.add_noise_inplace`), scale σ = z·Δ with
-   Δ = 2C, and the iterate moves by −λ·S̃_t/b;
+   Δ = 2C, and the iterate moves by −λ·(S̃_t/b + αw) (α ≥ 0 an optional ℓ2 penalty
+   on the coefficients);
 5. the released model is the last iterate or the average of the iterates of the last
    half of the steps (post-processing of the noisy sums either way).
 
@@ -65,6 +66,7 @@ from .noise import add_noise_inplace
 __all__ = [
     "DPSGDPlan",
     "LOSSES",
+    "noise_walk",
     "batch_sum_sensitivity",
     "calibrate_dp_sgd_noise",
     "dp_sgd",
@@ -191,6 +193,22 @@ def calibrate_dp_sgd_noise(epsilon, delta, batch_size, n_samples, n_steps):
     return hi
 
 
+def noise_walk(learning_rate, noise_std, batch_size, n_steps):
+    """s·√T: the std that the noise accumulates on a coordinate no row pulls back.
+
+    Each step adds noise of std s = λ·σ/b per coordinate to the iterate; on a
+    coordinate the data barely move (a rare one-hot column, a hashed n-gram), T steps
+    make it a random walk of std s·√T (before averaging). Public numbers only: the
+    estimators warn before fitting when it exceeds 1 (a logit, or the target bound)
+    with more coordinates than rows per batch.
+
+    **Privacy guarantee.** None needed: a function of public numbers (λ, σ, b, T),
+    for replace-one neighbours as for the run; no assumption; not covered: nothing is
+    released here.
+    """
+    return float(learning_rate) * float(noise_std) / int(batch_size) * math.sqrt(int(n_steps))
+
+
 @dataclass(frozen=True)
 class DPSGDPlan:
     """Everything :func:`dp_sgd` runs with, fixed from public numbers before the data
@@ -208,6 +226,7 @@ class DPSGDPlan:
     n_steps: int
     learning_rate: float
     average: bool
+    alpha: float  #: ℓ2 penalty on the coefficients (never the intercept)
     noise_multiplier: float  #: z = σ/Δ
     sensitivity: float  #: Δ = 2C, replace-one
     noise_std: float  #: σ = zΔ on the batch sum
@@ -218,7 +237,7 @@ class DPSGDPlan:
 def plan_dp_sgd(n_samples, n_features, *, loss, n_outputs=1, norm_bound=1.0,
                 fit_intercept=True, clip_norm="auto", batch_size, epochs,
                 learning_rate="auto", epsilon=None, delta, noise_multiplier=None,
-                average=True):
+                average=True, alpha=0.0):
     """Noise, step size and guarantee of DP-SGD (module docstring), from public numbers.
 
     Parameters
@@ -248,6 +267,9 @@ def plan_dp_sgd(n_samples, n_features, *, loss, n_outputs=1, norm_bound=1.0,
         z = σ/(2C); ``epsilon`` is then ignored and the ε reached is reported.
     average : bool, default=True
         Release the average of the iterates of the last half of the steps.
+    alpha : float, default=0.0
+        ℓ2 penalty (α/2)‖w‖² on the coefficients, applied to the iterate at every
+        step (post-processing: the step is −λ(S̃/b + αw)).
 
     Returns
     -------
@@ -285,6 +307,9 @@ def plan_dp_sgd(n_samples, n_features, *, loss, n_outputs=1, norm_bound=1.0,
     budget = ApproxDP(max(eps, float(np.finfo(float).tiny)), delta)
     budget = _attach_event(budget, b, n, z, steps)
     sensitivity = 2.0 * clip
+    alpha = float(alpha)
+    if not (math.isfinite(alpha) and alpha >= 0):
+        raise ValueError(f"alpha must be non-negative, got {alpha!r}")
     k = int(n_outputs) if loss == "softmax" else 1
     report = dict(theorem="Wang, Balle and Kasiviswanathan 2019, Theorem 9 (integer "
                           "orders), composed over the steps",
@@ -294,7 +319,8 @@ def plan_dp_sgd(n_samples, n_features, *, loss, n_outputs=1, norm_bound=1.0,
     return DPSGDPlan(loss=loss, n_samples=n, n_features=d, n_outputs=k,
                      fit_intercept=bool(fit_intercept), norm_bound=float(norm_bound),
                      clip_norm=clip, batch_size=b, epochs=epochs, n_steps=steps,
-                     learning_rate=lr, average=bool(average), noise_multiplier=z,
+                     learning_rate=lr, average=bool(average), alpha=alpha,
+                     noise_multiplier=z,
                      sensitivity=sensitivity, noise_std=z * sensitivity, budget=budget,
                      accounting=report)
 
@@ -404,6 +430,8 @@ def dp_sgd(X, targets, plan, rng, *, progress=None):
             flat[d * k:] = grad.sum(axis=0)
         add_noise_inplace(flat, src, "gaussian", plan.noise_std, sensitivity=sens,
                           true_sensitivity=true_sens)
+        if plan.alpha:
+            W *= 1.0 - min(1.0, plan.learning_rate * plan.alpha)
         W -= step * flat[:d * k].reshape(d, k)
         if plan.fit_intercept:
             c -= step * flat[d * k:]

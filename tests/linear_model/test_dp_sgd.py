@@ -144,3 +144,31 @@ def test_noise_multiplier_given_reports_the_epsilon_reached():
     clf = DPSGDClassifier(noise_multiplier=5.0, classes=[0, 1], batch_size=100, epochs=2,
                           random_state=0).fit(X, y)
     assert clf.noise_multiplier_ == 5.0 and clf.privacy_spent_.epsilon > 0
+
+
+def test_warns_before_fitting_when_the_noise_would_swamp_rare_features():
+    """Public numbers only: the same warning for any data of that shape."""
+    rng = np.random.default_rng(0)
+    n, d = 400, 2000
+    X = sp.random(n, d, density=0.002, format="csr", random_state=0)
+    y = rng.integers(2, size=n)
+    with pytest.warns(UserWarning, match="accumulates"):
+        DPSGDClassifier(epsilon=0.5, classes=[0, 1], epochs=2, random_state=0).fit(X, y)
+    with pytest.warns(UserWarning, match="accumulates"):
+        DPSGDClassifier(epsilon=0.5, classes=[0, 1], epochs=2, random_state=0).fit(
+            sp.csr_matrix((n, d)), np.zeros(n, dtype=int))
+    Xd, yd = _separable(5000)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        DPSGDClassifier(epsilon=2.0, classes=[0, 1], random_state=0).fit(Xd, yd)
+
+
+def test_alpha_shrinks_the_coefficients_and_costs_nothing():
+    X, y = _separable(2000)
+    kw = dict(epsilon=1.0, classes=[0, 1], batch_size=100, epochs=2, random_state=0)
+    plain = DPSGDClassifier(**kw).fit(X, y)
+    ridge = DPSGDClassifier(alpha=5.0, **kw).fit(X, y)
+    assert np.linalg.norm(ridge.coef_) < np.linalg.norm(plain.coef_)
+    assert ridge.privacy_spent_ == plain.privacy_spent_
