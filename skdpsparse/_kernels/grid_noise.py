@@ -62,13 +62,13 @@ _Z_MAX = 36.0  # exp(−36) < 2^-51: returned as 0
 def _rounded_exponentials(step, count):
     """exp(−i·step) for i < count, each correctly rounded to binary64 (50 exact digits
     from ``decimal``, whose ``exp`` is correctly rounded, then one rounding)."""
-    ctx = Context(prec=50)
-    return np.array([float(ctx.exp(-Decimal(i) * Decimal(step))) for i in range(count)])
+    ctx = Context(prec=50)  # never the caller's decimal context
+    return np.array([float(ctx.exp(ctx.multiply(Decimal(-i), step))) for i in range(count)])
 
 
 # exp(−z) = E_WHOLE[i] · E_SIXTY_FOURTH[k] · exp(−s) for z = i + k/64 + s.
-_E_WHOLE = _rounded_exponentials(1, int(_Z_MAX) + 1)
-_E_SIXTY_FOURTH = _rounded_exponentials(Decimal(1) / 64, 64)
+_E_WHOLE = _rounded_exponentials(Decimal(1), int(_Z_MAX) + 1)
+_E_SIXTY_FOURTH = _rounded_exponentials(Decimal("0.015625"), 64)
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")

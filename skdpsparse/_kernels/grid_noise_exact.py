@@ -79,8 +79,9 @@ def _exp_neg_bounds(q, digits):
     num, den = Decimal(q.numerator), Decimal(q.denominator)
     q_lo, q_hi = floor.divide(num, den), ceiling.divide(num, den)
     # exp is correctly rounded (half-even) in any context: one unit more is a bound.
-    hi = ceiling.exp(-q_lo).next_plus(ceiling)
-    lo = floor.exp(-q_hi).next_minus(floor)
+    # copy_negate is exact; unary minus would round in the caller's decimal context.
+    hi = ceiling.exp(q_lo.copy_negate()).next_plus(ceiling)
+    lo = floor.exp(q_hi.copy_negate()).next_minus(floor)
     return max(Fraction(lo), Fraction(0)), min(Fraction(hi), Fraction(1))
 
 

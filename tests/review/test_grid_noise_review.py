@@ -18,7 +18,7 @@ Claims attacked, one section each:
    not depend on the values);
 5. termination.
 
-One break was found (section 6, strict xfail until fixed): the exact algorithm's
+One break was found (section 6, fixed; these tests failed before the fix): the exact algorithm's
 interval bounds on exp(−q) negate q under the *caller's* thread-local ``decimal``
 context (``-q_lo`` rounds to its precision, 28 digits by default), so the brackets
 converge to exp(−q rounded to 28 digits) instead of exp(−q): the "exact" algorithm
@@ -431,12 +431,6 @@ def test_exact_comparisons_end_on_bits_that_follow_a_threshold():
 # --------------------------------------------------------------------------------------
 # 6. The break: the exact algorithm depends on the caller's decimal context.
 
-CONTEXT_BREAK = pytest.mark.xfail(strict=True, reason=(
-    "grid_noise_exact._exp_neg_bounds negates q under the thread-local decimal context "
-    "(-q_lo rounds to 28 digits by default): fix with q_lo.copy_negate()"))
-
-
-@CONTEXT_BREAK
 def test_exact_brackets_contain_exp_minus_q():
     # At every precision the bracket must contain exp(−q); with the bug it converges to
     # exp(−q rounded to 28 digits), 2.4e-29 away for q = 1/3.
@@ -447,7 +441,6 @@ def test_exact_brackets_contain_exp_minus_q():
             assert lo <= truth <= hi, (q, digits)
 
 
-@CONTEXT_BREAK
 def test_exact_comparison_decides_at_the_threshold():
     # V's first 96 bits are those of e^{−1/3}, then bits above it: V > T, so "V < T" is
     # false; the buggy bracket lies 2.3e-29 above T and declares V's cell below it.
@@ -463,7 +456,6 @@ def _clear_caches():
     gx._tables.cache_clear()
 
 
-@CONTEXT_BREAK
 def test_draws_do_not_depend_on_the_callers_decimal_context():
     # A caller working at 4 significant digits (a money application, say) changes the
     # fallback's draws: the release is no longer the specified one, and the bounds
@@ -481,7 +473,6 @@ def test_draws_do_not_depend_on_the_callers_decimal_context():
     np.testing.assert_array_equal(fast, slow)
 
 
-@CONTEXT_BREAK
 def test_fallback_does_not_raise_under_a_callers_inexact_trap():
     # A caller that traps Inexact gets decimal.Inexact out of add_discrete_noise whenever
     # a draw falls back (a random event, about one draw in 10^7 at the default margin).
