@@ -344,7 +344,10 @@ def _attach_event(budget, batch_size, n, z, steps):
 
     if batch_size >= n:
         # Full batches: every step is the discrete Gaussian itself, composed in zCDP.
-        return with_event(budget, DiscreteGaussianEvent(z, count=int(steps)))
+        try:
+            return with_event(budget, DiscreteGaussianEvent(z, count=int(steps)))
+        except ValueError:  # the zCDP route gives more than the RDP one: keep it bare
+            return budget
     try:
         event = SelfComposedEvent(SampledWithoutReplacementEvent(
             int(batch_size), int(n), DiscreteGaussianEvent(z)), int(steps))
