@@ -239,3 +239,32 @@ def test_a_digest_with_a_missing_row_is_refused():
     part = _digest.chunk_digest(X[:2000], 0, 3000)
     with pytest.raises(ValueError, match="every row"):
         _digest.final_digest(part, X.shape)
+
+
+def test_the_in_memory_key_digest_is_the_merged_chunk_digest():
+    # One digest for both paths (item 4 of issue 20): _digest_array of an in-memory
+    # matrix equals the merge of any chunking's parts, with the container's tag; a
+    # (K, n) target matrix is read example by example, so chunks of examples merge.
+    from skdpsparse.utils._random import _digest_array
+
+    X = sparse_rows(n=2600, d=300)
+    n = X.shape[0]
+    bounds = [0, 700, 1500, 1501, n]
+    merged = None
+    for a, b in zip(bounds, bounds[1:]):
+        part = _digest.chunk_digest(X[a:b], a, n)
+        merged = part if merged is None else _digest.merge_digests(merged, part, n)
+    tag = _digest.kernel_tag(True, np.float64)
+    assert _digest.final_digest(merged, X.shape, tag) == _digest_array(X)
+    assert _digest_array(X.toarray()) != _digest_array(X)  # dense: another loop
+    assert _digest_array(X.astype(np.float32)) != _digest_array(X)
+    targets = np.where(np.arange(3)[:, None] == np.arange(n)[None, :] % 3, 1.0, -1.0)
+    merged = None
+    for a, b in zip(bounds, bounds[1:]):
+        part = _digest.chunk_digest(np.ascontiguousarray(targets[:, a:b].T), a, n)
+        merged = part if merged is None else _digest.merge_digests(merged, part, n)
+    assert _digest.final_digest(merged, targets.shape, ("dense", "float64"),
+                                orientation="columns") == _digest_array(targets)
+    y = np.arange(n) % 3
+    assert _digest_array(y) == _digest_array(y.astype(float))  # a vector's values only
+    assert _digest_array(y) != _digest_array(y[::-1])
