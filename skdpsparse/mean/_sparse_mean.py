@@ -1,10 +1,14 @@
 """DPSparseMeanEstimator: private means of sparse vectors."""
 
+import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
-from ..mechanisms.sparse_mean import METHODS, choose_method, private_sparse_mean
-from ..utils import Interval, Options, fit_random_source, validate_params
+from ..mechanisms.projection import row_bounds
+from ..mechanisms.sparse_mean import (
+    METHODS, _project_nonnegative, choose_method, private_sparse_mean,
+)
+from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..base import check_fit_params, distributed_fit, fit_input, release
 from ._base import PrivateMeanMixin
 
@@ -21,26 +25,26 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
     (Algorithms 1 and 2, Theorems 3.2–3.4), whose error grows with s·log d rather
     than d when rows are s-sparse.
 
-    **Privacy guarantee.** Protected: one row of ``X``. Neighbouring datasets differ
-    by replacing one row (n and d public). Every row is first scaled into
-    {‖x‖₂ ≤ L, ‖x‖₁ ≤ L√s} (contribution bounding; rows are never dropped), so the
-    mean moves by at most 2L/n in ℓ2 and 2L√s/n in ℓ1 (Ghazi et al. 2024 v1, proofs
-    of Theorems 3.2 and 3.3). δ > 0: discrete Gaussian noise for Δ₂ = 2L/n with σ from
-    the tight zCDP→(ε, δ) conversion (Canonne, Kamath and Steinke 2020, "The discrete
-    Gaussian for differential privacy", Theorem 14; ``calibration="classic"``: the
-    paper's σ where it suffices), (ε, δ)-DP; δ = 0: discrete Laplace noise for
-    Δ₁ = 2L√s/n, ε-DP. ``"l1_recovery"`` releases noisy measurements of the bounded
-    mean instead (Theorem 3.4 there; its sensitivity in
-    :mod:`skdpsparse.mechanisms.l1_recovery`). Thresholding, the projections, basis
-    pursuit and the ``"auto"`` choice (public numbers only) are post-processing. The
-    float sums' rounding is charged to the noise (derivation page "Sensitivities: the
-    library's proofs", section "Bounded mean"). Assumptions: ``norm_bound``, ``sparsity`` and every other
-    parameter chosen without looking at ``X``; ``random_state=None`` (a seed makes
-    the noise known to whoever knows it); the sparsity only matters for accuracy,
-    never for privacy (denser rows are scaled into the ℓ1 bound). Not covered:
-    add/remove neighbours with n secret; several rows of one person (user-level
-    privacy); side channels such as the fit's running time (thresholding and the
-    solver's iterations touch only the noisy release).
+    **Privacy guarantee.** Protected: one row of ``X``. Neighbouring datasets differ by
+    replacing one row (n and d public). Every row is first scaled into {‖x‖₂ ≤ L, ‖x‖₁ ≤
+    L√s} (contribution bounding; rows are never dropped), so the mean moves by at most
+    2L/n in ℓ2 and 2L√s/n in ℓ1 (Ghazi et al. 2024 v1, proofs of Theorems 3.2 and 3.3).
+    δ > 0: discrete Gaussian noise for Δ₂ = 2L/n with σ from the tight zCDP→(ε, δ)
+    conversion (Canonne, Kamath and Steinke 2020, "The discrete Gaussian for
+    differential privacy", Theorem 14; ``calibration="classic"``: the paper's σ where it
+    suffices), (ε, δ)-DP; δ = 0: discrete Laplace noise for Δ₁ = 2L√s/n, ε-DP.
+    ``"l1_recovery"`` releases noisy measurements of the bounded mean instead (Theorem
+    3.4 there; its sensitivity in :mod:`skdpsparse.mechanisms.l1_recovery`).
+    Thresholding, the projections, basis pursuit and the ``"auto"`` choice (public
+    numbers only) are post-processing. The float sums' rounding is charged to the noise
+    (derivation page "Sensitivities: the library's proofs", section "Bounded mean").
+    Assumptions: ``norm_bound``, ``sparsity`` and every other parameter chosen without
+    looking at ``X``; ``random_state=None`` (a seed makes the noise known to whoever
+    knows it); the sparsity only matters for accuracy, never for privacy (denser rows
+    are scaled into the ℓ1 bound). Not covered: add/remove neighbours with n secret;
+    several rows of one person (user-level privacy); side channels such as the fit's
+    running time (thresholding and the solver's iterations touch only the noisy
+    release).
 
     Parameters
     ----------
@@ -74,6 +78,15 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         For ``l1_recovery``: the seed's exact basis pursuit (Az = b) or basis pursuit
         denoising (‖Az − b‖₂ ≤ σ√m, σ the public noise scale), which is more accurate
         and faster on noisy measurements. Both are post-processing.
+    nonnegative : bool, default=False
+        Rows are declared nonnegative (one-hot categoricals, counts, tf-idf): the
+        projection (and the thresholding) then also projects onto the nonnegative part
+        of the ℓ1 ball, {v ≥ 0, Σ_j v_j ≤ L√s}, which contains the mean of such rows,
+        so the error can only go down
+        (the capped-simplex projection of :mod:`skdpsparse.mechanisms.sparse_mean`;
+        post-processing, no privacy cost). Rows with negative entries are not
+        rejected or changed: only the accuracy of the release depends on the
+        declaration. Ignored by ``"gaussian"``, ``"laplace"`` and ``"l1_recovery"``.
     output : {"dense", "sparse"}, default="dense"
         ``"sparse"``: ``mean_`` is a ``scipy.sparse.csr_array`` of shape (1, d) holding
         only the nonzeros (for very large d with threshold or projection, whose
@@ -124,6 +137,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         "method": [Options("auto", *METHODS)],
         "calibration": [Options("analytic", "classic")],
         "recovery": [Options("denoising", "exact")],
+        "nonnegative": [InstanceOf(bool, np.bool_, description="bool")],
         "output": [Options("dense", "sparse")],
         "solver_max_iter": [Interval("integer", 1, None, closed="left")],
         "solver_tol": [Interval("real", 0, None, closed="neither")],
@@ -132,7 +146,8 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
 
     def __init__(self, epsilon=1.0, delta=1e-6, sparsity=None, norm_bound=1.0,
                  method="auto", calibration="analytic", recovery="denoising",
-                 output="dense", solver_max_iter=500, solver_tol=1e-4, random_state=None):
+                 nonnegative=False, output="dense", solver_max_iter=500, solver_tol=1e-4,
+                 random_state=None):
         self.epsilon = epsilon
         self.delta = delta
         self.sparsity = sparsity
@@ -140,6 +155,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         self.method = method
         self.calibration = calibration
         self.recovery = recovery
+        self.nonnegative = nonnegative
         self.output = output
         self.solver_max_iter = solver_max_iter
         self.solver_tol = solver_tol
@@ -165,7 +181,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         """
         check_fit_params(self, fit_params)
         if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
-            return fitted
+            return self._declared_nonnegative(fitted)
         validate_params(self, self._parameter_constraints)
         X, input_attrs = fit_input(self, X)  # sets nothing: release() does, after charging
         n, d = X.shape
@@ -186,6 +202,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
             rng=fit_random_source(self.random_state, self, X), calibration=self.calibration,
             recovery=self.recovery,
             max_iter=self.solver_max_iter, tol=self.solver_tol,
+            nonnegative=bool(self.nonnegative),
         )
         if method == "l1_recovery" and info.get("branch") == "gaussian":
             method = "gaussian"  # Algorithm 2 below its threshold: the dense release ran
@@ -196,3 +213,18 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         if "solver" in info:
             attrs["n_iter_"] = int(info["solver"]["n_iter"])
         return release(self, attrs)  # charges first; a refused fit releases nothing
+
+    def _declared_nonnegative(self, fitted):
+        """``nonnegative`` on a fit that did not apply it itself (the distributed
+        release): the same post-processing of the released ``mean_``."""
+        if not (self.nonnegative and fitted.method_ in ("projection", "threshold")):
+            return fitted
+        mean = fitted.mean_
+        dense = np.array(mean.toarray().ravel() if sp.issparse(mean) else mean,
+                         dtype=np.float64)
+        s = fitted.sparsity_
+        _project_nonnegative(dense, row_bounds(float(self.norm_bound), s)[1],
+                             float(self.norm_bound))
+        dense = dense.astype(np.asarray(mean.data if sp.issparse(mean) else mean).dtype)
+        fitted.mean_ = sp.csr_array(dense.reshape(1, -1)) if sp.issparse(mean) else dense
+        return fitted

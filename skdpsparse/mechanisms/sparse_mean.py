@@ -144,9 +144,46 @@ def choose_method(n, d, sparsity, epsilon, delta, norm_bound=1.0, calibration="a
     return best
 
 
+def _project_nonnegative(z, l1_bound, l2_bound):
+    """Project ``z`` in place onto {v ≥ 0, Σ_j v_j ≤ l1_bound}, then onto the ℓ2 ball
+    of radius ``l2_bound`` (post-processing).
+
+    **Privacy guarantee.** None needed: applied to a private release and public
+    bounds it is post-processing, which keeps the release's guarantee for the same
+    neighbouring datasets (Dwork and Roth 2014, Proposition 2.1). Assumptions: the
+    bounds are public. Not covered: applied to a statistic of the data without noise,
+    its output is not private.
+
+    For rows declared nonnegative (one-hot, counts, tf-idf), the bounded mean lies in
+    both sets, and a projection onto a closed convex set containing the mean never
+    moves an estimate away from it (‖P(z) − μ‖₂ ≤ ‖z − μ‖₂), so neither step can
+    increase the error. The first set is the nonnegative part of the ℓ1 ball of the
+    projection mechanism: on top of it, the projection sets every coordinate the noise
+    pushed below 0 to 0. The capped simplex projection: max(z, 0) if its sum is at
+    most the bound, else max(z − θ, 0) with θ > 0 such that the sum equals the bound
+    (sort and cumulative sums, O(d log d); Duchi, Shalev-Shwartz, Singer and Chandra
+    2008, "Efficient projections onto the ℓ1-ball for learning in high dimensions",
+    Figure 1).
+    """
+    w = np.maximum(z, 0.0)
+    total = float(w.sum())
+    if total > l1_bound:
+        u = np.sort(w)[::-1]
+        css = np.cumsum(u) - l1_bound
+        k = np.arange(1, u.size + 1)
+        rho = int(np.nonzero(u - css / k > 0)[0][-1])
+        theta = css[rho] / (rho + 1)
+        w = np.maximum(w - theta, 0.0)
+    norm = float(np.sqrt(np.dot(w, w)))
+    if norm > l2_bound:
+        w *= l2_bound / norm
+    z[...] = w
+    return z
+
+
 def private_sparse_mean(X, method, *, epsilon, delta, norm_bound, sparsity, rng,
                         calibration="analytic", recovery="denoising", max_iter=500,
-                        tol=1e-4):
+                        tol=1e-4, nonnegative=False):
     """Run one of :data:`METHODS` on the rows of ``X``; returns (estimate, budget, info).
 
     **Privacy guarantee.** Protected: one row of ``X`` (neighbouring datasets differ
@@ -158,6 +195,10 @@ def private_sparse_mean(X, method, *, epsilon, delta, norm_bound, sparsity, rng,
     (ε, δ)-DP. Assumptions: L, s and the method chosen without the data; a secret
     random source. Not covered: add/remove neighbours; user-level privacy; timing
     side channels (the solver's iterations read only the noisy release).
+
+    ``nonnegative=True`` (rows declared nonnegative) adds the projection onto
+    {v ≥ 0, Σ_j v_j ≤ L√s} and the ℓ2 ball after the projection or the thresholding
+    (post-processing; ignored by the dense baselines and ℓ1-recovery).
     """
     n = X.shape[0]
     if method == "l1_recovery":
@@ -182,7 +223,11 @@ def private_sparse_mean(X, method, *, epsilon, delta, norm_bound, sparsity, rng,
         z[np.abs(z) <= lam] = 0.0
         _, l1_bound = row_bounds(norm_bound, sparsity)
         project_l1_then_l2_nb(z, l1_bound, float(norm_bound))
+        if nonnegative:
+            _project_nonnegative(z, l1_bound, float(norm_bound))
         return z, budget, {"branch": method, "threshold": lam}
+    if nonnegative and method == "projection":
+        _project_nonnegative(z, row_bounds(norm_bound, sparsity)[1], float(norm_bound))
     return z, budget, {"branch": method}
 
 

@@ -273,3 +273,79 @@ def test_seeded_fits_reproduce_and_unseeded_fits_differ():
     d = DPSparseMeanEstimator(**kw).fit(X).mean_
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(c, d)
+
+
+def _project_nonnegative_reference(z, l1, l2):
+    """The projection onto {v ≥ 0, Σv ≤ l1} by bisection on θ (a different algorithm
+    from the sort of _project_nonnegative), then the ℓ2 scaling."""
+    w = np.maximum(z, 0.0)
+    if w.sum() > l1:
+        lo, hi = 0.0, float(w.max())
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if np.maximum(w - mid, 0).sum() > l1 else (lo, mid)
+        w = np.maximum(w - hi, 0.0)
+    norm = np.linalg.norm(w)
+    return w * (l2 / norm) if norm > l2 else w
+
+
+def test_project_nonnegative_matches_a_reference_and_never_moves_away():
+    from skdpsparse.mechanisms.sparse_mean import _project_nonnegative
+
+    rng = np.random.default_rng(0)
+    for trial in range(50):
+        d = int(rng.integers(1, 60))
+        z = rng.normal(0, 1, d) * rng.exponential(1, d)
+        l1, l2 = float(rng.uniform(0.1, 3)), float(rng.uniform(0.1, 3))
+        out = _project_nonnegative(z.copy(), l1, l2)
+        np.testing.assert_allclose(out, _project_nonnegative_reference(z, l1, l2),
+                                   atol=1e-9)
+        assert np.all(out >= 0) and out.sum() <= l1 * (1 + 1e-12)
+        assert np.linalg.norm(out) <= l2 * (1 + 1e-12)
+        # A point of the set (mean of nonnegative rows within both bounds) is never
+        # farther from the projection than from z (nonexpansive onto a convex set).
+        mu = rng.exponential(1, d) * (rng.random(d) < 0.3)
+        mu *= min(1.0, l1 / max(mu.sum(), 1e-300), l2 / max(np.linalg.norm(mu), 1e-300))
+        assert np.linalg.norm(out - mu) <= np.linalg.norm(z - mu) + 1e-12
+
+
+@pytest.mark.parametrize("method", ["projection", "threshold"])
+def test_nonnegative_declaration_only_post_processes(method):
+    """Same noise (the mechanism called twice with one seed): the declared-nonnegative
+    release is the undeclared one projected further, so on one-hot rows (whose mean
+    lies in the set) its error is never larger, and the budget is the same. The
+    estimator releases a nonnegative mean with the same guarantee."""
+    from skdpsparse.mechanisms.sparse_mean import private_sparse_mean, _project_nonnegative
+
+    rng = np.random.default_rng(1)
+    n, d, s = 4000, 300, 3
+    cols = np.stack([rng.integers(100 * b, 100 * (b + 1), n) for b in range(s)], axis=1)
+    X = sp.csr_matrix((np.full(n * s, 1 / np.sqrt(s)), cols.ravel(),
+                       np.arange(0, n * s + 1, s)), shape=(n, d))
+    mu = np.asarray(X.mean(axis=0)).ravel()
+    kw = dict(epsilon=0.5, delta=1e-6, norm_bound=1.0, sparsity=s)
+    for seed in range(5):
+        plain, b1, _ = private_sparse_mean(X, method, rng=np.random.default_rng(seed), **kw)
+        nonneg, b2, _ = private_sparse_mean(X, method, rng=np.random.default_rng(seed),
+                                            nonnegative=True, **kw)
+        np.testing.assert_allclose(nonneg, _project_nonnegative(plain.copy(), np.sqrt(s), 1.0),
+                                   atol=1e-15)
+        assert np.all(nonneg >= 0) and str(b1) == str(b2)
+        assert np.linalg.norm(nonneg - mu) <= np.linalg.norm(plain - mu) + 1e-12
+    est_kw = dict(epsilon=0.5, delta=1e-6, sparsity=s, method=method, random_state=3)
+    est = DPSparseMeanEstimator(nonnegative=True, **est_kw).fit(X)
+    assert np.all(est.mean_ >= 0)
+    assert str(est.privacy_spent_) == str(DPSparseMeanEstimator(**est_kw).fit(X).privacy_spent_)
+    sparse_out = DPSparseMeanEstimator(nonnegative=True, output="sparse", **est_kw).fit(X)
+    assert sp.issparse(sparse_out.mean_) and sparse_out.mean_.min() >= 0
+
+
+def test_nonnegative_declaration_holds_for_the_distributed_fit():
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(2)
+    X = (rng.random((3000, 40)) < 0.05) * 0.4
+    est = DPSparseMeanEstimator(epsilon=0.5, sparsity=5, method="projection",
+                                nonnegative=True, random_state=0)
+    est.fit(da.from_array(X, chunks=(1000, 40)))
+    assert np.all(np.asarray(est.mean_) >= 0)
+    assert est.method_ == "projection"
