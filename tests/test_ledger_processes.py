@@ -106,8 +106,8 @@ def test_forkserver_grid_search_is_charged_every_fit(data, start_method):
 
 @pytest.mark.parametrize("backend, method", BACKENDS)
 def test_counts_grid_search_and_cross_validate_exactly(data, start_method, backend, method):
-    est = make_pipeline(FunctionTransformer(), DPHeavyTailedMean(truncation=2.0,
-                                                                  random_state=0))
+    est = make_pipeline(FunctionTransformer(),
+                        DPHeavyTailedMean(truncation=2.0, random_state=0))
     grid = GridSearchCV(est, {"dpheavytailedmean__epsilon": [0.5, 1.0]}, cv=3)
     with _use(backend, method):
         with PrivacyLedger() as ledger:
@@ -140,79 +140,136 @@ def test_limit_refuses_in_workers(data, start_method, backend, method):
 
 
 # ------------------------------------------------------------------- the fork hang
-#: What a user does: one fit large enough for the threaded noise kernel (which starts
-#: numba's threads, with its OpenMP layer where numba finds libgomp), then a grid search
-#: and cross-validation on joblib's multiprocessing backend with the fork start method.
-#: After the warm-up, faulthandler ends the script after FORK_PHASE_SECONDS with the
-#: parent's stack (where it waits) instead of letting a dead pool hang.
+#: What failed in issue 17, at the kernel level: one noise draw large enough for the
+#: threaded fill (which starts numba's threads, on its OpenMP layer where numba finds
+#: libgomp), then draws in workers forked by multiprocessing (joblib's multiprocessing
+#: backend with the fork start method, as a grid search uses it). ``narrow``: 3 entries
+#: per worker, the serial fill; ``wide``: the large draw again, which the workers must
+#: run serially. Every worker's draw must equal the parent's (same key, domain and
+#: chunk: the same values on any thread count). faulthandler ends the script after
+#: FORK_PHASE_SECONDS with the parent's stack instead of letting a dead pool hang.
+#:
+#: The numba cache: a copy of the test process's cache (the costly compilation of the
+#: samplers' hot loops is not repeated) without the entries of every threaded kernel,
+#: so that the parent compiles the threaded fill into the cache first, as in a fresh
+#: install. Before the fix the serial and threaded fills were one function compiled
+#: twice, and deleting the threaded build's entry deleted the serial one's (one key).
 _FORK_SCENARIO = """
-import faulthandler, multiprocessing, sys
-import joblib
-from sklearn.base import clone
-from sklearn.model_selection import GridSearchCV, cross_validate
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import FunctionTransformer
-from skdpsparse import PrivacyLedger
-from skdpsparse.datasets import make_heavy_tailed
-from skdpsparse.mean import DPHeavyTailedMean
+import faulthandler, multiprocessing, os, shutil, sys
+from numba.core.registry import CPUDispatcher
+import numpy as np
+from skdpsparse._kernels import exact_sampling
+from skdpsparse._kernels.chacha import key_words
+
+KEY = key_words(bytes(range(32)))
+LARGE = 1 << 16  # 16 chunks of the default 4096 entries: the threaded fill
+
+def draw(size):
+    return exact_sampling.discrete_noise(size, exact_sampling.DISCRETE_LAPLACE, 1 << 30,
+                                         KEY, 7)
+
+def seed_cache(warm):
+    kernels = [f for f in vars(exact_sampling).values() if isinstance(f, CPUDispatcher)]
+    threaded = {f._cache._cache_file._index_name[:-len(".nbi")] for f in kernels
+                if f.targetoptions.get("parallel")}
+    assert threaded, "no threaded kernel in exact_sampling"
+    dest = kernels[0]._cache._cache_path
+    os.makedirs(dest, exist_ok=True)
+    for name in os.listdir(warm):
+        if not any(name.startswith(stem + ".") for stem in threaded):
+            shutil.copy2(os.path.join(warm, name), dest)
+    return sorted(threaded)
 
 if __name__ == "__main__":
-    X_wide, _ = make_heavy_tailed(40, 5000, random_state=0)  # 5000 noise draws: threaded
-    DPHeavyTailedMean(truncation=2.0, random_state=0).fit(X_wide)
-    X = X_wide if sys.argv[1] == "wide" else make_heavy_tailed(240, 3, random_state=0)[0]
+    print("not copied:", seed_cache(sys.argv[3]), flush=True)
+    draw(LARGE)
     from numba.np.ufunc import parallel
     print("threading layer:", parallel._threading_layer, flush=True)
+    assert parallel._is_initialized, "the large draw did not start numba's threads"
+    size = 3 if sys.argv[1] == "narrow" else LARGE
     faulthandler.dump_traceback_later(float(sys.argv[2]), exit=True)
-    multiprocessing.set_start_method("fork", force=True)
-    est = make_pipeline(FunctionTransformer(), DPHeavyTailedMean(truncation=2.0,
-                                                                  random_state=0))
-    grid = GridSearchCV(est, {"dpheavytailedmean__epsilon": [0.5, 1.0]}, cv=3)
-    with joblib.parallel_config(backend="multiprocessing", n_jobs=2):
-        with PrivacyLedger() as ledger:
-            grid.fit(X)
-            cross_validate(clone(est), X, cv=3)
-    print(len(ledger.entries), flush=True)
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        drawn = pool.map(draw, [size] * 4)
+    faulthandler.cancel_dump_traceback_later()
+    expected = draw(size)  # after the workers: their serial build came from the cache
+    print(sum(np.array_equal(d, expected) for d in drawn), flush=True)
 """
-FORK_PHASE_SECONDS = 120  # the fork phase takes about 10 s on a busy 2-core machine
-SCENARIO_TIMEOUT = 900  # the first run compiles every kernel it uses into a new cache
+FORK_PHASE_SECONDS = 120  # the fork phase takes a few seconds on a busy 2-core machine
+SCENARIO_TIMEOUT = 600  # the threaded fill is compiled in the subprocess
 
 
 @pytest.fixture(scope="module")
-def fresh_numba_cache(tmp_path_factory):
-    """A numba cache that no earlier run filled: the bug depended on which of two
-    builds of one kernel was compiled first into the cache (see the test)."""
-    return str(tmp_path_factory.mktemp("numba-cache"))
+def warm_kernel_cache():
+    """The directory of this process's numba cache of the kernels, with the samplers'
+    serial build in it (compiled or loaded here, as any fit does)."""
+    from skdpsparse._kernels import exact_sampling
+    from skdpsparse._kernels.chacha import key_words
+
+    exact_sampling.discrete_noise(3, exact_sampling.DISCRETE_LAPLACE, 1 << 30,
+                                  key_words(bytes(range(32))), 7)
+    from numba.core.registry import CPUDispatcher
+
+    kernel = next(f for f in vars(exact_sampling).values() if isinstance(f, CPUDispatcher))
+    path = getattr(kernel._cache, "_cache_path", None)
+    if not path or not os.path.isdir(path):
+        pytest.skip("numba's cache is disabled here")
+    return path
+
+
+def test_cached_kernels_have_distinct_cache_entries():
+    """The root of issue 17's ``narrow`` hang: numba's on-disk cache keys an entry by the
+    Python function, its signature and its bytecode, not by ``parallel=``, so one
+    function compiled twice (serial and threaded) shares one entry and whichever build
+    was cached first is loaded by the other. Every cached kernel must have its own."""
+    import importlib
+    import pkgutil
+
+    from numba.core.registry import CPUDispatcher
+
+    import skdpsparse._kernels as kernels
+
+    seen = {}
+    for info in pkgutil.iter_modules(kernels.__path__):
+        module = importlib.import_module(f"{kernels.__name__}.{info.name}")
+        for name, f in vars(module).items():
+            if isinstance(f, CPUDispatcher) and getattr(f._cache, "_cache_path", None):
+                key = f._cache._cache_file._index_name
+                other = seen.setdefault(key, (f, f"{info.name}.{name}"))
+                assert other[0] is f, (  # the same kernel imported elsewhere is fine
+                    f"{other[1]} and {info.name}.{name} share the cache entry {key}")
+    assert len(seen) > 10
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or "fork" not in START_METHODS,
                     reason="the fork start method with numba's GNU OpenMP layer (Linux)")
-@pytest.mark.slow
 @pytest.mark.parametrize("workers_data", ["narrow", "wide"])
-def test_fork_workers_survive_numba_threads(fresh_numba_cache, workers_data):
-    """Forked workers of a process that ran a threaded kernel fit and are charged.
+def test_fork_workers_survive_numba_threads(warm_kernel_cache, tmp_path, workers_data):
+    """Workers forked from a process that ran a threaded noise draw complete theirs.
 
     numba's OpenMP threading layer (GNU libgomp, the layer numba picks on Linux when
     TBB is absent) is not fork-safe: a child forked from the process that started
     the threads is terminated (SIGTERM, "fork() called from a process already using
     GNU OpenMP") as soon as it enters a parallel region. multiprocessing.Pool then
-    replaces the dead worker, but its task is lost and the search waits forever.
+    replaces the dead worker, but its task is lost and the pool waits forever.
     Two kernel defects made the workers enter a parallel region:
 
-    * ``narrow``: 3 columns, far below the threaded path's threshold, yet the workers
-      died. ``_fill_serial`` and ``_fill_parallel`` in ``exact_sampling`` compile the
-      same Python function, and numba's on-disk cache keys an entry by the function,
-      its signature and its bytecode, not by ``parallel=``: whichever build is compiled
-      first is loaded by the other. In a fresh install where a large draw came first,
-      every small noise draw ran the threaded build (a warm cache whose serial build
-      came first hid it, hence "only in a fresh install").
-    * ``wide``: 5000 columns in the workers, the threaded path by design: the kernels
-      must run serially in a process forked from one with running OpenMP threads.
+    * ``narrow``: 3 entries, far below the threaded path's threshold, yet the workers
+      died. ``_fill_serial`` and ``_fill_parallel`` in ``exact_sampling`` compiled the
+      same Python function, which numba's on-disk cache keys as one entry (see
+      :func:`test_cached_kernels_have_distinct_cache_entries`): in a fresh install
+      where a large draw came first, every small draw ran the threaded build (a warm
+      cache whose serial build came first hid it, hence "only in a fresh install").
+    * ``wide``: a threaded-size draw in the workers: the kernels must run serially in a
+      process forked from one with running OpenMP threads.
+
+    The ledger's counting under the fork start method is
+    ``test_counts_grid_search_and_cross_validate_exactly[multiprocessing-fork]``.
     """
-    env = dict(os.environ, NUMBA_CACHE_DIR=fresh_numba_cache)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
     proc = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(_FORK_SCENARIO), workers_data,
-         str(FORK_PHASE_SECONDS)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=env, start_new_session=True)
+         str(FORK_PHASE_SECONDS), warm_kernel_cache], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=SCENARIO_TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -222,7 +279,7 @@ def test_fork_workers_survive_numba_threads(fresh_numba_cache, workers_data):
         with contextlib.suppress(ProcessLookupError):  # orphaned workers, if any
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    ok = proc.returncode == 0 and out.split()[-1:] == ["10"]
+    ok = proc.returncode == 0 and out.split()[-1:] == ["4"]
     report = (f"the fork scenario failed or hung (exit {proc.returncode}); stdout:\n{out}\n"
               f"stderr (the last 3000 characters):\n{err[-3000:]}")
     assert ok, report
