@@ -316,8 +316,8 @@ def _cks_fill(values, add, kind, n, key, domain, chunk):
 def _check_common(kind, scale, key, domain, chunk):
     if kind not in (DISCRETE_LAPLACE, DISCRETE_GAUSSIAN):
         raise ValueError(f"kind must be DISCRETE_LAPLACE or DISCRETE_GAUSSIAN, got {kind!r}.")
-    if not 2 <= scale <= _MAX_SCALE:
-        raise ValueError(f"the grid scale must be an integer in [2, 2^50], got {scale}.")
+    if isinstance(scale, (bool, np.bool_)) or int(scale) != scale or not 2 <= scale <= _MAX_SCALE:
+        raise ValueError(f"the grid scale must be an integer in [2, 2^50], got {scale!r}.")
     if key.dtype != np.int64 or key.shape != (8,):
         raise ValueError("key must be the 8 key words of a ChaCha20 key (chacha.key_words).")
     if not 0 <= domain < 2**32 or chunk < 1:
@@ -351,7 +351,7 @@ def discrete_noise(size, kind, scale, key, domain, *, chunk=4096):
     """
     from .grid_noise import fill_noise
 
-    _check_common(kind, int(scale), key, domain, chunk)
+    _check_common(kind, scale, key, domain, chunk)
     out = np.zeros(int(size), np.int64)
     fill_noise(out, False, kind == DISCRETE_GAUSSIAN, int(scale), key, int(domain),
                int(chunk))
@@ -364,7 +364,7 @@ def cks_discrete_noise(size, kind, scale, key, domain, *, chunk=4096):
     kept as an independent exact sampler of the same law for the tests (a two-sample
     test against :func:`discrete_noise`) and the benchmarks (its speed is the
     baseline of the faster one). Same arguments and streams."""
-    _check_common(kind, int(scale), key, domain, chunk)
+    _check_common(kind, scale, key, domain, chunk)
     out = np.zeros(int(size), np.int64)
     _cks_fill(out, False, kind, int(scale), key, int(domain), int(chunk))
     return out
@@ -382,7 +382,7 @@ def add_discrete_noise(values, kind, scale, key, domain, *, chunk=4096):
         raise ValueError("grid values must be at most 2^60 in magnitude.")
     from .grid_noise import fill_noise
 
-    _check_common(kind, int(scale), key, domain, chunk)
+    _check_common(kind, scale, key, domain, chunk)
     fill_noise(values, True, kind == DISCRETE_GAUSSIAN, int(scale), key, int(domain),
                int(chunk))
     return values

@@ -35,7 +35,7 @@ the random bits only, never on the data.
 """
 
 import math
-from decimal import Context, Decimal
+from decimal import ROUND_HALF_EVEN, Context, Decimal
 
 import numba
 import numpy as np
@@ -62,7 +62,8 @@ _Z_MAX = 36.0  # exp(−36) < 2^-51: returned as 0
 def _rounded_exponentials(step, count):
     """exp(−i·step) for i < count, each correctly rounded to binary64 (50 exact digits
     from ``decimal``, whose ``exp`` is correctly rounded, then one rounding)."""
-    ctx = Context(prec=50)  # never the caller's decimal context
+    ctx = Context(prec=50, rounding=ROUND_HALF_EVEN, Emin=-999, Emax=999, capitals=1,
+                  clamp=0, flags=[], traps=[])  # nothing from the caller's decimal setup
     return np.array([float(ctx.exp(ctx.multiply(Decimal(-i), step))) for i in range(count)])
 
 

@@ -13,7 +13,7 @@ algorithm and why its law is exact are in ``doc/derivations/exact_sampling.rst``
 Slow (Python integers and decimals): the kernel leaves it about one draw in 10⁷.
 """
 
-from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
+from decimal import MAX_EMAX, MIN_EMIN, ROUND_CEILING, ROUND_FLOOR, Context, Decimal
 from fractions import Fraction
 from functools import lru_cache
 
@@ -69,13 +69,19 @@ class KeyBits:
         return out
 
 
+def _context(digits, rounding):
+    """A decimal context of its own: nothing inherited from ``decimal.DefaultContext``
+    (an application's traps or exponent limits), no trap, the widest exponent range."""
+    return Context(prec=digits, rounding=rounding, Emin=MIN_EMIN, Emax=MAX_EMAX,
+                   capitals=1, clamp=0, flags=[], traps=[])
+
+
 @lru_cache(maxsize=1 << 14)
 def _exp_neg_bounds(q, digits):
     """Rationals lo ≤ exp(−q) ≤ hi for a rational q ≥ 0 (``digits`` significant digits)."""
     if q == 0:
         return Fraction(1), Fraction(1)
-    floor, ceiling = Context(prec=digits, rounding=ROUND_FLOOR), Context(prec=digits,
-                                                                         rounding=ROUND_CEILING)
+    floor, ceiling = _context(digits, ROUND_FLOOR), _context(digits, ROUND_CEILING)
     num, den = Decimal(q.numerator), Decimal(q.denominator)
     q_lo, q_hi = floor.divide(num, den), ceiling.divide(num, den)
     # exp is correctly rounded (half-even) in any context: one unit more is a bound.

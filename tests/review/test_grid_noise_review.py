@@ -25,9 +25,9 @@ converge to exp(−q rounded to 28 digits) instead of exp(−q): the "exact" alg
 decides wrongly for a uniform within ~1e-28 of a threshold, its draws change with the
 caller's ``decimal.getcontext()`` (prec = 4 changes most fallback draws), and a caller
 that traps ``Inexact`` gets an exception from a fallback (a random event). The fix is
-to negate exactly (``q_lo.copy_negate()``), see the tests. Still open (strict xfail):
-the module's explicit contexts copy ``decimal.DefaultContext``'s traps, and a
-fractional ``scale`` is truncated by ``int()`` instead of refused.
+to negate exactly (``q_lo.copy_negate()``), see the tests. Two more, also fixed: the
+module's explicit contexts copied ``decimal.DefaultContext``'s traps, and a
+fractional ``scale`` was truncated by ``int()`` instead of refused.
 
 Found without a break of exactness: the fallback rate is a function of N, not about
 one draw in 10⁷ everywhere. Where a table threshold lies within the margin of a
@@ -516,9 +516,6 @@ def test_fallback_does_not_raise_under_a_callers_inexact_trap():
         _clear_caches()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "grid_noise_exact's Context(prec=..., rounding=...) copies decimal.DefaultContext's "
-    "traps: build it with traps=[] (and fixed Emin/Emax)"))
 def test_fallback_does_not_raise_under_a_default_context_trap():
     # The explicit contexts of the exact module copy their traps from
     # decimal.DefaultContext: an application that sets DefaultContext.traps[Inexact]
@@ -535,8 +532,6 @@ def test_fallback_does_not_raise_under_a_default_context_trap():
         _clear_caches()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "exact_sampling._check_common validates int(scale): a float scale is truncated"))
 @pytest.mark.parametrize("kind", [LAPLACE, GAUSSIAN])
 def test_a_fractional_scale_is_refused_not_truncated(kind):
     # discrete_noise(…, scale=2.9) silently draws with N = 2 (int() truncates): 31 %
