@@ -202,7 +202,7 @@ class DPSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseDPSGD):
         iterate at every step (post-processing, no privacy cost): it turns the
         random walk the noise makes on rarely used features into a bounded process.
         A warning before fitting says when that walk exceeds 1
-        (:func:`~skdpsparse.mechanisms.dp_sgd.noise_walk`, public numbers only).
+        (``skdpsparse.mechanisms.dp_sgd.noise_walk``, public numbers only).
     noise_multiplier : float or None, default=None
         z (noise std on the batch sum over its sensitivity 2C). ``None``: the
         smallest z meeting (ε, δ).

@@ -66,7 +66,6 @@ from .noise import add_noise_inplace
 __all__ = [
     "DPSGDPlan",
     "LOSSES",
-    "noise_walk",
     "batch_sum_sensitivity",
     "calibrate_dp_sgd_noise",
     "dp_sgd",
