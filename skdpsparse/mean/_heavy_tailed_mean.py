@@ -76,20 +76,21 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
     ``mean_``, ``clip_lower_``, ``clip_upper_`` and every fitted attribute together
     satisfy ``privacy_spent_`` (and the (ε, δ) of ``approx_dp_spent_``). With
     private_clip and δ > 0: ρ-zCDP with ρ = ``approx_dp_to_zcdp(epsilon, delta)``; the
-    5d quantile draws (exponential mechanism, McSherry and Talwar 2007, "Mechanism
-    design via differential privacy"; each ε_q-bounded range, hence ε_q²/8-zCDP, Cesar
-    and Rogers 2021, Lemma 3.2) spend fρ, the clipped mean (1 − f)ρ with discrete
-    Gaussian noise for ℓ2 sensitivity √d/n in unit coordinates (Canonne, Kamath and
-    Steinke 2020, "The discrete Gaussian for differential privacy", Theorem 14),
-    composed adaptively (Bun and Steinke 2016, Lemma 2.3); with Laplace noise for the
-    mean (few columns), the draws and an ε_m-DP release composed by Rényi accounting to
-    (ε, δ). With private_clip and δ = 0: fε for the draws, (1 − f)ε for the mean with
-    discrete Laplace noise for ℓ1 sensitivity d/n; ε-DP by basic composition. With
-    stated ``bounds``: the clipped mean alone on the whole budget. With cwme: a change
-    of 6τ/⌊n/m⌋ per coordinate for odd m and 3τ/⌊n/m⌋ for even m (a half and a quarter
-    of Kamath, Liu and Zhang 2022's bound in Theorem 4.1); noise_smoothing: 2S_c·τ/n,
-    which corrects a too-small constant of their Algorithm 4 for c < 0.756 (derivations
-    in :mod:`skdpsparse.mechanisms.heavy_tailed`). The derivation of private_clip is the
+    5d quantile draws (or the 2 draws of the shared scale, each of score sensitivity d;
+    exponential mechanism, McSherry and Talwar 2007, "Mechanism design via differential
+    privacy"; each ε_q-bounded range, hence ε_q²/8-zCDP, Cesar and Rogers 2021, Lemma
+    3.2) spend fρ, the clipped mean (1 − f)ρ with discrete Gaussian noise for ℓ2
+    sensitivity √d/n in unit coordinates (Canonne, Kamath and Steinke 2020, "The
+    discrete Gaussian for differential privacy", Theorem 14), composed adaptively (Bun
+    and Steinke 2016, Lemma 2.3); with Laplace noise for the mean (few columns), the
+    draws and an ε_m-DP release composed by Rényi accounting to (ε, δ). With
+    private_clip and δ = 0: fε for the draws, (1 − f)ε for the mean with discrete
+    Laplace noise for ℓ1 sensitivity d/n; ε-DP by basic composition. With stated
+    ``bounds``: the clipped mean alone on the whole budget. With cwme: a change of
+    6τ/⌊n/m⌋ per coordinate for odd m and 3τ/⌊n/m⌋ for even m (a half and a quarter of
+    Kamath, Liu and Zhang 2022's bound in Theorem 4.1); noise_smoothing: 2S_c·τ/n, which
+    corrects a too-small constant of their Algorithm 4 for c < 0.756 (derivations in
+    :mod:`skdpsparse.mechanisms.heavy_tailed`). The derivation of private_clip is the
     page "Means without stated bounds, and thresholded sparse means" of the
     documentation's derivations. Assumptions: ``bounds``, ``center``, ``truncation``,
     ``moment_bound`` and every other parameter chosen without looking at ``X``;
@@ -139,8 +140,12 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         (:func:`~skdpsparse.mechanisms.heavy_tailed.extrapolated_interval`).
         ``"auto"``: the exponential mechanism's rank error over n, at most 1/16
         (:func:`~skdpsparse.mechanisms.heavy_tailed.auto_clip_level`), public numbers
-        only. When that is 1/16, n·ε is too small to locate the scale of d columns
-        and a warning says to state ``bounds``.
+        only. When that reaches 1/32 for d > 1 columns, n·ε is too small to locate
+        each column's scale: two private quantiles of all n·d absolute values
+        (sensitivity d) locate one interval [−C, C] shared by every column instead
+        (:func:`~skdpsparse.mechanisms.heavy_tailed.shared_scale_draws`; α is then
+        their level), and a warning says to state ``bounds``. For one column the
+        interval is used unstretched at 1/16, with the same warning.
     noise : {"auto", "gaussian", "laplace"}, default="auto"
         For private_clip with δ > 0: Gaussian noise under ρ-zCDP, or Laplace noise
         under ε-DP (which implies (ε, δ)-DP). ``"auto"``: the one with the smaller
@@ -364,7 +369,14 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
                 X, epsilon=eps, delta=delta, rng=rng,
                 scale_fraction=float(self.scale_fraction), level=self.clip_level,
                 noise=self.noise)
-            if self.clip_level == "auto" and info["level"] >= 1.0 / 16.0:
+            if info.get("shared"):
+                warnings.warn(
+                    f"n={n} rows are too few to locate the scale of {d} columns one by "
+                    f"one privately at epsilon={eps:g}: one interval [-C, C] shared by "
+                    "all columns was located instead (it ignores each column's centre "
+                    "and spread). State bounds=(lower, upper) if you can.", UserWarning,
+                    stacklevel=3)
+            elif self.clip_level == "auto" and info["level"] >= 1.0 / 16.0:
                 warnings.warn(
                     f"n={n} rows are too few to locate the scale of {d} column(s) "
                     f"privately at epsilon={eps:g}: the clipping interval may be far too "

@@ -849,10 +849,13 @@ def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None):
     for t_in, t_out in ((q[3] - med, q[4] - med), (med - q[1], med - q[0])):
         sides.append(_tail_candidates(t_in, t_out, TAIL_RATIO * level, stretch))
     (c_up, b_up), (c_lo, b_lo) = sides
-    # err[j, u, l] for every pair of candidates of column j.
-    err = ((b_up[:, :, None] - b_lo[:, None, :]) ** 2
-           + BIAS_DOUBT * (b_up[:, :, None] ** 2 + b_lo[:, None, :] ** 2)
-           + (noise_sd * (c_up[:, :, None] + c_lo[:, None, :])) ** 2)
+    # err[j, u, l] for every pair of candidates of column j. A modelled bias of up to
+    # 1e300 squares to inf: such a candidate is simply never the argmin (no warning).
+    with np.errstate(over="ignore", invalid="ignore"):
+        err = ((b_up[:, :, None] - b_lo[:, None, :]) ** 2
+               + BIAS_DOUBT * (b_up[:, :, None] ** 2 + b_lo[:, None, :] ** 2)
+               + (noise_sd * (c_up[:, :, None] + c_lo[:, None, :])) ** 2)
+    err = np.where(np.isnan(err), np.inf, err)  # inf − inf: both sides unusable
     flat = err.reshape(err.shape[0], -1).argmin(axis=1)
     iu, il = np.unravel_index(flat, err.shape[1:])
     rows = np.arange(err.shape[0])
@@ -866,7 +869,7 @@ def _tail_candidates(t_in, t_out, inner_mass, stretch):
     t_out = np.maximum(t_out, t_in)
     base = np.where(t_in > 0, t_in, t_out)
     C = np.concatenate([base[:, None] * np.exp2(k)[None, :], t_out[:, None]], axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         a = np.log(TAIL_RATIO) / np.log(t_out / t_in)
         a = np.clip(np.where(np.isfinite(a), a, TAIL_INDEX_MAX), 1.05, TAIL_INDEX_MAX)[:, None]
         bias = inner_mass * base[:, None] ** a * C ** (1.0 - a) / (a - 1.0)
@@ -997,22 +1000,36 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
         raise ValueError("noise='gaussian' needs delta > 0.")
     # The mean's noise: Laplace (pure ε_m-DP) or Gaussian ((1 − f)ρ-zCDP).
     laplace = noise == "laplace" or (noise == "auto" and laplace_is_better(d, epsilon, delta, f))
+    n_draws = N_DRAWS * d
     if delta > 0:
         rho = approx_dp_to_zcdp(epsilon, delta)
-        eps_q = quantile_epsilon(N_DRAWS * d, rho=f * rho)  # draws under zCDP
-        draws = SelfComposedEvent(ZCDPEvent(eps_q**2 / 8.0), N_DRAWS * d)
+        eps_q = quantile_epsilon(n_draws, rho=f * rho)  # draws under zCDP
     else:
-        eps_q = quantile_epsilon(N_DRAWS * d, epsilon=f * epsilon)
-        draws = SelfComposedEvent(PureDPEvent(eps_q), N_DRAWS * d)
+        eps_q = quantile_epsilon(n_draws, epsilon=f * epsilon)
+    # Too few rows for 5d draws (α at its cap, public numbers only): one scale shared
+    # by all columns instead, from SHARED_DRAWS draws on the pooled |x_ij|.
+    shared = level == "auto" and auto_clip_level(
+        n, d, quantile_epsilon=eps_q, grid_size=grid.size) >= SHARED_BELOW_LEVEL and d > 1
+    if shared:
+        n_draws = SHARED_DRAWS
+        eps_q = (quantile_epsilon(n_draws, rho=f * rho) if delta > 0
+                 else quantile_epsilon(n_draws, epsilon=f * epsilon))
+    draws = SelfComposedEvent(ZCDPEvent(eps_q**2 / 8.0) if delta > 0 else PureDPEvent(eps_q),
+                              n_draws)
     if delta > 0 and laplace:
         eps_m = laplace_epsilon_after([draws], epsilon, delta)
         if eps_m <= 0:
             raise ValueError("noise='laplace' leaves no budget for the mean at this "
                              f"(epsilon, delta) = ({epsilon!r}, {delta!r}).")
     elif laplace:
-        eps_m = epsilon - N_DRAWS * d * eps_q
+        eps_m = epsilon - n_draws * eps_q
     else:
-        rho_m = rho - N_DRAWS * d * eps_q**2 / 8.0
+        rho_m = rho - n_draws * eps_q**2 / 8.0
+    if shared:
+        return _shared_scale_clipped_mean(
+            X, epsilon=epsilon, delta=delta, rng=rng, grid=grid, eps_q=eps_q,
+            draws=draws, laplace=laplace, eps_m=eps_m if laplace else None,
+            rho_m=None if laplace else rho_m)
     if level == "auto":
         alpha = auto_clip_level(n, d, quantile_epsilon=eps_q, grid_size=grid.size)
     else:
@@ -1048,15 +1065,92 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
         if delta > 0:  # zCDP draws and a pure release, composed by Rényi accounting
             budget = with_event(ApproxDP(epsilon, delta), event)
         else:
-            budget = with_event(PureDP(N_DRAWS * d * eps_q + eps_m), event)
+            budget = with_event(PureDP(n_draws * eps_q + eps_m), event)
     else:
         estimate, info = private_clipped_mean(X, lower, upper, rng=rng, rho=rho_m)
         event = ComposedEvent((draws, ZCDPEvent(rho_m)))
-        budget = with_event(ZCDP(N_DRAWS * d * eps_q**2 / 8.0 + rho_m), event)
+        budget = with_event(ZCDP(n_draws * eps_q**2 / 8.0 + rho_m), event)
     info = {"method": "private_clip", "noise": info["kind"], "scale": info["scale"],
             "lower": np.minimum(lower, upper), "upper": np.maximum(lower, upper),
             "quantiles": quantiles,
             "level": alpha, "quantile_epsilon": eps_q, "epsilon": epsilon,
             "delta": delta}
+    info["approx_dp"] = budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget
+    return estimate, budget, info
+
+
+#: The per-column level α at and above which the shared scale is used instead.
+SHARED_BELOW_LEVEL = 1.0 / 32.0
+
+#: Draws of the shared scale: the median of the pooled |x_ij|, then its upper quantile.
+SHARED_DRAWS = 2
+
+#: The shared interval is [−C, C] with C this multiple of the pooled upper quantile.
+SHARED_STRETCH = 2.0
+
+
+def shared_scale_draws(X, *, epsilon_each, rng, grid):
+    """Two private quantiles of the pooled absolute values |x_ij| (all n·d of them):
+    the median, then the (1 − α_s)-quantile with the prior anchored at the median
+    (:func:`~skdpsparse.mechanisms.quantile.quantile_scores`), α_s = 2(ln G + ln 20)/(ε n)
+    capped at 1/4 (the rank error of a draw of sensitivity d over n·d values, over
+    n·d; public numbers only).
+
+    Replacing one row changes at most d of the pooled values, so every count, hence
+    every score, moves by at most d: each draw is the exponential mechanism with
+    Δ_u = d, ε-DP with ε = ``epsilon_each`` (McSherry and Talwar 2007), and
+    ε-bounded range (ε²/8-zCDP, Cesar and Rogers 2021, Lemma 3.2).
+
+    Returns
+    -------
+    median, upper : float
+        Grid points.
+    level : float
+        α_s.
+    """
+    from .quantile import prior_weight, quantile_scores, rank_counts, rank_error
+    from .sparse_exponential import exponential_mechanism
+
+    n, d = X.shape
+    A = abs(X) if sp.issparse(X) else np.abs(X)
+    below = rank_counts(A, grid, strict=True).sum(axis=0)
+    at_most = rank_counts(A, grid).sum(axis=0)
+    total = n * d
+    level = min(0.25, rank_error(grid.size, epsilon_each) / n)
+    med_scores = quantile_scores(below, at_most, int(np.rint(0.5 * total)), grid, float(d))
+    med = int(exponential_mechanism(med_scores.astype(np.float64), float(d), epsilon_each,
+                                    rng))
+    up_scores = quantile_scores(below, at_most, int(np.rint((1.0 - level) * total)), grid,
+                                float(d) * prior_weight(epsilon_each), 1, anchor=med)
+    up = int(exponential_mechanism(up_scores.astype(np.float64), float(d), epsilon_each,
+                                   rng))
+    return float(grid[med]), float(grid[max(up, med)]), level
+
+
+def _shared_scale_clipped_mean(X, *, epsilon, delta, rng, grid, eps_q, draws, laplace,
+                               eps_m, rho_m):
+    """private_clip's fallback when n·ε is too small for 5d draws: one interval
+    [−C, C] for every column, C = SHARED_STRETCH × the pooled upper quantile of
+    :func:`shared_scale_draws`, then :func:`private_clipped_mean` (composed as the
+    per-column path: ``draws`` then the mean)."""
+    from ..accounting import ApproxDP, ComposedEvent, PureDPEvent, ZCDPEvent, with_event
+
+    n, d = X.shape
+    med, up, level = shared_scale_draws(X, epsilon_each=eps_q, rng=rng, grid=grid)
+    c = SHARED_STRETCH * max(abs(up), abs(med))
+    lower, upper = np.full(d, -c), np.full(d, c)
+    if laplace:
+        estimate, info = private_clipped_mean(X, lower, upper, rng=rng, epsilon=eps_m)
+        event = ComposedEvent((draws, PureDPEvent(eps_m)))
+        budget = with_event(ApproxDP(epsilon, delta) if delta > 0
+                            else PureDP(SHARED_DRAWS * eps_q + eps_m), event)
+    else:
+        estimate, info = private_clipped_mean(X, lower, upper, rng=rng, rho=rho_m)
+        event = ComposedEvent((draws, ZCDPEvent(rho_m)))
+        budget = with_event(ZCDP(SHARED_DRAWS * eps_q**2 / 8.0 + rho_m), event)
+    info = {"method": "private_clip", "noise": info["kind"], "scale": info["scale"],
+            "lower": lower, "upper": upper, "quantiles": np.array([med, up]),
+            "level": level, "shared": True,
+            "quantile_epsilon": eps_q, "epsilon": epsilon, "delta": delta}
     info["approx_dp"] = budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget
     return estimate, budget, info
