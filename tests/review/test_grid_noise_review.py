@@ -301,10 +301,14 @@ def test_tables_within_the_certified_error_at_adversarial_scales(n):
 
 
 def _reader(v):
-    """A kernel bit reader whose next 64 bits are those of the dyadic v ∈ [0, 1)."""
-    io, _ = es._new_reader(KEY, 0, 0)
+    """A kernel bit reader whose next 64 bits are those of the dyadic v ∈ [0, 1): the
+    layout of exact_sampling._new_reader, built here (a compiled function returning
+    arrays to Python can fail to box them when numba's on-disk cache is shared)."""
+    buf = np.zeros(es._WORDS, np.uint32)
     word = int(v * 2**64)
-    io[1][0], io[1][1] = word >> 32, word & 0xFFFFFFFF
+    buf[0], buf[1] = word >> 32, word & 0xFFFFFFFF
+    scratch = np.zeros((16, es._WORDS // 16), np.uint32)
+    io = (KEY, buf, scratch, scratch.copy(), 0, 0, 0)
     return io, (np.int64(0), np.int64(0), np.int64(0), np.int64(0))
 
 
