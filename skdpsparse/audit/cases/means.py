@@ -285,16 +285,23 @@ the order of 2^40 runs). The reviewer's pair (c = 1e16, τ = 0.4) is clamped at 
 budget where its statistic could be released."""
 
 
+#: CI sizes of the projection and sparse-mean cases: their pairs attain the sensitivity,
+#: so the halved noise is a shift of 2ε = 4 Laplace scales (claim ε = 2) or μ = 3.14
+#: Gaussian scales (claim 1.78 at CURVE_DELTA), and the bound variant separates the pair
+#: outright. With 1000 runs per dataset the audit refutes the halved noise in every one
+#: of 2000 simulated audits of those pairs (0.1 % quantiles of ε_lb: 2.17 and 2.66).
+_MEAN_RUNS = 1000
+
 #: name -> catalogue entry (builder with the CI defaults, CI size, full-size data).
 CATALOGUE = {
     "projection_laplace": Entry(functools.partial(case_projection, epsilon=2.0, delta=0.0),
-                                runs=2000),
+                                runs=_MEAN_RUNS),
     "projection_gaussian": Entry(functools.partial(case_projection, epsilon=8.0,
-                                                   delta=1e-5), runs=2000),
+                                                   delta=1e-5), runs=_MEAN_RUNS),
     "sparse_mean_laplace": Entry(functools.partial(case_sparse_mean, "laplace", epsilon=2.0,
-                                                   delta=0.0), runs=2000),
+                                                   delta=0.0), runs=_MEAN_RUNS),
     "sparse_mean_gaussian": Entry(functools.partial(case_sparse_mean, "gaussian",
-                                                    epsilon=8.0, delta=1e-5), runs=2000),
+                                                    epsilon=8.0, delta=1e-5), runs=_MEAN_RUNS),
     "l1_recovery": Entry(functools.partial(case_l1_recovery, epsilon=8.0, delta=1e-5),
                          runs=600, variants=("correct", "bound x10")),
     "cwme_laplace": Entry(functools.partial(case_cwme, epsilon=2.0, delta=0.0, n_groups=3,
