@@ -83,6 +83,10 @@ class Entry:
         Marked ``slow`` in the test suite.
     full : dict
         Overrides of the data size for the full-size run of ``benchmarks/audit.py``.
+    teeth_in : str
+        When CI runs no broken variant of this case: the catalogue entry whose CI audit
+        refutes the same broken step of the same code (its required detections run at
+        full size only, where the power is there).
     """
 
     build: Callable
@@ -91,6 +95,7 @@ class Entry:
     supports: tuple = ("correct", "noise/2", "bound x10")
     slow: bool = False
     full: Mapping = field(default_factory=dict)
+    teeth_in: str = ""
 
     @property
     def pure(self):
@@ -117,12 +122,13 @@ def run_case(case, *, n_runs, seed=0, variants=("correct", "noise/2", "bound x10
     return out
 
 
-def audit_failures(case, results):
+def audit_failures(case, results, require_teeth=True):
     """What an audit refutes: claims of the correct mechanism that the lower bound
     exceeds, and required detections (``case.detect``) of the broken variants present in
-    ``results`` that did not happen. Empty when the audit passes."""
+    ``results`` that did not happen. Empty when the audit passes. ``require_teeth``:
+    running no broken variant with a required detection is a failure too."""
     out = []
-    if not any(v in case.detect for v in results):
+    if require_teeth and not any(v in case.detect for v in results):
         out.append(f"{case.name}: no broken variant with a required detection was run")
     for r in results.get("correct", ()):
         if r.violated:

@@ -92,6 +92,12 @@ def case_cyclic_sgd(epsilon=8.0, delta=1e-5, n=20, d=3, epochs=2, loss="squared"
     Variants: the shipped estimator with ``noise_multiplier`` z·(noise factor)·C(R)/C(kR)
     and ``norm_bound`` kR, so that σ = λzC/b is the variant's multiple of the shipped σ
     while rows are bounded at kR and gradients clipped at C(kR).
+
+    CI size: at the defaults (ε = 8, E = 2, z = 1.80) the halved noise is the Gaussian
+    pair μ = 4√E/z = 3.14 (measured on the release: 3.26 ± 0.2), whose exact curve
+    gives ε = 6.7 at CURVE_DELTA against the claim 2.66. With 1500 runs per dataset the
+    audit refutes it in every one of 2000 simulated audits of that pair (0.1 % quantile
+    of ε_lb: 2.96); with 1000 runs, in 99.8 % (seed 0 gave 2.77).
     """
     from ...linear_model import DPCyclicSGD
     from ...mechanisms.cyclic_sgd import plan_cyclic_sgd
@@ -519,13 +525,21 @@ CATALOGUE = {
         functools.partial(case_heavy_tailed_regressor, epsilon=8.0, delta=1e-5), runs=2000,
         variants=("correct", "noise/2")),
     "cyclic_sgd": Entry(functools.partial(case_cyclic_sgd, epsilon=8.0, delta=1e-5),
-                        runs=1000, full=dict(n=200, d=20, epochs=5)),
+                        runs=1500, full=dict(n=200, d=20, epochs=5)),
+    # The bounding variant at CI size, from audits of 500 subsamples of 3000 runs per
+    # dataset (optimistic: the pool's tail is coarse; seed 0 with 1500 runs gave eps_lb
+    # 1.75 where the subsamples' 1 % quantile was 1.98). RDP calibration: refuted in
+    # 99.6 % with 1000 runs, in all with 2000 (1 % quantile 2.20 against the claim
+    # 1.61). The provable calibration's larger noise (sigma 2.99 against 2.71) leaves
+    # 80 % with 1000 runs, 96 % with 1500, 99.4 % with 2000, and seed 0 missed it with
+    # 1000; its bounding code is the same, so CI audits its claim only and its bounding
+    # variant runs at full size.
     "noisy_sgd": Entry(functools.partial(case_noisy_sgd, epsilon=3.0, delta=1e-5),
-                       runs=1000, variants=("correct", "bound x10")),
+                       runs=2000, variants=("correct", "bound x10")),
     "noisy_sgd_provable": Entry(
         functools.partial(case_noisy_sgd, epsilon=3.0, delta=1e-5,
                           noise_calibration="provable"),
-        runs=1000, variants=("correct", "bound x10")),
+        runs=1000, variants=("correct",), teeth_in="noisy_sgd"),
     "noisy_sgd_extreme_row": Entry(
         functools.partial(case_noisy_sgd_extreme_row, epsilon=1.0, delta=1e-5),
         runs=600, variants=("correct", "raw margin"), supports=("correct", "raw margin")),
@@ -539,9 +553,13 @@ CATALOGUE = {
     "output_perturbation_laplace": Entry(
         functools.partial(case_output_perturbation, epsilon=2.0, delta=0.0), runs=1000,
         variants=("correct", "noise/2"), full=dict(n=200, d=20)),
+    # The pair moves coef_[0, 1] by 0.87 Delta_2 against sigma of (1 + tol) Delta_2: the
+    # halved noise is the Gaussian pair mu = 2.73 (claim 1.78 at CURVE_DELTA), refuted in
+    # 90 % of 2000 simulated audits with 300 runs, 99.95 % with 600 (0.1 % quantile of
+    # eps_lb 1.83).
     "output_perturbation_smoothed_hinge": Entry(
         functools.partial(case_output_perturbation_smoothed_hinge, epsilon=8.0, delta=1e-5),
-        runs=300, variants=("correct", "noise/2")),
+        runs=600, variants=("correct", "noise/2")),
     "sparse_exponential": Entry(
         functools.partial(case_sparse_exponential, epsilon=2.0, delta=0.0), runs=500,
         variants=("correct", "bound x10")),
