@@ -86,3 +86,27 @@ def test_the_installed_wheel_is_what_is_tested():
     installed = Path(skdpsparse.__file__).resolve()
     assert installed.parent != root / "skdpsparse", installed  # not the source tree
     assert "site-packages" in installed.parts, installed
+
+
+def test_the_api_reference_lists_every_public_estimator_and_mechanism():
+    """doc/api.rst names every exported estimator and every public callable of the
+    mechanisms package (the names test_common checks for a privacy guarantee), so a
+    new one cannot be left out of the reference."""
+    import re
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        from test_common import _public_mechanisms
+    finally:
+        sys.path.pop(0)
+    from skdpsparse.utils.discovery import all_estimators
+
+    api = Path(__file__).resolve().parents[1] / "doc" / "api.rst"
+    if not api.exists():  # the installed wheel is tested from outside the tree
+        pytest.skip("doc/api.rst is not next to the tests")
+    listed = set(re.findall(r"^ +([\w.]+) *$", api.read_text(encoding="utf-8"), re.M))
+    missing = [name for name, cls in all_estimators()
+               if name not in listed and f"{cls.__module__.split('.')[1]}.{name}" not in listed]
+    missing += [f"mechanisms.{name}" for name, _ in _public_mechanisms()
+                if f"mechanisms.{name}" not in listed]
+    assert not missing, missing

@@ -3,6 +3,7 @@ Kamath, Kumar and Manurangsi 2024, "Differentially private optimization with spa
 gradients", Sections 6-7)."""
 
 import math
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,6 +28,7 @@ from ..mechanisms.bias_reduced import (
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..base import check_fit_params, distributed_fit, fit_input, release
+from ..utils._progress import VERBOSE_CONSTRAINT, Progress
 from ..utils._data import check_fit_input
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
@@ -49,10 +51,53 @@ _COMMON_CONSTRAINTS = {
     "max_iter": [Interval("integer", 1, None, closed="left"), None],
     "calibration": [Options("analytic", "classic")],
     "accounting": [Options(*ACCOUNTINGS)],
-    "verbose": [Interval("integer", 0, None, closed="left"),
-                InstanceOf(bool, np.bool_, description="bool")],
+    "verbose": VERBOSE_CONSTRAINT,
     # random_state is validated by fit_random_source.
 }
+
+_BASELINE_DOC = """When it cannot beat the zero model. With the theorem's step size the
+    convex excess-risk bound of Ghazi et al. 2024 (Theorem 6.7, absolute constants set
+    to 1) is of order D·ν/√τ with τ = n/ln(2/δ) and ν² = L² ln(n) √(s ln(p/s)
+    ln(1/δ))/ε′, below the D·L that the zero model attains only for
+    n·ε′ > ln(n)·ln(2/δ)·√(s ln(p/s) ln(1/δ)), ε′ the budget whose ε′/8 the gradient
+    oracle runs at (ε with ``accounting="paper"``; the Rényi filter's much larger
+    oracle budget by default). ``fit`` warns (``UserWarning``, from these public
+    numbers, before the data are used) below it. At n = 10⁴, p = 10⁴, s = 50 and
+    δ = 10⁻⁶ this asks for ε ≥ 0.81 with the paper's accounting and ε ≥ 0.091 with
+    the default one.
+    No measured figure on the real-data benchmark yet (it is not run there by
+    default)."""
+
+
+_PRIVACY_DOC = """**Privacy guarantee.** Protected: one row (x, y), under replacement
+    neighbours (n, d, the hyperparameters and the declared bounds are public). One
+    run is (ε, δ)-DP. Default ``accounting="renyi_filter"``: each step releases four
+    discrete Gaussian means of bounded gradient rows, of which a replaced row reaches
+    at most two (2ρ₀-zCDP, Canonne, Kamath and Steinke 2020, Theorem 14; Bun and
+    Steinke 2016, Lemma 2.3), amplified exactly by the random batch (Wang, Balle and
+    Kasiviswanathan 2019, "Subsampled Rényi differential privacy and analytical
+    moments accountant", Theorem 9); the run stops by a Rényi filter on these
+    per-step costs, which depend on the data-independent level N_t only (Feldman and
+    Zrnic 2021, "Individual privacy accounting via a Rényi filter", Theorem 3.1),
+    converted to (ε, δ) at the filter's order (derivation:
+    :ref:`derivation_bias_reduced_accounting`). ``accounting="paper"``: Ghazi et al.
+    2024, Lemma 6.3, under the (ε, δ) filter of Whitehouse, Ramdas, Rogers and Wu
+    2023, "Fully-adaptive composition in differential privacy" (Theorem A.4 of Ghazi
+    et al.). Boosting: ``"noisy_min"`` runs K copies and a report-noisy-min at
+    (ε/(K+1), δ/(K+1)) each (basic composition, Dwork and Roth 2014, Theorem 3.16;
+    Ghazi et al. 2024, Theorem 7.1); ``"random_stopping"`` releases the best of a
+    random number of runs (Liu and Talwar 2019, "Private selection from private
+    candidates", Theorem 3.4; :ref:`derivation_private_selection`). Assumptions:
+    every row is scaled into {‖x‖₂ ≤ R, ‖x‖₁ ≤ √s·R} (and every target clipped into
+    [−Y, Y] for regression) before use, so every per-example gradient is bounded by
+    the declared constants (:ref:`derivation_sensitivities`); the levels, batches and
+    noise come from a secret key (``random_state=None``) and the noise is exact
+    (:ref:`derivation_exact_sampling`). Not covered: the number of runs of
+    ``boosting="random_stopping"`` and the unselected runs (never released, nor
+    printed); the label set of a classifier fitted with ``classes=None`` (a
+    :class:`~skdpsparse.exceptions.PrivacyLeakWarning` says so); the noise when
+    ``random_state`` is fixed; the fit's duration."""
+
 
 _SHARED_DOC = """epsilon : float, default=1.0
         ε > 0.
@@ -118,10 +163,13 @@ _SHARED_DOC = """epsilon : float, default=1.0
         amplification) under the (ε, δ) filter of Theorem A.4 at (ε/2, δ/2), the
         oracle at (ε/8, δ/4) (:func:`~skdpsparse.mechanisms.bias_reduced.
         step_privacy`, valid for ε ≤ 13.4).
-    verbose : int, default=0
-        Progress of the steps (step count, N_t and the filter's state: nothing
-        data-dependent). Silent with ``boosting="random_stopping"``, whose number of
-        runs must stay hidden.
+    verbose : bool or int, default=0
+        Progress lines (step count, N_t and the filter's state: nothing
+        data-dependent) every 1000 steps at ``True``/``1``, every step at ``2``, and
+        the steps taken and the budget at the end.
+        Silent with ``boosting="random_stopping"``: its number of runs is not covered
+        by the guarantee (Liu and Talwar 2019, Theorem 3.4 releases the best run
+        only).
     random_state : None, int or numpy.random.Generator, default=None
         ``None`` draws fresh noise; a fixed seed makes the noise known to whoever knows
         the seed: for tests and reports only."""
@@ -160,8 +208,14 @@ class _BaseBiasReducedSGD(BaseEstimator):
     def _fit_linear(self, X, targets, code, param, deriv_bound, loss_range, convex):
         """Run the private fit; return (theta, n_iter, learning_rate, budget). Sets nothing."""
         n, d = X.shape
-        X, s = self._bounded(X)
         c = float(self.intercept_scaling) if self.fit_intercept else 0.0
+        if convex and self.radius is not None:
+            # From public numbers (n, d, the declared s, R, c, ε, δ), before reading X.
+            s_pub = d if self.sparsity is None else min(int(self.sparsity), d)
+            R_pub = float(self.norm_bound)
+            self._warn_below_theory(
+                n, d + (c > 0), ((math.sqrt(s_pub) * R_pub + c) / math.hypot(R_pub, c)) ** 2)
+        X, s = self._bounded(X)
         if c > 0:
             ones = np.full((n, 1), c, dtype=X.dtype)
             X = sp.hstack([X, ones], format="csr") if sp.issparse(X) else np.hstack([X, ones])
@@ -194,7 +248,8 @@ class _BaseBiasReducedSGD(BaseEstimator):
                 rows, n, p, epsilon=eps, delta=delta, norm_bound=L, sparsity=s_grad,
                 learning_rate=eta, rng=rng, radius=D, convex=convex,
                 mechanism=self.mechanism, calibration=self.calibration,
-                max_iter=self.max_iter, accounting=self.accounting, verbose=verbose)
+                max_iter=self.max_iter, accounting=self.accounting, verbose=verbose,
+                name=type(self).__name__)
             info["learning_rate"] = eta
             return theta, info
 
@@ -230,8 +285,40 @@ class _BaseBiasReducedSGD(BaseEstimator):
                     run, score, epsilon=eps, delta=delta,
                     gamma=gamma_for_failure_prob(float(self.failure_prob)),
                     sensitivity=sensitivity, rng=rng)
+        Progress(verbose, type(self).__name__).report(
+            "done", detail=f"{int(info['n_iter'])} steps, privacy spent {budget}")
         coef, intercept = theta[:d], (c * theta[d] if c > 0 else 0.0)
         return coef, float(intercept), info, budget
+
+    def _warn_below_theory(self, n, p, s_grad):
+        """Warn, before the data are used, when n·ε is below what Theorem 6.7 needs.
+
+        With η = D/(ν√τ) the convex excess-risk bound of Ghazi et al. 2024 (Theorem
+        6.7, absolute constants set to 1, as for the step size) is of order D·ν/√τ,
+        τ = n/ln(2/δ), ν² = L² ln(n) √(s ln(p/s) ln(1/δ))/ε′; the zero model is within
+        D·L of the optimum on the ball (the loss is L-Lipschitz there). The bound is
+        below that only for n·ε′ > ln(n)·ln(2/δ)·√(s ln(p/s) ln(1/δ)), where ε′ is the
+        ε whose ε′/8 the oracle runs at (ε itself with the paper's accounting; the
+        Rényi filter's larger oracle budget otherwise). The whole budget is assumed to
+        go to one run: boosting only makes it worse.
+        """
+        eps, delta = float(self.epsilon), float(self.delta)
+        eps_oracle = eps
+        if self.accounting == "renyi_filter" and renyi_filter_feasible(n, eps, delta):
+            eps_oracle = 8.0 * renyi_filter_plan(n, eps, delta).oracle_epsilon
+        s = min(float(s_grad), float(p))
+        needed = (math.log(n) * math.log(2.0 / delta)
+                  * math.sqrt(s * max(math.log(p / s), 1.0) * math.log(1.0 / delta)))
+        if n * eps_oracle < needed:
+            warnings.warn(
+                f"{type(self).__name__}: n*eps' = {n * eps_oracle:.3g} (n={n}, the "
+                f"oracle's eps'={eps_oracle:.3g} at epsilon={eps:g}, accounting="
+                f"{self.accounting!r}) is below the {needed:.3g} = ln(n) ln(2/delta) "
+                f"sqrt(s ln(p/s) ln(1/delta)) (s={s:.3g}, p={p}) at which the excess-risk "
+                "bound of Ghazi et al. 2024 (Theorem 6.7, constants set to 1) falls below "
+                "the D*L that the zero model already attains: expect the trivial "
+                "baseline. A larger epsilon or n, fewer features or another estimator "
+                "(DPCyclicSGD, DPOutputPerturbation*) help.", UserWarning, stacklevel=4)
 
     def _store(self, info, budget, attrs):
         # Charges first; a refused fit releases nothing and leaves the estimator
@@ -271,8 +358,11 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
     version's Algorithm 5). Per-example gradients ℓ'·(x, c) of s-sparse rows are (s+1)-sparse
     and are kept sparse. Mechanisms in :mod:`skdpsparse.mechanisms.bias_reduced`.
 
-    Privacy unit: one row (x, y), replacement neighbours, n public. With the paper's
-    accounting each mean runs at ε/32 and the algorithm needs a large n·ε, or a
+    {privacy}
+
+    {baseline}
+
+    With the paper's accounting each mean runs at ε/32 and the algorithm needs a large n·ε, or a
     strong gradient signal, to beat chance; the default exact accounting gives the
     means 35-70 times less noise (standard deviation) at the same run length.
 
@@ -307,7 +397,8 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
     ...                                  random_state=0).fit(X, y)
     >>> clf.coef_.shape, clf.n_iter_ > 0, clf.privacy_spent_ <= ApproxDP(1.0, 1e-6)
     ((1, 500), True, True)
-    """.replace("{shared}", _SHARED_DOC).replace("{attrs}", _SHARED_ATTRS)
+    """.replace("{shared}", _SHARED_DOC).replace("{attrs}", _SHARED_ATTRS).replace(
+        "{privacy}", _PRIVACY_DOC).replace("{baseline}", _BASELINE_DOC)
 
     _parameter_constraints = {
         **_COMMON_CONSTRAINTS,
@@ -404,6 +495,10 @@ class DPBiasReducedSGDRegressor(RegressorMixin, _BaseBiasReducedSGD):
     needs a bounded domain: its derivative z − y is bounded by D·√(R² + c²) + Y only
     on the ball of radius D, so ``radius`` is required.
 
+    {privacy}
+
+    {baseline}
+
     Parameters
     ----------
     loss : {"huber", "squared"}, default="huber"
@@ -430,7 +525,8 @@ class DPBiasReducedSGDRegressor(RegressorMixin, _BaseBiasReducedSGD):
     >>> reg = DPBiasReducedSGDRegressor(radius=2.0, random_state=0).fit(X, y)
     >>> reg.coef_.shape
     (5,)
-    """.replace("{shared}", _SHARED_DOC).replace("{attrs}", _SHARED_ATTRS)
+    """.replace("{shared}", _SHARED_DOC).replace("{attrs}", _SHARED_ATTRS).replace(
+        "{privacy}", _PRIVACY_DOC).replace("{baseline}", _BASELINE_DOC)
 
     _parameter_constraints = {
         **_COMMON_CONSTRAINTS,

@@ -22,6 +22,7 @@ from ..mechanisms.noisy_sgd import (
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..utils._data import check_fit_input
+from ..utils._progress import VERBOSE_CONSTRAINT, Progress
 from ._base import OneVsRestClassifierMixin, declared_classes, one_vs_rest_targets
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
@@ -34,7 +35,7 @@ _COMMON_CONSTRAINTS = {
     "fit_intercept": [InstanceOf(bool, np.bool_, description="bool")],
     "noise_calibration": [Options("provable", "paper", "rdp")],
     "learning_rate": [Options("paper"), _POSITIVE],
-    "verbose": [Interval("integer", 0, None, closed="left")],
+    "verbose": VERBOSE_CONSTRAINT,
     # random_state is validated by fit_random_source.
 }
 
@@ -66,8 +67,10 @@ _SHARED_DOC = """epsilon : float, default=1.0
         σ whose subsampled-RDP accounting meets (ε̄, δ̄).
     learning_rate : "paper" or float, default="paper"
         η. ``"paper"``: D/(√n (L + σ√p)), p = dim (w, b) (Arora et al. 2020 Theorems 4 and 6).
-    verbose : int, default=0
-        ≥ 1 prints progress of each run (steps taken, fresh examples seen).
+    verbose : bool or int, default=0
+        ``True``/``1``: progress lines (steps taken and fresh examples seen about every
+        tenth of a run, then σ, η and the budget), all fixed by public numbers and the
+        data-independent index sequence; ``0``/``False``: silent.
     random_state : None, int or numpy.random.Generator, default=None
         ``None`` draws fresh noise and indices from the operating system. A fixed seed
         makes both known to whoever knows it: for tests and reports only."""
@@ -104,19 +107,32 @@ _ALGORITHM_DOC = """Arora, Marinov and Ullah (2020, "Private Stochastic Convex
     sequence is never stored. Every derivation (L per loss, σ, η, the three
     accountings) is in :mod:`skdpsparse.mechanisms.noisy_sgd`.
 
-    Privacy unit: one row (replacement neighbours, n public). By default
-    (``noise_calibration="provable"``) the guarantee is proven: for a fixed index
-    sequence each row is used in at most one noisy gradient step, and all other
-    steps do not depend on it, so the release is a post-processing of one discrete
-    Gaussian mechanism of sensitivity 2L (Canonne, Kamath and Steinke 2020, "The
-    discrete Gaussian for differential privacy", Theorem 14), ρ = (2L)²/(2σ²)-zCDP;
-    the random index sequence is a mixture with data-independent weights, and Rényi
-    divergence is jointly quasi-convex (van Erven and Harremoës 2014, "Rényi
-    divergence and Kullback-Leibler divergence", Theorem 13), so the bound holds for
-    it too. The paper's accounting (Arora et al. 2020 Theorem 6) and a subsampled-RDP
-    accountant are offered as ``noise_calibration="paper"`` and ``"rdp"``; both are
-    **unproven**: they treat the set of seen rows as fixed in each step, although it
-    is hidden state shared across steps.
+    **Privacy guarantee.** Protected: one row (x, y), under replacement neighbours
+    (n, d, the hyperparameters and the declared ``classes`` are public). With the
+    default ``noise_calibration="provable"`` the fit is ρ-zCDP with
+    ρ = K(2L)²/(2σ²) (K runs: 1, or the classes of a one-vs-rest fit), reported as
+    (ε, δ)-DP at the requested δ. Proof (derivation:
+    :ref:`derivation_noisy_mirror_descent`): for a fixed index sequence each row is
+    used in at most one noisy gradient step and all other steps do not depend on
+    it, so a run is a post-processing of one discrete Gaussian mechanism of ℓ2
+    sensitivity 2L (Canonne, Kamath and Steinke 2020, "The discrete Gaussian for
+    differential privacy", Theorem 14); the random index sequence is a mixture with
+    data-independent weights, and Rényi divergence is jointly quasi-convex (van Erven
+    and Harremoës 2014, "Rényi divergence and Kullback-Leibler divergence",
+    Theorem 13), so the bound holds for the mixture too; no amplification by the
+    random choice of rows is claimed. Assumptions: every row is scaled into
+    ‖x‖₂ ≤ R_x (and, for regression, every target clipped into [−B, B]) before use,
+    so every per-example gradient has norm ≤ L, a function of the declared bounds
+    only (:ref:`derivation_sensitivities`, "Per-example gradients of the linear
+    losses"); the noise is exact discrete Gaussian noise on a grid
+    (:ref:`derivation_exact_sampling`); the indices and the noise come from a secret
+    key (``random_state=None``). Not covered: ``noise_calibration="paper"`` and
+    ``"rdp"``, which are **unproven** (Arora et al. 2020, Theorem 6, and a
+    subsampled-RDP accountant both treat the set of seen rows as fixed in each step,
+    although it is hidden state shared across steps); the classifier's label set
+    when ``classes=None`` (a :class:`~skdpsparse.exceptions.PrivacyLeakWarning` says so);
+    the noise when ``random_state`` is fixed (whoever knows the seed knows it); the
+    fit's duration.
 
     When it cannot beat the zero model. Each step adds noise of σ = z·2L to all
     p = n_features + intercept coordinates and σ does not shrink with n, so the
@@ -200,17 +216,19 @@ class _BaseNoisySGD(BaseEstimator):
                 "(DPCyclicSGD*, DPOutputPerturbation*) help.", UserWarning, stacklevel=3)
         rng = fit_random_source(self.random_state, self, X, targets)
         coef, intercept, n_iter = np.zeros((K, d)), np.zeros(K), np.zeros(K, dtype=np.int64)
+        name = type(self).__name__
+        progress = Progress(self.verbose, name)
         for k in range(K):
-            name = type(self).__name__ + (f" run {k + 1}/{K}" if K > 1 else "")
+            if K > 1:
+                progress.report("run", k + 1, K, "one versus rest")
             run = noisy_projected_sgd(
                 X, targets[k], loss=loss, noise_std=sigma, step_size=eta,
                 radius=float(self.radius), norm_bound=float(self.norm_bound),
                 fit_intercept=self.fit_intercept, loss_param=loss_param,
                 label_bound=label_bound, rng=rng, verbose=self.verbose, name=name)
             coef[k], intercept[k], n_iter[k] = run.coef, run.intercept, run.n_steps
-        if self.verbose:
-            print(f"[{type(self).__name__}] sigma={sigma:.4g}, eta={eta:.4g}, "
-                  f"privacy spent {budget} ({accounting} accounting)")
+        progress.report("done", detail=f"sigma={sigma:.4g}, eta={eta:.4g}, privacy spent "
+                        f"{budget} ({accounting} accounting)")
         attrs = dict(privacy_spent_=budget, accounting_=accounting,
                      privacy_accounts_=accounts, noise_std_=sigma, noise_multiplier_=z,
                      learning_rate_=eta, lipschitz_=lip)

@@ -37,6 +37,31 @@ _COMMON_CONSTRAINTS = {
     # random_state is validated by fit_random_source.
 }
 
+_PRIVACY_DOC = """**Privacy guarantee.** Protected: one row (x, y), under replacement
+    neighbours (n, d, the hyperparameters and the declared bounds are public).
+    ``method="output_perturbation"``: (ε, δ)-DP with δ > 0 by the discrete Gaussian
+    mechanism for the minimizer's ℓ2 sensitivity (1 + tol)·2L/(λn) (√K times that for
+    K one-vs-rest models released jointly), ε-DP with δ = 0 by the discrete Laplace
+    mechanism for its ℓ1 sensitivity (Ghazi et al. 2024, Theorem 5.1, with the
+    constants corrected in :ref:`derivation_sensitivities`, "Output perturbation:
+    the regularized minimizer"; Canonne, Kamath and Steinke 2020, "The discrete
+    Gaussian for differential privacy", Theorem 14; Dwork and Roth 2014, Theorem
+    3.6); the ℓ∞ projection is post-processing. ``method="exponential"``: ε-DP by the
+    exponential mechanism over a public net (McSherry and Talwar 2007; Dwork and Roth
+    2014, Theorem 3.10; K classes at ε/K each). ``norm_bound`` or ``label_bound`` set to ``"private"``:
+    private quantiles at ``bound_fraction``·ε, added by basic composition (Dwork and
+    Roth 2014, Theorem 3.16). Assumptions: every row is scaled into {‖x‖₂ ≤ R,
+    ‖x‖₁ ≤ √s·R} and every target clipped into [−B, B] before use; λ, the intercept
+    scaling and every other default come from n, d, s, ε, δ and the declared bounds
+    only; the solver stops only when its distance to the exact minimizer is
+    certified to be ≤ tol·Δ/2 by strong convexity (else the fit raises and releases
+    nothing); the noise is exact (:ref:`derivation_exact_sampling`) and drawn from a
+    secret key (``random_state=None``). Not covered: the label set of a classifier
+    fitted with ``classes=None`` (a :class:`~skdpsparse.exceptions.PrivacyLeakWarning`
+    says so); the noise when ``random_state`` is fixed; the fit's duration (the
+    solver's iteration count depends on the data and is not exposed)."""
+
+
 _SHARED_DOC = """epsilon : float, default=1.0
         Privacy loss ε > 0.
     delta : float or None, default=1e-6
@@ -223,9 +248,10 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
     Lipschitz/smoothness constants and sensitivities are in
     :mod:`skdpsparse.mechanisms.output_perturbation`.
 
-    Privacy unit: one row (x, y), replacement neighbours, n public. Rows are scaled
-    into {‖x‖₂ ≤ R, ‖x‖₁ ≤ R√s} and targets clipped to [−B, B] (contribution
-    bounding, never rejection).
+    Rows are scaled into {‖x‖₂ ≤ R, ‖x‖₁ ≤ R√s} and targets clipped to [−B, B]
+    (contribution bounding, never rejection).
+
+    {privacy}
 
     Parameters
     ----------
@@ -263,7 +289,8 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
     ...                                     random_state=0).fit(X, y)
     >>> str(reg.privacy_spent_), reg.coef_.shape
     ('(1, 1e-06)-DP', (5,))
-    """.replace("{shared}", _SHARED_DOC).replace("{attrs}", _SHARED_ATTRS)
+    """.replace("{shared}", _SHARED_DOC).replace("{attrs}", _SHARED_ATTRS).replace(
+        "{privacy}", _PRIVACY_DOC)
 
     _parameter_constraints = {
         **_COMMON_CONSTRAINTS,
@@ -371,6 +398,8 @@ class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin,
     splits ε into K equal parts (basic composition). Derivations in
     :mod:`skdpsparse.mechanisms.output_perturbation`.
 
+    {privacy}
+
     Parameters
     ----------
     loss : {"logistic", "smoothed_hinge", "hinge"}, default="logistic"
@@ -402,7 +431,8 @@ class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin,
     ...                                      classes=[0, 1], random_state=0).fit(X, y)
     >>> clf.coef_.shape, str(clf.privacy_spent_)
     ((1, 500), '(2, 1e-06)-DP')
-    """.replace("{shared}", _SHARED_DOC).replace("{attrs}", _SHARED_ATTRS)
+    """.replace("{shared}", _SHARED_DOC).replace("{attrs}", _SHARED_ATTRS).replace(
+        "{privacy}", _PRIVACY_DOC)
 
     _parameter_constraints = {
         **_COMMON_CONSTRAINTS,

@@ -48,6 +48,7 @@ from .._kernels.sparse_rows import csr_bounded_column_sum_rows
 from ..accounting import ApproxDP, approx_dp_to_zcdp, subsampled_without_replacement_gaussian_rdp
 from ..accounting.filters import ApproxDPFilter, RenyiFilter, renyi_budget
 from .projection import bounded_mean, projection_mechanism, row_bounds
+from ..utils._progress import Progress
 from ..utils._random import as_random_source
 from .sparse_mean import private_sparse_mean
 
@@ -90,7 +91,11 @@ _THREADED_MIN_DIM = 1 << 16
 
 # ------------------------------------------------------------------------ TGeom(M)
 def tgeom_max_level(n):
-    """M = ⌊log₂ n⌋ − 1 of Algorithm 5 (so that the largest batch, 2^{M+1}, is ≤ n)."""
+    """M = ⌊log₂ n⌋ − 1 of Algorithm 5 (so that the largest batch, 2^{M+1}, is ≤ n).
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it).
+    """
     n = int(n)
     if n < 2:
         raise ValueError(f"the bias-reduced estimator needs n >= 2 samples; got {n} sample.")
@@ -102,6 +107,9 @@ def tgeom_pmf(M):
 
     >>> tgeom_pmf(2).round(4)
     array([0.5714, 0.2857, 0.1429])
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it).
     """
     k = np.arange(int(M) + 1, dtype=np.float64)
     c_m = 1.0 / (2.0 * (1.0 - 2.0 ** -(M + 1)))
@@ -110,7 +118,12 @@ def tgeom_pmf(M):
 
 def sample_tgeom(M, rng, size=None):
     """Draws of N ~ TGeom(M), exactly: a Geometric(1/2) count of leading one-bits,
-    P[G = k] = 2^{−(k+1)}, redrawn while G > M, so P[N = k] ∝ 2^{−k} on 0..M."""
+    P[G = k] = 2^{−(k+1)}, redrawn while G > M, so P[N = k] ∝ 2^{−k} on 0..M.
+
+    **Privacy guarantee.** None needed: the draws are independent of the data (exact
+    coins from the key), which is what makes each step's cost predictable for the
+    filter.
+    """
     rng = as_random_source(rng)
     count = 1 if size is None else int(np.prod(size))
     out = np.empty(count, dtype=np.int64)
@@ -143,6 +156,12 @@ def step_privacy(level, n, epsilon, delta):
     and beyond that for large q only. This returns the larger of the linearised and
     the exact amplified value: always a valid bound, and the seed's number whenever
     the seed's is one.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). What it states: Ghazi et al. 2024, Lemma 6.3's (ε_t, δ_t) of a step at
+    level N (amplification by subsampling: Balle, Barthe and Gaboardi 2018, "Privacy
+    amplification by subsampling: tight analyses via couplings and divergences", Theorem
+    9), valid for ε ≤ 13.4.
     """
     q = 2.0 ** (int(level) + 1) / n
     seed_eps = (3.0 * 2.0 ** (int(level) + 1) + 1.0) * epsilon / (16.0 * n)
@@ -162,6 +181,10 @@ def mean_rho(epsilon, delta):
     (ε/32, δ/16) (``calibration="classic"``, and ℓ1-recovery's halved δ, only make σ
     larger), the grid rounding charged in the noise (:mod:`.noise`). By Canonne,
     Kamath and Steinke 2020 (Theorem 14) the mean is then (α, αρ₀)-RDP at every α > 1.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). What it states: each of the four means of a step is ρ₀-zCDP under
+    replacement neighbours (Canonne, Kamath and Steinke 2020, Theorem 14).
     """
     return approx_dp_to_zcdp(float(epsilon) / 32.0, float(delta) / 16.0)
 
@@ -208,6 +231,11 @@ def step_rdp(level, n, rho, orders=_FILTER_ORDERS):
     4. The two parts compose (Mironov 2017, "Rényi differential privacy",
        Proposition 1). ∎
 
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). What it states: one step at level N is (α, ε_B(α) + ε_I(α))-RDP under
+    replace-one neighbours (Wang, Balle and Kasiviswanathan 2019, Theorem 9; the proof
+    is in :ref:`derivation_bias_reduced_accounting`).
+
     Parameters
     ----------
     level : int
@@ -242,6 +270,12 @@ class RenyiFilterPlan(NamedTuple):
     (:func:`step_rdp`); the filter admits steps while their sum stays ≤ ``budget``;
     ``expected_steps`` = budget / E_N[cost], the run length to expect (it only sets
     the step size and the noise, never the guarantee).
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). The plan (oracle budget, order, RDP budget, per-level costs) is fixed
+    from n, ε and δ before the run, as the Rényi filter requires (Feldman and Zrnic
+    2021, "Individual privacy accounting via a Rényi filter", Theorem 3.1;
+    :ref:`derivation_bias_reduced_accounting`).
     """
 
     oracle_epsilon: float
@@ -280,6 +314,10 @@ def renyi_filter_plan(n, epsilon, delta, target_steps=None):
     run. It is never below the paper's ε/8. Only n, ε, δ enter: the choice is part
     of the mechanism.
 
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). Choosing the order and the oracle budget from n, ε and δ only keeps the
+    filter's costs predictable (:ref:`derivation_bias_reduced_accounting`).
+
     Returns
     -------
     RenyiFilterPlan
@@ -317,6 +355,11 @@ def algorithm6_filter(epsilon, delta):
 
     Its test on Σ_{s<t} is Algorithm 6's while-condition divided by ε:
     √(2 ln(4/δ) Σ a_s²) + (ε/2) Σ a_s² ≤ 1/2 and Σ a_s ≤ 1/4, a_s = ε_s/ε.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). The (ε, δ) filter of Whitehouse, Ramdas, Rogers and Wu 2023,
+    "Fully-adaptive composition in differential privacy" (Theorem A.4 of Ghazi et al.
+    2024) at (ε/2, δ/2).
     """
     return ApproxDPFilter(epsilon / 2.0, delta / 2.0, delta_prime=delta / 4.0)
 
@@ -332,6 +375,11 @@ def algorithm6_privacy(n, epsilon, delta, max_iter=None):
 
     >>> print(algorithm6_privacy(100_000, 1.0, 1e-6))
     (0.622881, 6.22881e-07)-DP
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). What it states: a run with ``accounting="paper"`` is within the filter's
+    (ε/2, δ/2) plus the one step it may overshoot by (Ghazi et al. 2024, Lemma 6.3), at
+    most (3ε/4, 3δ/4) for ε ≤ 13.4.
     """
     eps_max, delta_max = step_privacy(tgeom_max_level(n), n, epsilon, delta)
     caps = {} if max_iter is None else {"max_steps": max(int(max_iter) - 1, 0),
@@ -343,7 +391,11 @@ def algorithm6_privacy(n, epsilon, delta, max_iter=None):
 def renyi_filter_feasible(n, epsilon, delta):
     """Whether some order of the grid (1.25 … 256) converts a positive RDP budget to
     (ε, δ): false only for very small ε (about ε < ln(1/δ)/256); then
-    :func:`bias_reduced_sgd` falls back to the paper's accounting."""
+    :func:`bias_reduced_sgd` falls back to the paper's accounting.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it).
+    """
     return any(renyi_budget(a, epsilon, delta) > 0 for a in _FILTER_ORDERS)
 
 
@@ -356,6 +408,11 @@ def renyi_filter_privacy(n, epsilon, delta, max_iter=None):
 
     >>> print(renyi_filter_privacy(100_000, 1.0, 1e-6))
     (1, 1e-06)-DP
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). What it states: a run of :func:`bias_reduced_sgd` with the default
+    accounting is (α, B)-RDP by the Rényi filter (Feldman and Zrnic 2021, Theorem 3.1),
+    converted at δ, at most (ε, δ).
     """
     plan = renyi_filter_plan(int(n), float(epsilon), float(delta))
     budget = plan.budget
@@ -371,6 +428,10 @@ def theorem_learning_rate(n, dim, *, epsilon, delta, gradient_bound, sparsity, c
     τ = n/ln(2/δ) (C′ = 1), ν² = L² ln(n) √(s ln(d/s) ln(1/δ))/ε (Lemma 6.4, with
     ln(d/s) ≥ 1); convex: η = D/(ν√τ); nonconvex: η = √(Γ/(Hτν²)) (the seed's "Ht" is
     τ). All from public quantities.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). η does not enter the guarantee (the step is post-processing of the
+    private gradient estimate).
     """
     s = min(float(sparsity), float(dim))
     L = float(gradient_bound)
@@ -392,6 +453,10 @@ def linear_gradient_rows(X, y, loss_code, loss_param):
     Sparse ``X`` (canonical CSR) gives CSR parts ``(indptr, indices, data)`` with the
     batch rows' pattern and data scaled by ℓ'_i; dense ``X`` a dense array. The
     intercept, if any, is a constant column of ``X``.
+
+    **Privacy guarantee.** None: it reads the data and returns non-private per-example
+    gradients; :class:`BiasReducedOracle` bounds them and adds the noise. Never release
+    its output.
     """
     y = np.asarray(y, dtype=np.float64)
     if sp.issparse(X):
@@ -410,7 +475,12 @@ def linear_gradient_rows(X, y, loss_code, loss_param):
 
 
 def linear_objective(X, y, loss_code, loss_param, theta):
-    """F_S(θ) and ∇F_S(θ) of the mean loss of a linear model (no separate intercept)."""
+    """F_S(θ) and ∇F_S(θ) of the mean loss of a linear model (no separate intercept).
+
+    **Privacy guarantee.** None: it reads the data and returns the non-private objective
+    and gradient; :func:`boost_noisy_min` and :func:`boost_random_stopping` release them
+    only through noisy selection. Never release its output.
+    """
     y = np.asarray(y, dtype=np.float64)
     if sp.issparse(X):
         loss, grad, _ = _kernels.csr_loss_gradient(X.indptr, X.indices, X.data, y, theta, 0.0,
@@ -443,7 +513,18 @@ def _tail(rows, h):
 
 
 class BiasReducedOracle:
-    """Seed 002 Algorithm 5 on one dataset, at oracle budget (ε, δ).
+    """Ghazi et al. (2024) Algorithm 5 on one dataset, at oracle budget (ε, δ).
+
+    **Privacy guarantee.** Protected: one row, under replacement neighbours (n public).
+    One call at level N releases four discrete Gaussian means of rows bounded into {‖g‖₂
+    ≤ L, ‖g‖₁ ≤ L√s} (the projection mechanism or Gaussian ℓ1-recovery, Ghazi et al.
+    2024, Algorithms 1 and 2), each ρ₀-zCDP (:func:`mean_rho`); a replaced row reaches
+    at most two of them, on random batches, so the call is (α, :func:`step_rdp`)-RDP
+    (:ref:`derivation_bias_reduced_accounting`). Assumptions: ``gradient_rows`` returns
+    per-example gradients that depend on their own row only; the rows are bounded inside
+    the mechanisms; the level, the batches and the noise come from a secret key. Not
+    covered: any number of calls without an accountant (:func:`bias_reduced_sgd` runs
+    them under a filter).
 
     Parameters
     ----------
@@ -565,7 +646,8 @@ class BiasReducedOracle:
 def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, sparsity,
                      learning_rate, rng, radius=None, convex=True, mechanism="projection",
                      calibration="analytic", max_iter=None, x0=None, n_threads=None,
-                     mechanism_options=None, accounting="renyi_filter", verbose=0):
+                     mechanism_options=None, accounting="renyi_filter", verbose=0,
+                     name="bias-reduced SGD"):
     """Algorithm 6 of Ghazi et al. 2024: projected SGD with :class:`BiasReducedOracle`,
     (ε, δ)-DP.
 
@@ -587,6 +669,16 @@ def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, spars
       fit in (ε/2, δ/2), so the last step may overshoot the filter by one, which
       Lemma 6.3 pays for.
 
+    **Privacy guarantee.** Protected: one row, under replacement neighbours (n public).
+    One run is (ε, δ)-DP: with ``accounting="renyi_filter"`` its steps, each of the RDP
+    of :func:`step_rdp` at a data-independent level, stop by a Rényi filter (Feldman and
+    Zrnic 2021, Theorem 3.1) converted at δ (:func:`renyi_filter_privacy`;
+    :ref:`derivation_bias_reduced_accounting`); with ``"paper"`` by the filter of
+    Whitehouse, Ramdas, Rogers and Wu 2023 under Ghazi et al. 2024, Lemma 6.3
+    (:func:`algorithm6_privacy`). The iterates are post-processing. Assumptions: as for
+    :class:`BiasReducedOracle`; ``max_iter`` and ``x0`` are public. Not covered: the
+    noise when the key is known; the run's duration.
+
     Parameters
     ----------
     gradient_rows, n, dim, norm_bound, sparsity, mechanism, calibration, n_threads,
@@ -607,8 +699,13 @@ def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, spars
         Initial point (default 0).
     accounting : {"renyi_filter", "paper"}, default="renyi_filter"
         See above.
-    verbose : int
-        Prints the step count, N_t and the filter's state (all data-independent).
+    verbose : bool or int, default=0
+        Progress lines in the one format (:class:`~skdpsparse.utils._progress.
+        Progress`): the step count, N_t and the filter's state (all data-independent:
+        N_t is drawn before the step and the filter's costs depend on N_t and the
+        public n, ε, δ only), every 1000 steps at ``1``, every step at ``2``.
+    name : str, default="bias-reduced SGD"
+        The name in brackets at the head of the progress lines.
 
     Returns
     -------
@@ -636,6 +733,7 @@ def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, spars
     chosen = x.copy()  # ... or the reservoir sample x^{t̂} (nonconvex)
     eta = float(learning_rate)
     t, previous = 0, None
+    progress = Progress(verbose, name)
     pool = ThreadPoolExecutor(max_workers=oracle.n_threads) if oracle.n_threads > 1 else None
     try:
         while True:
@@ -661,8 +759,8 @@ def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, spars
             t += 1
             if not convex and rng.bernoulli(Fraction(1, t + 1)):  # keep x^t w.p. 1/(t+1)
                 chosen[:] = x
-            if verbose > 1 or (verbose and t % 1000 == 0):
-                print(f"[bias-reduced SGD] step {t}: N={level}, {filt!r}")
+            progress.report("step", t, None, f"N={level}, {filt!r}",
+                            level=1 if t % 1000 == 0 else 2)
     finally:
         if pool is not None:
             pool.shutdown()
@@ -675,12 +773,25 @@ def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, spars
 
 # ----------------------------------------------------------------------- boosting
 def noisy_min_runs(failure_prob):
-    """K = ⌈log₂(2/β)⌉ parallel runs of Ghazi et al. 2024, Theorem 7.1."""
+    """K = ⌈log₂(2/β)⌉ parallel runs of Ghazi et al. 2024, Theorem 7.1.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it).
+    """
     return max(1, math.ceil(math.log2(2.0 / float(failure_prob))))
 
 
 def boost_noisy_min(run, score, *, epsilon, delta, n_runs, sensitivity, rng):
-    """Seed 002 Algorithm 7: K runs at (ε/(K+1), δ/(K+1)), report-noisy-min choice.
+    """Ghazi et al. (2024) Algorithm 7: K runs at (ε/(K+1), δ/(K+1)), report-noisy-min choice.
+
+    **Privacy guarantee.** Protected: what each run protects (one row, replacement
+    neighbours). (ε, δ)-DP in total: K runs at (ε/(K+1), δ/(K+1)) and one
+    report-noisy-min at ε/(K+1) over their scores (:func:`~skdpsparse.mechanisms.
+    private_selection.report_noisy_min`, at the non-monotone scale 2Δ/ε), by basic
+    composition (Dwork and Roth 2014, Theorem 3.16; Ghazi et al. 2024, Theorem 7.1).
+    Assumptions: ``run(ε, δ)`` is (ε, δ)-DP and ``score`` has sensitivity at most
+    ``sensitivity`` for every candidate; the noise comes from a secret key. Not covered:
+    the unselected runs and the scores (never returned).
 
     Parameters
     ----------
@@ -713,12 +824,20 @@ def boost_noisy_min(run, score, *, epsilon, delta, n_runs, sensitivity, rng):
 
 
 def boost_random_stopping(run, score, *, epsilon, delta, gamma, sensitivity, rng):
-    """Seed 000 Algorithm 5: runs at (ε/12, (δ/(4K))²) until a γ-coin stops them.
+    """Ghazi et al. (2024 v2) Algorithm 5: runs at (ε/12, (δ/(4K))²) until a γ-coin stops them.
 
     Each run is scored privately, F_S(x_k) or ‖∇F_S(x_k)‖₂ plus Laplace noise at ε/12
     (λ = 12B/(nε) or 24L/(nε)); the best so far is returned when the coin falls (at
     most K = ⌈ln(2/δ)/γ⌉ runs). Total by Liu and Talwar's Theorem 3.4 on the pair
     (run, score): ≤ (ε, δ) when δ ≤ ε/10. The number of runs is not returned.
+
+    **Privacy guarantee.** Protected: what each run protects (one row, replacement
+    neighbours). (ε, δ)-DP in total for δ ≤ ε/10: pairs (run, Laplace score) at (ε/6,
+    (δ/(4K))²) with random stopping (Liu and Talwar 2019, "Private selection from
+    private candidates", Theorem 3.4; Ghazi et al. 2024 v2, Theorem 6.1;
+    :ref:`derivation_private_selection`). Assumptions: as for :func:`boost_noisy_min`;
+    the stopping coins are independent of the data. Not covered: the number of runs (not
+    returned), the unselected runs and the scores.
 
     Returns
     -------

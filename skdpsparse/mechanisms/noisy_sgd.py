@@ -151,7 +151,6 @@ References
 
 import functools
 import math
-import time
 from typing import NamedTuple
 
 import numpy as np
@@ -169,6 +168,7 @@ from ..accounting import (
 )
 from ..accounting.discrete import discrete_gaussian_sigma
 from ..utils._data import as_canonical_csr
+from ..utils._progress import Progress
 from ..utils._random import as_random_source
 from .noise import grid_noise
 
@@ -213,6 +213,11 @@ def lipschitz_constant(loss, norm_bound, fit_intercept, *, radius=None, label_bo
                        loss_param=1.0):
     """L with ‖∇_θ f(θ, z)‖₂ ≤ L for every record and every θ ∈ W (module docstring).
 
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). What it guarantees: ‖∇_θ f(θ, z)‖₂ ≤ L for every row scaled into the
+    declared bounds and every θ ∈ W (:ref:`derivation_sensitivities`, "Per-example
+    gradients of the linear losses"), the sensitivity 2L the noise is calibrated to.
+
     Parameters
     ----------
     loss : {"logistic", "hinge", "smoothed_hinge", "huber", "squared"}
@@ -249,6 +254,9 @@ def remark1_split(epsilon, delta):
 
     δ = δ′ = δ̄/3 and ε = ε̄/(8√log(1/δ′)) (Arora et al. 2020 Remark 1).
 
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it).
+
     Returns
     -------
     epsilon, delta, delta_prime : float
@@ -263,13 +271,22 @@ def paper_noise_std(n, epsilon, delta, lipschitz):
     σ = 8L√log(2/δ)/(√n ε) with (ε, δ) from :func:`remark1_split`: Theorem 6's
     σ = 8L√log(1/δ)/(√n ε) with the per-step δ halved (module docstring, "Paper"),
     so that the τ ≤ 2n steps spend δ, not 2δ.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). σ of Arora, Marinov and Ullah (2020), Theorem 6, whose guarantee is
+    **unproven** as run here (module docstring, "Paper").
     """
     eps, d, _ = remark1_split(epsilon, delta)
     return 8.0 * lipschitz * math.sqrt(math.log(2.0 / d)) / (math.sqrt(n) * eps)
 
 
 def paper_step_size(n, radius, lipschitz, noise_std, dim):
-    """η = D/(√n (L + σ√p)) of Arora et al. 2020 Theorems 4 and 6, p = dim θ."""
+    """η = D/(√n (L + σ√p)) of Arora et al. 2020 Theorems 4 and 6, p = dim θ.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). η does not enter the guarantee (the step is post-processing of the noisy
+    gradient).
+    """
     return float(radius) / (math.sqrt(n) * (lipschitz + noise_std * math.sqrt(dim)))
 
 
@@ -278,6 +295,9 @@ def paper_regime(n, epsilon_step, delta):
 
     n ≥ 16, ε ≤ 1/(2√n) (the strictest of the paper's conditions) and 2e^{−n/16} ≤ δ̄/3, so that
     δ + δ′ + 2e^{−n/16} ≤ δ̄.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it).
     """
     return (n >= 16 and epsilon_step <= 0.5 / math.sqrt(n)
             and 2.0 * math.exp(-n / 16.0) <= float(delta) / 3.0)
@@ -291,6 +311,10 @@ def paper_epsilon(n, noise_multiplier, delta):
     solved for ε) and δ = δ′ = δ̄/3; the statement is then
     ε_total = 4ε(√log(1/δ′) + 2) with δ + δ′ + 2e^{−n/16} ≤ δ̄. Outside the theorem's
     regime (:func:`paper_regime`) the statement says nothing: ``inf``.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). Arora, Marinov and Ullah (2020), Theorem 6, as run here, is **unproven**
+    (module docstring, "Paper"); ``inf`` outside its regime.
 
     Returns
     -------
@@ -320,6 +344,11 @@ def noisy_sgd_rdp(n, noise_multiplier):
     each m_j rounded down to the smallest m of its bucket (a larger sampling rate, so
     an upper bound). Stale steps cost nothing.
 
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). The curve is **unproven** for :func:`noisy_projected_sgd`: the
+    subsampling analysis treats the set of seen rows as fixed in each step, although it
+    is hidden state shared across steps.
+
     Parameters
     ----------
     n : int
@@ -336,7 +365,12 @@ def noisy_sgd_rdp(n, noise_multiplier):
 @functools.lru_cache(maxsize=256)
 def rdp_noise_multiplier(n, epsilon, delta, n_runs=1):
     """Smallest z whose ``n_runs``-fold :func:`noisy_sgd_rdp` meets (ε, δ) (rtol 1e-3;
-    an unproven accounting, module docstring)."""
+    an unproven accounting, module docstring).
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). The z it returns meets (ε, δ) under the **unproven** accounting of
+    :func:`noisy_sgd_rdp` only.
+    """
     return calibrate_noise_multiplier(
         lambda z: int(n_runs) * noisy_sgd_rdp(n, z), float(epsilon), float(delta), rtol=1e-3)
 
@@ -358,6 +392,12 @@ def provable_epsilon(noise_multiplier, delta, n_runs=1):
     Lemma 2.3, over runs), converted by the tight conversion of Canonne, Kamath and
     Steinke 2020, Corollary 13.
 
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). What it states: ``n_runs`` runs of :func:`noisy_projected_sgd` with σ =
+    2Lz are ρ = n_runs/(2z²)-zCDP (Canonne, Kamath and Steinke 2020, Theorem 14, per
+    run; Bun and Steinke 2016, Lemma 2.3, over runs), converted by Canonne, Kamath and
+    Steinke 2020, Corollary 13 (:ref:`derivation_noisy_mirror_descent`).
+
     Returns
     -------
     float
@@ -378,6 +418,11 @@ def provable_noise_std(epsilon, delta, lipschitz, n_runs=1):
     and Corollary 13), rounded up by the last ulps needed for
     :func:`provable_epsilon` at σ/(2L) to be at most ε in floating point. Defined for
     every ε > 0 and δ in (0, 1): it never refuses a target.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). What it guarantees: with this σ, ``n_runs`` runs of
+    :func:`noisy_projected_sgd` are (ε, δ)-DP by :func:`provable_epsilon` (checked in
+    floating point).
 
     Parameters
     ----------
@@ -410,6 +455,10 @@ def provable_privacy(noise_multiplier, delta, n_runs=1):
     one discrete Gaussian release of multiplier z = σ/(2L) (module docstring), so an
     accountant may compose the runs, and other fits, in ρ.
 
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). The budget of :func:`provable_epsilon`, with the
+    ``DiscreteGaussianEvent`` that lets an accountant compose the runs in ρ.
+
     Returns
     -------
     ApproxDP
@@ -425,7 +474,13 @@ ACCOUNTINGS = ("provable", "paper", "rdp")
 
 
 class NoisySGDPrivacy(NamedTuple):
-    """The guarantee of ``n_runs`` runs and where it comes from."""
+    """The guarantee of ``n_runs`` runs and where it comes from.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). It states the (ε, δ) of runs of :func:`noisy_projected_sgd` and which
+    accounting gave it; only ``"provable"`` is proven
+    (:ref:`derivation_noisy_mirror_descent`).
+    """
 
     budget: ApproxDP
     accounting: str  # "provable", "paper" or "rdp": whichever gave the smallest ε
@@ -451,6 +506,12 @@ def noisy_sgd_privacy(n, noise_multiplier, delta, n_runs=1, accountings=ACCOUNTI
     last two are unproven (module docstring, "Why both are unproven"). When the
     provable ε is the smallest, the budget carries its event
     (:func:`provable_privacy`); an unproven ε carries none.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it). Of the accountings it compares only ``"provable"``
+    (:func:`provable_epsilon`) is proven; ``"paper"`` and ``"rdp"`` are unproven (module
+    docstring, "Why both are unproven"), and a budget they give carries no privacy
+    event.
 
     Returns
     -------
@@ -481,7 +542,14 @@ def noisy_sgd_privacy(n, noise_multiplier, delta, n_runs=1, accountings=ACCOUNTI
 
 # -------------------------------------------------------------------- the run
 class NoisySGDResult(NamedTuple):
-    """One run: the released average of fresh iterates, and public facts about it."""
+    """One run: the released average of fresh iterates, and public facts about it.
+
+    **Privacy guarantee.** The fields are the release of :func:`noisy_projected_sgd`
+    (``coef`` and ``intercept``, private at the caller's accounting) and public facts
+    (the stopping time and the count of fresh examples, fixed by the data-independent
+    index sequence). ``last_iterate`` is covered by the same analysis but is kept for
+    tests only.
+    """
 
     coef: np.ndarray  # average of the fresh-step iterates, w part
     intercept: float  # its b part (0 without an intercept)
@@ -494,6 +562,20 @@ def noisy_projected_sgd(X, y, *, loss, noise_std, step_size, radius, norm_bound,
                         fit_intercept=True, loss_param=1.0, label_bound=None, rng,
                         verbose=0, name="noisy SGD"):
     """Run Arora et al. 2020 Algorithm 1 once on a linear model (module docstring).
+
+    **Privacy guarantee.** Protected: one row (x, y), under replacement neighbours (n
+    public). One run is (2L)²/(2σ²)-zCDP: for a fixed index sequence each row enters at
+    most one noisy gradient step, so the run is a post-processing of one discrete
+    Gaussian mechanism of sensitivity 2L (Canonne, Kamath and Steinke 2020, "The
+    discrete Gaussian for differential privacy", Theorem 14), and the random sequence is
+    a data-independent mixture (van Erven and Harremoës 2014, Theorem 13, joint
+    quasi-convexity); derivation: :ref:`derivation_noisy_mirror_descent`. Assumptions:
+    ``noise_std`` is σ for that bound (:func:`provable_noise_std`); rows are scaled into
+    ‖x‖₂ ≤ R_x and targets clipped (``label_bound``) inside this function, so the
+    gradient bound L of :func:`lipschitz_constant` holds for every row; the indices and
+    the noise come from a secret key; the index sequence and the set of seen rows are
+    never returned. Not covered: σ from :func:`paper_noise_std` or
+    :func:`rdp_noise_multiplier` (unproven accountings), and the run's duration.
 
     Parameters
     ----------
@@ -519,10 +601,13 @@ def noisy_projected_sgd(X, y, *, loss, noise_std, step_size, radius, norm_bound,
     rng : numpy.random.Generator
         Draws the indices and, through :func:`~skdpsparse.mechanisms.noise.grid_noise`,
         the noise, block by block.
-    verbose : int, default=0
-        ≥ 1 prints progress about every tenth of the fresh steps.
+    verbose : bool or int, default=0
+        ≥ 1 prints a line about every tenth of the fresh steps, in the one progress
+        format (:class:`~skdpsparse.utils._progress.Progress`): the step count and
+        the fresh examples seen so far, both functions of the data-independent index
+        sequence only.
     name : str
-        Prefix of the progress lines.
+        The name in brackets at the head of the progress lines.
 
     Returns
     -------
@@ -554,7 +639,7 @@ def noisy_projected_sgd(X, y, *, loss, noise_std, step_size, radius, norm_bound,
     block = int(min(4096, max(1, _NOISE_BLOCK // dim)))
     noise = np.empty((block, dim))
     n_seen = n_steps = 0
-    next_report, start = target / 10.0, time.perf_counter()
+    next_report, progress = target / 10.0, Progress(verbose, name)
     while n_seen < target:
         rows = rng.integers(0, n, size=block)  # with replacement (Algorithm 1)
         # ξ_t, §1.3, in grid units; L: the smallest sensitivity a gradient is charged.
@@ -568,9 +653,8 @@ def noisy_projected_sgd(X, y, *, loss, noise_std, step_size, radius, norm_bound,
         else:
             used, n_seen = dense_noisy_sgd_block(X, *args)
         n_steps += int(used)
-        if verbose and (n_seen >= next_report or n_seen >= target):
-            print(f"[{name}] step {n_steps}: {n_seen}/{target} fresh examples "
-                  f"({time.perf_counter() - start:.2f} s)")
+        if progress and (n_seen >= next_report or n_seen >= target):
+            progress.report("step", n_steps, None, f"{n_seen}/{target} fresh examples")
             next_report = (math.floor(10.0 * n_seen / target) + 1) * target / 10.0
     del rows, seen  # the index sequence and F are never released
     avg = fresh_sum / target

@@ -27,6 +27,7 @@ from ..mechanisms.private_selection import (
     split_budget_for_random_stopping,
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
+from ..utils._progress import VERBOSE_CONSTRAINT, Progress
 from ._selection_scoring import resolve_scoring
 
 __all__ = ["PrivateParameterSelection"]
@@ -86,10 +87,14 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
     so far are kept. Everything released — ``best_estimator_`` and ``best_params_`` —
     is (ε, δ)-DP in total.
 
-    Privacy (replacement neighbours, n public). Each run is a pair (fit, score) of
-    budget (ε₁, δ₁): the fit gets (1 − f)·ε₁ and δ₁, the score f·ε₁ (Laplace of scale
-    (B/n)/(f·ε₁): the mean of n values in [0, B] moves by ≤ B/n), f =
-    ``score_fraction``. δ > 0: K = ⌈ln(2/δ)/γ⌉ runs at most, δ₁ = (δ/(4K))², and
+    **Privacy guarantee.** Protected: one row (x, y), under replacement neighbours
+    (n, ``param_grid``, the scorer and its declared range are public), the
+    relation of the inner estimator's own guarantee. Each run is a pair (fit, score)
+    of budget (ε₁, δ₁): the fit gets (1 − f)·ε₁ and δ₁, the score f·ε₁ (Laplace
+    noise for the score's sensitivity: B/n for a mean of n per-example losses clipped
+    into [0, B], (high − low)/k for a scikit-learn scorer on k disjoint chunks, each
+    clipped into ``score_range``; :ref:`derivation_sensitivities`, "Selection
+    scores"), f = ``score_fraction``. δ > 0: K = ⌈ln(2/δ)/γ⌉ runs at most, δ₁ = (δ/(4K))², and
     Liu–Talwar Thm 3.4 gives (3ε₁ + 3√(2δ₁), (√2/4 + 1/2)·δ) ≤ (ε, δ), with
     ε₁ = ε/6 as in Ghazi et al. (2024 v2), Theorem 6.1 (``budget_split="paper"``, total
     ε/2 + 3√2·δ/(4K)) or ε₁ = (ε − 3√(2δ₁))/3 (``"tight"``, total ε); both need δ ≤ ε/10. δ = 0:
@@ -100,6 +105,15 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
     guarantee does not cover them: the number of runs (given κ = k the choice is a
     best-of-k), the scores, and the inner fits' noise seeds (``random_state`` of
     ``best_estimator_`` is reset to None: the seed would reveal the noise).
+    Derivation: :ref:`derivation_private_selection`. Assumptions: every inner fit is
+    within the per-run budget under the same neighbouring relation (checked through
+    its ``privacy_spent_`` before anything is released) and draws its noise from the
+    256-bit seed it is given; a scorer that raises or warns on a chunk counts as its
+    worst score, so no exception or warning depends on one row; the settings and
+    the stopping coins are data-independent draws from a secret key
+    (``random_state=None``). Not covered: the number of runs (which the fit's
+    duration and ``verbose`` output also reveal), the noise when ``random_state`` is
+    fixed, and any release of ``estimator`` made outside this search.
 
     Ledger: the search charges its total once (:func:`~skdpsparse.ledger.charge_budget`)
     and the inner fits, made in this thread with charging suspended, are not charged
@@ -166,10 +180,14 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
         ``None`` draws fresh noise; an int makes the noise (and the inner seeds)
         reproducible by anyone who knows it: for tests and reports only.
     verbose : bool or int, default=0
-        ``True``/``1``: one line per run (the setting drawn and its fit time);
-        ``2``: also the run's private score. The number of runs is secret (it is
-        not covered by the guarantee): progress output is for the person running
-        the search, never for publication.
+        ``True``/``1`` (or more): one line per run, in the one progress format
+        (:class:`~skdpsparse.utils._progress.Progress`): the run's index, the setting
+        drawn (data-independent) and its fit time. No score is printed, not even a
+        noisy one: only the selected run is covered by the guarantee (Liu and Talwar
+        2019, Theorem 3.4), so every other run's private score would be an extra
+        release. The lines do reveal the number of runs, which the guarantee does not
+        cover either, as the fit's duration does: progress output is for the person
+        running the search, never for publication.
 
     Attributes
     ----------
@@ -217,7 +235,7 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
         "score_bound": [Interval("real", 0, None, closed="neither")],
         "score_range": [InstanceOf(tuple, list, description="(low, high)")],
         "score_chunks": [Options("auto"), Interval("integer", 1, None, closed="left")],
-        "verbose": [InstanceOf(bool), Interval("integer", 0, None, closed="left")],
+        "verbose": VERBOSE_CONSTRAINT,
         "gamma": [Options("auto"), Interval("real", 0, 1, closed="right")],
         "failure_prob": [Interval("real", 0, 1, closed="neither")],
         "budget_split": [Options("tight", "paper")],
@@ -310,6 +328,7 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
         run_eps, run_delta = split["run_epsilon"], split["run_delta"]
         n = np.asarray(y).shape[0]  # public; the inner estimator checks it against X
         rng = fit_random_source(self.random_state, self, X, y)
+        progress = Progress(self.verbose, type(self).__name__)
 
         def draw(k):
             # One run of the (ε₁, δ₁)-DP mechanism: a data-independent draw of the
@@ -332,10 +351,7 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
                     f"budget of (epsilon={run_eps:.4g}, delta={run_delta:.4g}); the "
                     "selection's guarantee needs every fit within it. Nothing was released.")
             score = scoring.private_loss(est, X, y, epsilon=split["score_epsilon"], rng=rng)
-            if self.verbose:
-                noisy = f", private loss {score:.4g}" if self.verbose > 1 else ""
-                print(f"[{type(self).__name__}] run {k + 1}: {params} fitted in "
-                      f"{seconds:.2f} s{noisy}", flush=True)
+            progress.report("run", k + 1, None, f"{params} fitted in {seconds:.2f} s")
             return (params, est, seed_names), score
 
         (params, best, seed_names), _, _ = random_stopping_selection(

@@ -1,4 +1,4 @@
-"""DPBiasReducedSGDClassifier / Regressor (seed 002 §6-7): API, privacy, accuracy."""
+"""DPBiasReducedSGDClassifier / Regressor (Ghazi et al. 2024, §6-7): API, privacy, accuracy."""
 
 import numpy as np
 import pytest
@@ -17,12 +17,17 @@ from skdpsparse.mechanisms.bias_reduced import algorithm6_privacy, renyi_filter_
 pytestmark = pytest.mark.filterwarnings("ignore::skdpsparse.exceptions.PrivacyLeakWarning")
 
 
+# ε large enough that at the checks' n = 150 (iris) every level's step fits in the
+# Rényi filter's budget (costliest step 7.9 against a budget of 17.6 at ε = 30): with
+# ε = 10 a first draw of the top level (cost 4.41 > 4.05, probability about 1 %)
+# stops the run before its first step, n_iter_ = 0, which scikit-learn's
+# check_non_transformer_estimators_n_iter refuses, for some seeds only.
 @parametrize_with_checks([
-    DPBiasReducedSGDClassifier(epsilon=10.0, random_state=0),
-    DPBiasReducedSGDClassifier("sigmoid", epsilon=10.0, boosting="noisy_min", n_runs=2,
+    DPBiasReducedSGDClassifier(epsilon=30.0, random_state=0),
+    DPBiasReducedSGDClassifier("sigmoid", epsilon=100.0, boosting="noisy_min", n_runs=2,
                                random_state=0),
-    DPBiasReducedSGDRegressor(epsilon=10.0, random_state=0),
-    DPBiasReducedSGDRegressor("squared", epsilon=10.0, radius=2.0, random_state=0),
+    DPBiasReducedSGDRegressor(epsilon=30.0, random_state=0),
+    DPBiasReducedSGDRegressor("squared", epsilon=30.0, radius=2.0, random_state=0),
 ])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
@@ -57,13 +62,16 @@ def test_accuracy_on_easy_sparse_data_at_a_generous_epsilon():
     4-5 of 6 after, accuracy 0.75-0.82 on the others). At ε = 1 the same data gives 0.76 on
     average and chance level on bad seeds (notes in the benchmark)."""
     X, y = _easy_classification(54_000)
-    scores = []
+    scores, steps = [], []
     for seed in range(6):
         clf = DPBiasReducedSGDClassifier(epsilon=10.0, sparsity=2, classes=[0, 1],
                                          random_state=seed).fit(X[:50_000], y[:50_000])
         scores.append(clf.score(X[50_000:], y[50_000:]))
+        steps.append(clf.n_iter_)
         assert clf.privacy_spent_ == renyi_filter_privacy(50_000, 10.0, 1e-6)
-        assert clf.n_iter_ > 300
+    # The run length is random (an early draw of a high level can end it after a few
+    # steps: 17 on one seed after the key derivation changed), most runs are long.
+    assert sum(t > 300 for t in steps) >= 4, steps
     # Measured over the changes of this randomness layer: medians 0.89-0.94, the worst
     # seed 0.75-0.82; chance is 0.5 and the Bayes accuracy 0.95.
     assert np.median(scores) >= 0.85 and sum(s >= 0.8 for s in scores) >= 4, scores
@@ -203,3 +211,35 @@ def test_max_iter_caps_the_run_and_lowers_the_spend():
                                      accounting="paper", random_state=0).fit(X, y)
     assert one.n_iter_ == 1
     assert one.privacy_spent_.epsilon < 0.2 < algorithm6_privacy(2000, 1.0, 1e-6).epsilon
+
+
+def test_warns_before_fitting_when_n_eps_is_below_what_theorem_6_7_needs():
+    """Issue 18 item 4: from public numbers only (n, p, s, ε, δ, the accounting), the
+    same warning for any data of that shape, and none where the theory's n·ε is met."""
+    import warnings
+
+    messages = []
+    for seed in (0, 1):
+        X, y = _easy_classification(300, d=200, seed=seed)
+        with pytest.warns(UserWarning, match="Theorem 6.7") as record:
+            DPBiasReducedSGDClassifier(epsilon=0.5, accounting="paper", max_iter=3,
+                                       classes=[0, 1], random_state=0).fit(X, y)
+        messages.append([str(w.message) for w in record if "Theorem 6.7" in str(w.message)])
+    assert messages[0] == messages[1] and len(messages[0]) == 1
+    X, y = _easy_classification(4000, d=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        DPBiasReducedSGDClassifier(epsilon=4.0, max_iter=3, classes=[0, 1],
+                                   random_state=0).fit(X, y)
+
+
+def test_every_level_fits_the_filter_at_the_common_checks_epsilon():
+    """Why the scikit-learn checks above run at ε = 30 (one run) and 100 (two boosted
+    runs at ε/3 each): at n = 150 every step fits the budget, so n_iter_ >= 1."""
+    from skdpsparse.mechanisms.bias_reduced import renyi_filter_plan
+
+    for eps in (30.0, 100.0 / 3):
+        plan = renyi_filter_plan(150, eps, 1e-6)
+        assert np.max(plan.costs) <= plan.budget
+    plan = renyi_filter_plan(150, 10.0, 1e-6)
+    assert np.max(plan.costs) > plan.budget  # the former ε = 10 could stop at 0 steps
