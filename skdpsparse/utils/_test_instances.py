@@ -62,6 +62,8 @@ def estimator_instances(include=None):
           dict(mean_oracle="cwme", alpha=0.5, random_state=0), "regression"),
         E("cyclic_sgd_logistic", "DPCyclicSGD",
           dict(epochs=2, batch_size=4, random_state=0, **binary), "classification"),
+        E("cyclic_sgd_multinomial", "DPCyclicSGD",
+          dict(epochs=2, batch_size=4, random_state=0, classes=[0, 1, 2]), "classification"),
         E("cyclic_sgd_huber", "DPCyclicSGD",
           dict(loss="huber", penalty="l1", epochs=2, batch_size=4, random_state=0),
           "regression"),
