@@ -24,7 +24,8 @@ from .chacha import chacha20_keystream
 
 __all__ = ["KeyBits", "draw", "exact_chunk", "exact_draw"]
 
-GROUP = 4  # the kernel's constant (grid_noise): part of the algorithm's definition
+GROUP = 4  # the kernel's constants (grid_noise): part of the algorithm's definition
+H_BITS = 8
 
 
 class KeyBits:
@@ -169,7 +170,7 @@ def draw(bits, gaussian, n, b, log_k, h_max):
     while True:
         h = 0
         while True:  # H: geometric with ratio λ = exp(−K·2^b/n), memoryless past h_max
-            step = count_above(bits, upper, GROUP)
+            step = count_above(bits, upper, H_BITS)
             h += step
             if step < h_max:
                 break
