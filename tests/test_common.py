@@ -203,15 +203,6 @@ MISSING_PRIVACY_GUARANTEE = {
     "dp_sgd.calibrate_dp_sgd_noise", "dp_sgd.dp_sgd", "dp_sgd.dp_sgd_rdp",
     "dp_sgd.gradient_norm_bound", "dp_sgd.plan_dp_sgd",
     "heavy_tailed_sco.nsme_exponent", "heavy_tailed_sco.sco_schedule",
-    "l1_recovery.measurement_noise_sigma", "l1_recovery.n_measurements",
-    "l1_recovery.uses_compressed_sensing", "output_perturbation.LossConstants",
-    "output_perturbation.OutputPerturbationPlan",
-    "output_perturbation.bound_inputs", "output_perturbation.bound_rows",
-    "output_perturbation.certified_objective", "output_perturbation.choose_alpha",
-    "output_perturbation.choose_alpha_noise", "output_perturbation.loss_constants",
-    "output_perturbation.minimizer_sensitivity",
-    "output_perturbation.plan_output_perturbation",
-    "output_perturbation.regularized_minimizers",
     "sensing.SubsampledHadamardSensing"
 }
 

@@ -50,7 +50,13 @@ MEASUREMENT_CLIP = 1.5
 
 def n_measurements(n, d, sparsity, epsilon, delta):
     """m of Ghazi et al. 2024 v1 Algorithm 2: m ≈ nε√(s ln(d/s) / ln(1/δ)), constant 1,
-    in [1, d]."""
+    in [1, d].
+
+    **Privacy guarantee.** None needed: public numbers only (n, d, s, ε, δ; n is
+    public under the replace-one neighbours of :func:`gaussian_l1_recovery`), no data
+    enters it. m does not enter the sensitivity 3L/n of the measurements, so any m is
+    safe; it only sets accuracy.
+    """
     s = float(sparsity)
     ratio = max(d / s, np.e)
     m = n * epsilon * np.sqrt(s * np.log(ratio) / np.log(1.0 / delta))
@@ -58,12 +64,31 @@ def n_measurements(n, d, sparsity, epsilon, delta):
 
 
 def uses_compressed_sensing(d, m):
-    """Algorithm 2 takes the compressed-sensing branch iff d ≥ m ln² m."""
+    """Algorithm 2 takes the compressed-sensing branch iff d ≥ m ln² m.
+
+    **Privacy guarantee.** None needed: public numbers only (d and m), no data enters
+    it, so which branch :func:`gaussian_l1_recovery` takes reveals nothing about the
+    rows.
+    """
     return d >= m * np.log(max(m, 1)) ** 2
 
 
 def measurement_noise_sigma(n, *, epsilon, delta, norm_bound, calibration="analytic"):
-    """σ for the averaged clipped measurements (ℓ2 sensitivity 2·1.5·L/n = 3L/n)."""
+    """σ for the averaged clipped measurements (ℓ2 sensitivity 2·1.5·L/n = 3L/n).
+
+    **Privacy guarantee.** None needed: public numbers only (n, ε, δ, L), no data
+    enters it. What it guarantees to its caller: the discrete Gaussian of this σ on
+    measurements of ℓ2 sensitivity 3L/n (replace-one neighbours, each measurement
+    vector scaled to norm ≤ 1.5L, for every A: :ref:`derivation_sensitivities`,
+    "Gaussian ℓ1-recovery: clipped measurements") is (ε, δ)-DP. ``"analytic"``: the
+    smallest σ whose ρ = Δ²/(2σ²)-zCDP (Canonne, Kamath and Steinke (2020), "The
+    discrete Gaussian for differential privacy", Theorem 14) converts to (ε, δ) by the
+    tight conversion of :func:`~skdpsparse.accounting.discrete.discrete_gaussian_sigma`.
+    ``"classic"``: the paper's σ² = 18L² ln(2.5/δ)/(nε)², the classic formula (Dwork
+    and Roth 2014, "The Algorithmic Foundations of Differential Privacy", Theorem A.1)
+    at δ/2, raised to the analytic σ where it is too small for the discrete Gaussian.
+    Not covered: a sensitivity other than 3L/n (measurements not scaled to 1.5L).
+    """
     sensitivity = 2.0 * MEASUREMENT_CLIP * norm_bound / n
     # "classic" is the seed's σ² = 18L² ln(2.5/δ)/(nε)², i.e. sensitivity 3L/n at δ/2
     # (the seed charges the other δ/2 to the RIP event, which clipping makes moot).

@@ -136,6 +136,14 @@ BETA = 0.05
 class LossConstants:
     """Bounds of one loss over the contribution-bounded rows (see the module doc).
 
+    **Privacy guarantee.** None needed: public numbers only (computed by
+    :func:`loss_constants` from the declared bounds, λ and D, never from the data).
+    What the sensitivities built from them rely on: each bound holds for every
+    dataset of rows scaled into {‖x‖₂ ≤ R, ‖x‖₁ ≤ R√s} with targets clipped to
+    [−B, B] (or ±1 labels), at every parameter of norm ≤ ``coef_bound``
+    (:ref:`derivation_sensitivities`, "Output perturbation: the regularized
+    minimizer").
+
     Attributes
     ----------
     feature_l2, feature_l1 : float
@@ -193,6 +201,15 @@ def _zero_loss(loss, loss_param, label_bound):
 def loss_constants(loss, *, loss_param, norm_bound, sparsity, intercept_scaling,
                    label_bound, alpha, radius):
     """The constants of the module doc's table for one loss.
+
+    **Privacy guarantee.** None needed: public numbers in (the declared R, s, c, B,
+    the loss, λ and D), public numbers out; no data enters it. What it guarantees:
+    ρ ≥ ‖θ*‖₂ for the exact regularized minimizer of every dataset of
+    contribution-bounded rows (ℓ₀ evaluated by the loss itself at the margin 0, then
+    the stationarity refinement to its fixed point), and Λ ≥ |ℓ'| at every margin
+    such a minimizer produces (:ref:`derivation_sensitivities`, "Output
+    perturbation: the regularized minimizer"). Not covered: bounds R or B estimated
+    from the data without paying for the estimate.
 
     Parameters
     ----------
@@ -256,6 +273,17 @@ def _derivative_bound(loss, loss_param, margin_bound, label_bound):
 def minimizer_sensitivity(constants, alpha, n, n_params):
     """ℓ2 and ℓ1 sensitivities of the exact regularized minimizer of one problem.
 
+    **Privacy guarantee.** None needed: public numbers only, no data enters it. What
+    it guarantees: for replace-one neighbours (n public) the exact minimizers are at
+    most Δ₂ = 2L/(λn) apart in ℓ2, for any convex loss over ℝᵖ or a ball, and at most
+    Δ₁ apart in ℓ1 over ℝᵖ for a smooth loss (the proof of Theorem 5.1 of Ghazi,
+    Guzmán, Kamath, Kumar and Manurangsi (2024), "Differentially Private Optimization
+    with Sparse Gradients", with the linear-model constants, half its 4L/(λn):
+    :ref:`derivation_sensitivities`, "Output perturbation: the regularized
+    minimizer"), provided ``constants`` come from :func:`loss_constants` at this λ.
+    Not covered: the computed (inexact) minimizer, whose extra distance the plan's
+    (1 + tol) slack and the solver's certificate account for.
+
     Returns
     -------
     delta_2 : float
@@ -273,6 +301,12 @@ def minimizer_sensitivity(constants, alpha, n, n_params):
 def choose_alpha(objective, n, n_params, epsilon, delta, *, constants_at, radius,
                  n_problems=1, beta=BETA):
     """λ of Theorem 5.1 (``"erm"``) or Theorem 5.6 (``"population"``), constant 1.
+
+    **Privacy guarantee.** None needed: public numbers only (n, p, K, ε, δ and, through
+    ``constants_at``, the declared bounds), no data enters it; a λ fixed before the
+    data is what lets the sensitivities of :func:`minimizer_sensitivity` hold for
+    every pair of neighbours. Assumption: ``constants_at`` is itself a function of
+    public numbers (as :func:`plan_output_perturbation` builds it).
 
     With s_eff = (G₁/G₂)² (= s without intercept), p = ``n_params`` and ε_eff = ε/√K
     (Gaussian: joint ℓ2 sensitivity √K·Δ₂) or ε/K (Laplace) for K problems:
@@ -343,6 +377,12 @@ def _noise_scale(d2, d1, n_problems, tol, epsilon, delta, calibration):
 def choose_alpha_noise(n, margin_noise, margin_scale, *, kappa=NOISE_MARGIN):
     """λ of ``alpha="auto"``: the smallest λ ≥ 1/n whose noise keeps margins readable.
 
+    **Privacy guarantee.** None needed: public numbers only (n, the margin scale, κ
+    and, through ``margin_noise``, the declared bounds, ε and δ), no data enters it.
+    Assumption: ``margin_noise`` is itself a function of public numbers (as
+    :func:`plan_output_perturbation` builds it). κ is a library constant chosen once
+    on benchmark validation splits, not on the data being fitted.
+
     Theorem 5.1's λ (:func:`choose_alpha`, ``alpha="theorem"``) minimizes a worst-case
     excess-risk bound; its bias term assumes the worst data, so it regularizes as
     hard at ε = 8 as the noise would allow at much smaller ε, and accuracy stays flat
@@ -389,6 +429,15 @@ def choose_alpha_noise(n, margin_noise, margin_scale, *, kappa=NOISE_MARGIN):
 @dataclass(frozen=True)
 class OutputPerturbationPlan:
     """Everything Algorithm 3 decides before seeing data (public numbers only).
+
+    **Privacy guarantee.** None needed: public numbers only. Its ``budget`` is the
+    guarantee of :func:`release` (and :func:`output_perturbation`) for replace-one
+    neighbours, provided the released minimizers are certified within tol·Δ/2 of the
+    exact ones. ``accept`` and ``certified_l1_distance`` read residual norms, which
+    depend on the data; they only decide when the solver stops (against a threshold
+    fixed here) and release nothing, and the stopping point is covered by the (1 +
+    tol) slack, not by the budget. Not covered: the iteration count and residuals
+    themselves (see :func:`output_perturbation`, "Not covered").
 
     Attributes
     ----------
@@ -453,6 +502,18 @@ def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0,
                              sparsity=None, intercept_scaling=1.0, label_bound=1.0,
                              radius=None, calibration="analytic", tol=1e-2):
     """Choose λ, the sensitivities and the noise of Algorithm 3 from public numbers.
+
+    **Privacy guarantee.** None needed: public numbers in, public numbers out; no
+    data enters it (its errors depend on the arguments only). What it guarantees to
+    :func:`release`: the noise is calibrated to the joint sensitivity of K minimizers
+    certified within tol·Δ/2 of the exact ones, √K(1 + tol)Δ₂ (discrete Gaussian,
+    ρ = Δ²/(2σ²)-zCDP, Canonne, Kamath and Steinke (2020), "The discrete Gaussian for
+    differential privacy", Theorem 14, converted to (ε, δ)) or K(1 + tol)Δ₁ (discrete
+    Laplace of scale Δ/ε, ε-DP), as in Ghazi et al. (2024), Algorithm 3 and Fact 2.3,
+    for replace-one neighbours with n public. Assumptions: n, d, K and the bounds R,
+    s, B, D are public (declared, or private estimates paid for separately), and δ = 0
+    only with a smooth loss over ℝᵖ (enforced). Not covered: data-dependent bounds or
+    λ passed in by a caller.
 
     Parameters
     ----------
@@ -546,6 +607,13 @@ def bound_rows(X, norm_bound, sparsity):
     """A float64 copy of ``X`` with every row scaled into {‖x‖₂ ≤ R, ‖x‖₁ ≤ R√s}.
 
     Sparse input stays CSR (same pattern); rows are scaled, never dropped.
+
+    **Privacy guarantee.** None by itself: it reads the data and releases nothing;
+    the result is the data, bounded, and must not be released. It is the contribution
+    bounding the sensitivities rest on: each output row is a function of its input
+    row alone (and of the public R and s), inside the two balls, so replacing one
+    input row replaces one output row. Assumption: finite entries (the estimators
+    validate them).
     """
     l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
     if sp.issparse(X):
@@ -564,6 +632,14 @@ def bound_inputs(X, targets, loss, *, norm_bound, sparsity, label_bound):
 
     ``targets`` has shape (K, n): one target vector per problem; classification
     targets must be ±1 (they are built by the estimator, not read from the data).
+
+    **Privacy guarantee.** None by itself: it reads the data and releases nothing;
+    the bounded rows and targets must not be released. Each row is scaled as in
+    :func:`bound_rows` and each regression target clipped to [−B, B] on its own, so
+    replacing one (x, y) replaces one bounded row and its K targets. Assumptions:
+    finite targets (NaN is not clipped; the estimators validate). Not covered: the
+    error on a classification target other than ±1, which reveals that one exists
+    (the estimators build ±1 targets, so it never fires there).
     """
     targets = np.atleast_2d(np.asarray(targets, dtype=np.float64))
     if loss in REGRESSION_LOSSES:
@@ -575,6 +651,11 @@ def bound_inputs(X, targets, loss, *, norm_bound, sparsity, label_bound):
 
 def regularized_minimizers(X_bounded, targets, plan, *, max_iter=1000):
     """Certified minimizers θ̂ of the K regularized problems (not private).
+
+    **Privacy guarantee.** None by itself: it reads the data and its minimizers and
+    ``info`` are not private. Each minimizer is certified within tol·Δ/2 of the exact
+    one (:func:`certified_minimizers`), which is what :func:`release` needs for its
+    guarantee.
 
     Parameters
     ----------
@@ -632,7 +713,16 @@ def certified_objective(rows, plan):
     :class:`~skdpsparse._kernels.erm_solver.InMemoryRows`, or on a cluster): the
     oracle of the one certified solver both fits run
     (:func:`~skdpsparse._kernels.erm_solver.solve_certified`). Its grid is sized by
-    the declared bounds R and B (1 for ±1 labels), never by the data."""
+    the declared bounds R and B (1 for ±1 labels), never by the data.
+
+    **Privacy guarantee.** None by itself: an oracle over the data whose values are
+    not private; it releases nothing. What it guarantees: its sums are exact integers
+    on a grid set by public numbers and θ, so the iterates and the certified
+    minimizer do not depend on how the rows are chunked, and the gradient error it
+    reports is added to the solver's certificate
+    (:class:`~skdpsparse._kernels.erm_solver.FixedPointObjective`). Not covered: the
+    last ulps of each row's own float arithmetic.
+    """
     label_bound = plan.label_bound if plan.loss in REGRESSION_LOSSES else 1.0
     return FixedPointObjective(rows, code=plan.code, param=plan.loss_param,
                                alpha=plan.alpha, intercept_scaling=plan.intercept_scaling,
