@@ -250,7 +250,7 @@ def _draw(io, r, gaussian, n, b, log_k, lower, guide, upper, margin):
         h, r = _geometric_part(io, r, upper, margin)
         if h < 0:
             return 0, False, r
-        bucket, r = _count_above(io, r, lower, log_k + 2, guide, log_k, margin)
+        bucket, r = _count_above(io, r, lower, log_k + 4, guide, log_k, margin)
         if bucket < 0:
             return 0, False, r
         rem, r = _remainder_part(io, r, n, b, margin)

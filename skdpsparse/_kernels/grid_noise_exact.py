@@ -174,7 +174,7 @@ def draw(bits, gaussian, n, b, log_k, h_max):
             h += step
             if step < h_max:
                 break
-        bucket = count_above(bits, lower, log_k + 2)
+        bucket = count_above(bits, lower, log_k + 4)
         while True:  # R: uniform on [0, 2^b), accepted with probability exp(−R/n)
             rem = 0
             if b > 32:
