@@ -198,13 +198,7 @@ PRIVACY_GUARANTEE = "**Privacy guarantee.**"
 #: The public names still without the paragraph. Not an xfail list: the test below
 #: asserts that these are *exactly* the names without it, so it fails both when a name
 #: lacks the paragraph and when this list is stale. To be emptied.
-MISSING_PRIVACY_GUARANTEE = {
-    "dp_sgd.DPSGDPlan", "dp_sgd.batch_sum_sensitivity",
-    "dp_sgd.calibrate_dp_sgd_noise", "dp_sgd.dp_sgd", "dp_sgd.dp_sgd_rdp",
-    "dp_sgd.gradient_norm_bound", "dp_sgd.plan_dp_sgd",
-    "heavy_tailed_sco.nsme_exponent", "heavy_tailed_sco.sco_schedule",
-    "sensing.SubsampledHadamardSensing"
-}
+MISSING_PRIVACY_GUARANTEE = set()
 
 
 def _public_mechanisms():

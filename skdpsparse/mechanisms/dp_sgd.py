@@ -89,6 +89,15 @@ def gradient_norm_bound(loss, feature_bound):
     the K logits is p − e_y, ‖p − e_y‖² = (1 − p_y)² + Σ_{k≠y} p_k² ≤ 2(1 − p_y)² ≤ 2,
     and the gradient in the weights is the outer product (p − e_y) ⊗ x̃, of norm
     ‖p − e_y‖·‖x̃‖ ≤ √2·G. huber (threshold 1): abs(ℓ') ≤ 1, ‖g‖ ≤ G.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (the loss
+    and G; no data enter it). What it guarantees: for rows scaled into ‖x̃‖ ≤ G and
+    targets of the declared form (±1, class indices, or any target for huber) every
+    per-example gradient has ‖g_i‖₂ ≤ the returned bound (:ref:`derivation_dp_sgd`,
+    "Sensitivity of one step"), so with C equal to it clipping never binds. The
+    privacy of :func:`dp_sgd` does not rest on it: every per-example gradient is
+    clipped to C whatever C is, so a wrong bound would bias the gradients, not
+    weaken the guarantee.
     """
     g = float(feature_bound)
     if loss in ("logistic", "huber"):
@@ -124,6 +133,16 @@ def batch_sum_sensitivity(clip_norm, batch_size):
 
     which :func:`~skdpsparse.mechanisms.noise.plan_grid_noise` charges
     (``true_sensitivity``) while the noise keeps the privacy of σ for Δ = 2C.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (C and b;
+    no data enter it). What it guarantees to its caller: under replace-one neighbours
+    and clipping to C, the exact batch sums of two neighbouring data sets on the same
+    batch differ by at most Δ = 2C in ℓ2, and the sums as :func:`dp_sgd` computes them
+    by at most Δ_true (:ref:`derivation_dp_sgd`, "Sensitivity of one step"); passing
+    both to :func:`~skdpsparse.mechanisms.noise.add_noise_inplace` keeps the privacy
+    of σ for Δ. Assumptions: float64 arithmetic rounding to nearest, without
+    overflow (finite rows scaled into the norm bound, gradients clipped). Not
+    covered: a sum computed otherwise (more terms, lower precision).
     """
     c = float(clip_norm) * (1.0 + 4.0 * _UNIT_ROUNDOFF)
     b = int(batch_size)
@@ -132,6 +151,22 @@ def batch_sum_sensitivity(clip_norm, batch_size):
 
 def dp_sgd_rdp(batch_size, n_samples, noise_multiplier, n_steps, orders=DEFAULT_ORDERS):
     """RDP curve of T steps of DP-SGD (module docstring, steps (i)–(iii)).
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enter it). What it guarantees: T steps of :func:`dp_sgd` with batches of b out of
+    n rows and noise multiplier z (σ = z·2C on a batch sum of replace-one
+    sensitivity 2C) are (α, ε(α))-RDP at each returned order. The discrete Gaussian
+    is (α, α/(2z²))-RDP (Canonne, Kamath and Steinke 2020, "The discrete Gaussian for
+    differential privacy", Theorem 14); the bound of Wang, Balle and Kasiviswanathan
+    (2019, "Subsampled Rényi differential privacy and analytical moments
+    accountant", Theorem 9) is non-decreasing in the base curve, so the continuous
+    Gaussian's curve may be put in (fractional orders by their Corollary 10); the T
+    adaptive steps add up (Mironov 2017, "Rényi differential privacy", Proposition
+    1). Derivation: :ref:`derivation_dp_sgd`. Assumptions: replace-one neighbours
+    (not add/remove); batches of exactly b rows drawn uniformly without replacement,
+    independently of each other and of the data. Not covered: Poisson sampling or
+    shuffled epochs (other mechanisms), and the strengthening of their Theorem 27
+    (not used: not proven for discrete noise).
 
     Parameters
     ----------
@@ -166,6 +201,16 @@ def calibrate_dp_sgd_noise(epsilon, delta, batch_size, n_samples, n_steps):
 
     ε(z) is non-increasing in z (each order's bound is), so bisection in log z on
     [lo, hi] with ε(hi) ≤ ε returns hi: the guarantee holds at the returned value.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (ε, δ, b, n
+    and T; no data enter it). What it guarantees to its caller: T steps of
+    :func:`dp_sgd` with batches of b out of n rows and the returned z are (ε, δ)-DP
+    under replace-one neighbours (the curve of :func:`dp_sgd_rdp`, converted by
+    Balle, Barthe, Gaboardi, Hsu and Sato 2020, "Hypothesis testing interpretations
+    and Rényi differential privacy", Theorem 21). The bound was evaluated at the
+    returned value itself, the upper end of a bracket whose upper end always met it:
+    the monotonicity of ε(z) and the 1e-4 tolerance affect only how small z is, not
+    the guarantee. Not covered: the same z used with another b, n, T or δ.
 
     Returns
     -------
@@ -211,7 +256,17 @@ def noise_walk(learning_rate, noise_std, batch_size, n_steps):
 @dataclass(frozen=True)
 class DPSGDPlan:
     """Everything :func:`dp_sgd` runs with, fixed from public numbers before the data
-    are read (n, d, the declared bounds, ε, δ and the hyperparameters)."""
+    are read (n, d, the declared bounds, ε, δ and the hyperparameters).
+
+    **Privacy guarantee.** None needed: public numbers only (no data enter a plan
+    made by :func:`plan_dp_sgd`). What it records: ``budget`` is the (ε, δ) that
+    :func:`dp_sgd` run with this plan satisfies for one row under replace-one
+    neighbours (module docstring, "Accounting"; :ref:`derivation_dp_sgd`), and
+    ``sensitivity`` = 2C and ``noise_std`` = z·2C are what each step's noise is
+    calibrated to. Not covered: a plan built from numbers read off the data (a norm
+    bound, clip norm or number of classes computed from ``X`` or the targets), which
+    the plan itself would then leak.
+    """
 
     loss: str
     n_samples: int
@@ -238,6 +293,23 @@ def plan_dp_sgd(n_samples, n_features, *, loss, n_outputs=1, norm_bound=1.0,
                 learning_rate="auto", epsilon=None, delta, noise_multiplier=None,
                 average=True, alpha=0.0):
     """Noise, step size and guarantee of DP-SGD (module docstring), from public numbers.
+
+    **Privacy guarantee.** None needed: public numbers in, a public plan out (n and d
+    are public under replace-one neighbours; no data enter it). What it guarantees to
+    its caller: :func:`dp_sgd` run with the returned plan is (``budget.epsilon``,
+    δ)-DP for one row (features and target) under replace-one neighbours: batch sums
+    of ℓ2 sensitivity 2C (clipping enforces C whatever ``clip_norm`` is), exact
+    discrete Gaussian noise, amplification by sampling without replacement (Wang,
+    Balle and Kasiviswanathan 2019, "Subsampled Rényi differential privacy and
+    analytical moments accountant", Theorem 9) and composition over the T steps
+    (:func:`dp_sgd_rdp`), converted to ε at δ (Balle, Barthe, Gaboardi, Hsu and Sato
+    2020, Theorem 21); ε is evaluated at the z used, given or calibrated. Derivation:
+    :ref:`derivation_dp_sgd`. Assumptions: every argument is public (declared, not
+    computed from the data); the learning rate, α and the averaging are
+    post-processing and need none. Not covered: arguments chosen by looking at the
+    data (each setting tried is another fit), and composition with other fits beyond
+    what the ledger is given (the attached event, or the bare (ε, δ) when no event
+    describes the run exactly).
 
     Parameters
     ----------
@@ -380,6 +452,26 @@ def _per_example(loss, margins, targets):
 
 def dp_sgd(X, targets, plan, rng, *, progress=None):
     """Run DP-SGD (module docstring) and return the released model.
+
+    **Privacy guarantee.** Protected: one row (its features and its target) under
+    replace-one neighbours; n, d and the plan are public. The released (coef,
+    intercept) is (``plan.budget.epsilon``, ``plan.budget.delta``)-DP: rows are
+    scaled into ‖x‖₂ ≤ R and every per-example gradient clipped to C, so each batch
+    sum has ℓ2 sensitivity 2C (:func:`batch_sum_sensitivity`, floating-point error
+    charged); it is released with exact discrete Gaussian noise (Canonne, Kamath and
+    Steinke 2020, "The discrete Gaussian for differential privacy", Theorem 14) on a
+    batch of b rows drawn uniformly without replacement (Wang, Balle and
+    Kasiviswanathan 2019, "Subsampled Rényi differential privacy and analytical
+    moments accountant", Theorem 9), the T steps composed (Mironov 2017, "Rényi
+    differential privacy", Proposition 1) and converted to (ε, δ) (Balle, Barthe,
+    Gaboardi, Hsu and Sato 2020, Theorem 21); the iterates, the penalty and the
+    averaging are post-processing. Derivation: :ref:`derivation_dp_sgd`.
+    Assumptions: the plan was made from public numbers (:func:`plan_dp_sgd`); ``X``
+    and ``targets`` are finite and softmax targets are class indices in 0..K−1 (the
+    caller validates them first: a bad value could raise mid-run, an exception that
+    depends on one row); ``rng`` draws from a secret key. Not covered: the batches
+    and the noise when the key is known (a fixed ``random_state``), and the running
+    time (a step's cost depends on the number of nonzeros in its batch).
 
     Parameters
     ----------

@@ -57,7 +57,12 @@ _FLOAT_MAX = float(np.finfo(np.float64).max)
 def nsme_exponent(d, rho):
     """q of Theorem 5.5: the q in [0.5, 2] minimising its bound's q-dependent part
     d^{(3-q)/2} + d^{(1+q)/2} ρ^{-1/4} (Remark 5.6: "choose q which minimizes their
-    sum"), on a grid of step 0.01; q = 1 when d = 1 (the bound does not depend on q)."""
+    sum"), on a grid of step 0.01; q = 1 when d = 1 (the bound does not depend on q).
+
+    **Privacy guarantee.** None needed: a function of public numbers only (d and ρ;
+    no data enter it). q only shapes the truncation τ, and the noise-smoothing
+    oracle is ρ_t-zCDP for every τ > 0: q affects accuracy, not privacy.
+    """
     if d == 1:
         return 1.0
     q = np.linspace(0.5, 2.0, 151)
@@ -88,6 +93,16 @@ def sco_schedule(setting, oracle, n, d, rho, *, moment=2.0, moment_bound=1.0, di
     clipped to [1, ``max_iter``] (or is ``n_iter`` when given), and at most n for
     disjoint batches; η and τ are then computed for the T used (Theorems 3.1-3.2
     hold for any T).
+
+    **Privacy guarantee.** None needed: a function of public numbers only (n, d, ρ and
+    the declared bounds; no data enter it), so T, η and τ may be published. The
+    guarantee of :func:`heavy_tailed_sco` holds for any T, η and τ > 0 it is run with
+    (each step's oracle is ρ_t-zCDP for every τ, η is post-processing, and
+    :func:`heavy_tailed_sco` derives ρ_t from ρ and T itself: ρ/T on the full data,
+    ρ on disjoint batches); the schedule sets the accuracy only, and the returned
+    ``rho_step`` restates that split. Not covered: arguments estimated from the data
+    (a moment, gradient or smoothness bound measured on ``X`` would make the
+    schedule, hence the release, depend on the data without being charged).
 
     Returns
     -------

@@ -62,6 +62,19 @@ def _next_pow2(n):
 class SubsampledHadamardSensing:
     """Subsampled randomized Hadamard sensing matrix :math:`A \\in \\mathbb R^{m\\times d}`.
 
+    **Privacy guarantee.** None needed for the operator: it is drawn from ``rng``
+    alone, independently of the data, and may be published (privacy does not rest on
+    A being secret). Its one method that reads data, :meth:`clipped_measurement_sum`,
+    releases nothing itself: it returns Σᵢ clip(A sᵢxᵢ), which replacing one row
+    changes by at most 2·``clip`` in ℓ2 for every draw of A (each term is scaled to
+    norm at most ``clip``; a term whose measurement overflows contributes nothing),
+    for a caller to add noise to, and a count ``n_clipped`` that depends on the data
+    and must not be released. Assumptions: ``clip`` finite (``inf`` disables the
+    bound); each ``row_scales`` entry public or a function of its own row only.
+    Not covered: the floating-point error of the scaling and of the n-term sum (the
+    bound 2·``clip`` is in exact arithmetic; a caller adding noise charges the
+    rest), and the errors raised on invalid input (the caller validates first).
+
     Parameters
     ----------
     n_features : int
