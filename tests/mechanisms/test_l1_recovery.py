@@ -118,3 +118,31 @@ def test_sensing_operator_comes_from_a_public_stream_apart_from_the_noise(monkey
                                       RandomSource(key).public_generator("sensing operator"))
     np.testing.assert_array_equal(op.signs, again.signs)
     np.testing.assert_array_equal(op.omega, again.omega)
+
+
+def test_the_float_rounding_of_the_measurement_mean_is_charged(monkeypatch):
+    # The noise is planned for the computed mean's sensitivity, not only the exact
+    # 3L/n: release_measurements passes measurement_mean_sensitivity (the sum's and the
+    # division's rounding, Higham 2002 eq. 4.4) as true_sensitivity. Before, it passed
+    # none, and the rounding of an n-term float sum went uncharged.
+    from skdpsparse.mechanisms import l1_recovery as l1
+
+    n, m, L = 10**6, 512, 2.0
+    u = 2.0**-53
+    c = 1.5 * L * (1 + (m + 4) * 2 * u)
+    gamma = (n - 1) * u / (1 - (n - 1) * u)
+    want = (2 * c / n + 2 * gamma * c + 2 * u * n * c * (1 + gamma) / n) * (1 + 2.0**-40)
+    got = l1.measurement_mean_sensitivity(n, m, L)
+    assert got == pytest.approx(want, rel=1e-12) and got > 3 * L / n
+    seen = {}
+
+    def spy(values, rng, kind, scale, *, sensitivity, true_sensitivity=None, **kw):
+        seen.update(sensitivity=sensitivity, true=true_sensitivity)
+        return values
+
+    monkeypatch.setattr(l1, "add_noise_inplace", spy)
+    op = SubsampledHadamardSensing(64, 16, rng=np.random.default_rng(0))
+    l1.release_measurements(np.zeros(16), 1000, op, epsilon=1.0, delta=1e-6,
+                            norm_bound=1.0, rng=np.random.default_rng(0))
+    assert seen["true"] == l1.measurement_mean_sensitivity(1000, 16, 1.0)
+    assert seen["true"] > seen["sensitivity"]
