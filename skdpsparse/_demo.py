@@ -102,6 +102,26 @@ def demo_cyclic_sgd():
               f"{est.noise_multiplier_:>6.2f} {est.score(X_test, y_test):>9.3f}")
 
 
+def demo_dp_sgd():
+    """DPSGDClassifier on the same kind of data: batches sampled without replacement,
+    accounted by Wang, Balle and Kasiviswanathan (2019), Theorem 9."""
+    from sklearn.model_selection import train_test_split
+
+    from .datasets import make_sparse_classification
+    from .linear_model import DPSGDClassifier
+
+    n, d, s = 50_000, 1000, 10
+    X, y, _ = make_sparse_classification(n, d, s, random_state=0)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=0)
+    _section(f"DPSGDClassifier: logistic, n={n}, d={d}, s={s} nonzeros per row (CSR)")
+    print(f"{'target eps':>10} {'privacy spent':<20} {'batch':>6} {'z':>6} {'accuracy':>9}")
+    for eps in [1.0, 4.0]:
+        est = DPSGDClassifier(epsilon=eps, delta=1e-6, epochs=5, classes=[0, 1],
+                              random_state=0).fit(X_train, y_train)
+        print(f"{eps:>10g} {str(est.privacy_spent_):<20} {est.batch_size_:>6} "
+              f"{est.noise_multiplier_:>6.2f} {est.score(X_test, y_test):>9.3f}")
+
+
 def demo_noisy_sgd():
     """DPNoisySGDClassifier on sparse classification data (Arora et al. 2020, Algorithm 1).
 
@@ -251,8 +271,8 @@ def demo_private_regressors_and_selection():
 
 
 DEMOS = [demo_sparse_mean, demo_heavy_tailed_mean, demo_heavy_tailed_regression,
-         demo_cyclic_sgd, demo_noisy_sgd, demo_output_perturbation, demo_bias_reduced_sgd,
-         demo_private_regressors_and_selection]
+         demo_cyclic_sgd, demo_dp_sgd, demo_noisy_sgd, demo_output_perturbation,
+         demo_bias_reduced_sgd, demo_private_regressors_and_selection]
 
 
 def run_demo():
