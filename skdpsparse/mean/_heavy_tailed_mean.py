@@ -1,47 +1,27 @@
-"""DPHeavyTailedMean: private means of heavy-tailed vectors."""
+"""DPHeavyTailedMean: private means of heavy-tailed vectors.
+
+The fit is validate → plan → run → release: the plan (every method's noise, budget
+and bounds, from n, d and the parameters only) is
+:func:`~skdpsparse.mechanisms.heavy_tailed_mean.plan_heavy_tailed_mean`, the run
+:func:`~skdpsparse.mechanisms.heavy_tailed_mean.heavy_tailed_mean`.
+"""
 
 import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from .._kernels.heavy_tailed_scaled import consecutive_groups
-from ..accounting import (
-    ZCDP,
-    ApproxDP,
-    PureDP,
-    PureDPEvent,
-    ZCDPEvent,
-    approx_dp_to_zcdp,
-    with_event,
-)
-from ..mechanisms.heavy_tailed import (
-    SCALE_FRACTION,
-    laplace_epsilon_after,
-    laplace_is_better,
-    n_groups_for,
-    private_clipped_mean,
-    private_cwme,
-    private_noise_smoothing_mean,
-    private_quantile_clipped_mean,
-    truncation_for,
+from ..base import check_fit_params, distributed_fit, fit_input, release
+from ..mechanisms.heavy_tailed import SCALE_FRACTION
+from ..mechanisms.heavy_tailed_mean import (  # noqa: F401 (check_* re-exported)
+    check_bounds,
+    check_center,
+    heavy_tailed_mean,
+    plan_heavy_tailed_mean,
+    resolved_method,
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..base import check_fit_params, distributed_fit, fit_input, release
 from ._base import PrivateMeanMixin
-
-
-def check_center(center, n_features):
-    """``center`` as a finite float64 vector of length ``n_features``."""
-    arr = np.asarray(center, dtype=np.float64) if center is not None else np.zeros(1)
-    if arr.ndim == 0 or arr.shape == (1,):
-        arr = np.full(n_features, float(arr.reshape(-1)[0]))
-    if arr.shape != (n_features,):
-        raise ValueError(f"center must be a float or have shape ({n_features},), "
-                         f"got shape {arr.shape}.")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError("center must be finite.")
-    return arr
 
 
 class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
@@ -260,25 +240,8 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         self.random_state = random_state
 
     def _resolved_method(self):
-        """``method`` with "auto" resolved: a stated numeric ``truncation`` τ is a
-        scale for cwme (the estimator τ belongs to), otherwise private_clip."""
-        if self.method != "auto":
-            return self.method
-        return "private_clip" if isinstance(self.truncation, str) else "cwme"
-
-    def _resolve_truncation(self, n, d, delta, method):
-        if self.truncation not in ("auto", "corollary_4_2"):
-            return float(self.truncation)
-        if method == "noise_smoothing":
-            return truncation_for("cdpnsme", n, d, self.moment,
-                                  rho=approx_dp_to_zcdp(self.epsilon, delta),
-                                  moment_bound=self.moment_bound)
-        if delta > 0:
-            return truncation_for("cdpcwme", n, d, self.moment,
-                                  rho=approx_dp_to_zcdp(self.epsilon, delta),
-                                  moment_bound=self.moment_bound)
-        return truncation_for("dpcwme", n, d, self.moment, epsilon=self.epsilon,
-                              moment_bound=self.moment_bound)
+        """``method`` with "auto" resolved (the distributed fit reads it)."""
+        return resolved_method(self.method, self.truncation)
 
     def fit(self, X, y=None, **fit_params):
         """Compute the private mean of the rows of ``X``.
@@ -306,103 +269,26 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         # its column NaN, and the mechanism raises before releasing anything): one read
         # of X instead of two.
         X, input_attrs = fit_input(self, X, ensure_all_finite=False)  # sets nothing
-        n, d = X.shape
-        delta = 0.0 if self.delta is None else float(self.delta)
-        method = self._resolved_method()
-        if method == "noise_smoothing":
-            if delta == 0:
-                raise ValueError("method='noise_smoothing' is a Gaussian (zCDP) mechanism: "
-                                 f"delta must be positive, got delta={self.delta!r}.")
-            if self.moment < 2:
-                raise ValueError("method='noise_smoothing' needs a bound on a moment of "
-                                 f"order k >= 2, got moment={self.moment!r}.")
-        rng = fit_random_source(self.random_state, self, X)
-        if method == "private_clip":
-            return release(self, dict(input_attrs, **self._fit_private_clip(X, delta, rng)))
-        tau = self._resolve_truncation(n, d, delta, method)
-        if method == "cwme":
-            center = check_center(self.center, d)
-            if self.n_groups == "auto":
-                m = n_groups_for(d, self.failure_prob, n, even=True)
-            else:
-                m = min(int(self.n_groups), n)
-            groups = rng.permutation(consecutive_groups(n, m)) if self.shuffle else None
-            mean, budget, info = private_cwme(
-                X, tau=tau, n_groups=m, epsilon=float(self.epsilon), delta=delta, rng=rng,
-                center=center, groups=groups)
-        else:
-            mean, budget, info = private_noise_smoothing_mean(
-                X, tau=tau, epsilon=float(self.epsilon), delta=delta, rng=rng,
-                smoothing_variance=float(self.smoothing_variance))
-        attrs = dict(input_attrs, mean_=mean, method_=method, truncation_=tau,
-                     noise_scale_=float(info["scale"]), privacy_spent_=budget,
-                     approx_dp_spent_=info.get("approx_dp", budget))
-        if method == "cwme":
-            attrs["n_groups_"] = int(info["n_groups"])
-        return release(self, attrs)  # charges first; a refused fit releases nothing
-
-    def _fit_private_clip(self, X, delta, rng):
-        """The fitted attributes of private_clip (located or stated interval)."""
-        n, d = X.shape
-        eps = float(self.epsilon)
-        if self.bounds is not None:
-            lower, upper = check_bounds(self.bounds, d)
-            if delta == 0 and self.noise == "gaussian":
-                raise ValueError("noise='gaussian' needs delta > 0.")
-            laplace = self.noise == "laplace" or (self.noise == "auto"
-                                                  and laplace_is_better(d, eps, delta))
-            if not laplace:
-                rho = approx_dp_to_zcdp(eps, delta)
-                mean, info = private_clipped_mean(X, lower, upper, rng=rng, rho=rho)
-                budget = with_event(ZCDP(rho), ZCDPEvent(rho))
-            elif delta > 0:  # ε_m-DP with ε_m from Rényi accounting at δ (at least ε)
-                eps_m = laplace_epsilon_after([], eps, delta)
-                mean, info = private_clipped_mean(X, lower, upper, rng=rng, epsilon=eps_m)
-                budget = with_event(ApproxDP(eps, delta), PureDPEvent(eps_m))
-            else:
-                mean, info = private_clipped_mean(X, lower, upper, rng=rng, epsilon=eps)
-                budget = PureDP(eps)
-            attrs = dict(method_="clipped", clip_lower_=np.minimum(lower, upper),
-                         clip_upper_=np.maximum(lower, upper))
-        else:
-            mean, budget, info = private_quantile_clipped_mean(
-                X, epsilon=eps, delta=delta, rng=rng,
-                scale_fraction=float(self.scale_fraction), level=self.clip_level,
-                noise=self.noise)
-            if info.get("shared"):
-                warnings.warn(
-                    f"n={n} rows are too few to locate the scale of {d} columns one by "
-                    f"one privately at epsilon={eps:g}: one interval [-C, C] shared by "
-                    "all columns was located instead (it ignores each column's centre "
-                    "and spread). State bounds=(lower, upper) if you can.", UserWarning,
-                    stacklevel=3)
-            elif self.clip_level == "auto" and info["level"] >= 1.0 / 16.0:
-                warnings.warn(
-                    f"n={n} rows are too few to locate the scale of {d} column(s) "
-                    f"privately at epsilon={eps:g}: the clipping interval may be far too "
-                    "wide. State bounds=(lower, upper) if you can.", UserWarning,
-                    stacklevel=3)
-            attrs = dict(method_="private_clip", clip_lower_=info["lower"],
-                         clip_upper_=info["upper"], clip_level_=float(info["level"]))
-        width = attrs["clip_upper_"] - attrs["clip_lower_"]
-        approx = budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget
-        return dict(attrs, mean_=mean, noise_scale_=float(info["scale"]) * width,
-                    privacy_spent_=budget, approx_dp_spent_=approx)
+        params = self.get_params()
+        del params["random_state"]
+        plan = plan_heavy_tailed_mean(*X.shape, **params)
+        if plan.warning is not None:  # public numbers only
+            warnings.warn(plan.warning, UserWarning, stacklevel=2)
+        mean, info = heavy_tailed_mean(X, plan, fit_random_source(self.random_state, self, X))
+        return release(self, dict(input_attrs, **_fitted_attributes(plan, mean, info)))
 
 
-def check_bounds(bounds, n_features):
-    """``bounds`` as two finite float64 vectors of length ``n_features``."""
-    if not isinstance(bounds, (tuple, list)) or len(bounds) != 2:
-        raise ValueError(f"bounds must be a pair (lower, upper), got {bounds!r}.")
-    out = []
-    for name, value in zip(("lower", "upper"), bounds):
-        arr = np.asarray(value, dtype=np.float64)
-        if arr.ndim == 0:
-            arr = np.full(n_features, float(arr))
-        if arr.shape != (n_features,):
-            raise ValueError(f"bounds: {name} must be a float or have shape "
-                             f"({n_features},), got shape {arr.shape}.")
-        if not np.all(np.isfinite(arr)):
-            raise ValueError(f"bounds: {name} must be finite.")
-        out.append(arr)
-    return out[0], out[1]
+def _fitted_attributes(plan, mean, info):
+    """The attributes a fit with ``plan`` releases (the estimator's names)."""
+    attrs = dict(mean_=mean, method_=plan.method, privacy_spent_=plan.budget,
+                 approx_dp_spent_=plan.approx_dp)
+    if plan.method in ("cwme", "noise_smoothing"):
+        attrs.update(truncation_=plan.truncation, noise_scale_=float(info["noise_scale"]))
+        if plan.method == "cwme":
+            attrs["n_groups_"] = int(plan.mechanism.groups_used)
+        return attrs
+    attrs.update(clip_lower_=info["lower"], clip_upper_=info["upper"],
+                 noise_scale_=info["noise_scale"])
+    if plan.method == "private_clip":
+        attrs["clip_level_"] = float(info["level"])
+    return attrs

@@ -14,6 +14,13 @@ Two estimators, each a non-private statistic of bounded sensitivity plus noise:
   ``psi_c(a) = E phi(a (1 + N))``, ``N ~ N(0, c)``, plus Gaussian noise (CDPNSME,
   ρ-zCDP).
 
+Every mechanism is a plan and a run (issue 22): ``plan_cwme``,
+``plan_noise_smoothing``, ``plan_clipped_mean`` and ``plan_quantile_clipped_mean``
+compute the noise scales, sensitivities and budget from public numbers into a frozen
+plan (:class:`CWMEPlan`, ...), and ``cwme``, ``nsme``, ``clipped_mean`` and
+``quantile_clipped_mean`` run one on the data; the ``private_*`` functions are both
+steps in one call.
+
 Privacy model: neighbouring datasets differ by *replacing* one row; n and d are
 public. Every row is used: out-of-range values are clipped (CWME) or soft-truncated
 (NSME), never rejected. All parameters (``tau``, ``n_groups``, ``center``,
@@ -95,6 +102,7 @@ here (privacy never depends on them, only the accuracy guarantee does).
 import functools
 import math
 import numbers
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -473,16 +481,161 @@ def noise_smoothing_mean(X, *, tau, smoothing_variance=1.0, scale=None):
 
 
 # ------------------------------------------------------------------------ mechanisms
-def _release(statistic, rng, kind, scale, sens):
+def _check_budget(rho, epsilon, delta):
+    """(kind, ρ, ε, δ) from exactly one of ρ and (ε, δ): δ > 0 is the zCDP path at
+    ρ = ``approx_dp_to_zcdp(ε, δ)``, δ = 0 the pure path."""
+    if (rho is None) == (epsilon is None):
+        raise ValueError("pass exactly one of rho and (epsilon, delta).")
+    if rho is not None:
+        return "gaussian", _positive_finite(rho, "rho"), None, None
+    epsilon = _positive_finite(epsilon, "epsilon")
+    delta = _check_delta(delta)
+    if delta > 0:
+        return "gaussian", approx_dp_to_zcdp(epsilon, delta), epsilon, delta
+    return "laplace", None, epsilon, 0.0
+
+
+@dataclass(frozen=True)
+class CWMEPlan:
+    """The plan of one private trimmed median of means (public numbers only), built
+    by :func:`plan_cwme` and run by :func:`cwme`.
+
+    **Privacy guarantee.** A plan is public (no field depends on the data).
+    ``budget`` is the guarantee of :func:`cwme` run with it, for one row of the n
+    replaced (n and d public): ρ-zCDP with discrete Gaussian noise of σ = Δ₂/√(2ρ)
+    (Canonne, Kamath and Steinke 2020, "The discrete Gaussian for differential
+    privacy", Theorem 14), or ε-DP with discrete Laplace noise of scale Δ₁/ε, for
+    the sensitivity of :func:`cwme_sensitivity` (our derivation; a half or a quarter
+    of Kamath, Liu and Zhang 2022's Theorem 4.1 bound). A plan with a smaller
+    ``noise_scale`` or a larger ``tau`` than :func:`plan_cwme` gives is not covered
+    by its ``budget`` (the audit's broken variants are such plans).
+
+    Attributes
+    ----------
+    n_samples, n_features : int
+    tau : float
+        τ: entries are clipped into [center − 3τ, center + 3τ].
+    n_groups : int
+        m as requested; :attr:`groups_used` = min(m, n) groups are used.
+    center : None, float or ndarray of shape (d,)
+    kind : {"gaussian", "laplace"}
+    noise_scale : float
+        σ (Gaussian) or b (Laplace) per coordinate.
+    sensitivity : Sensitivity
+    budget : ZCDP or PureDP
+    rho : float or None
+        ρ of the zCDP path.
+    epsilon, delta : float or None
+        The (ε, δ) target the plan was made for (None when planned from ρ).
+    """
+
+    n_samples: int
+    n_features: int
+    tau: float
+    n_groups: int
+    center: object = field(compare=False, repr=False)
+    kind: str
+    noise_scale: float
+    sensitivity: Sensitivity
+    budget: object
+    rho: float | None
+    epsilon: float | None
+    delta: float | None
+
+    @property
+    def groups_used(self):
+        return effective_n_groups(self.n_samples, self.n_groups)
+
+
+def plan_cwme(n_samples, n_features, *, tau, n_groups, rho=None, epsilon=None,
+              delta=None, center=None):
+    """The noise and guarantee of the private trimmed median of means (Kamath, Liu
+    and Zhang 2022, Algorithm 3, CDPCWME / DPCWME of Theorem 4.1), from public
+    numbers.
+
+    **Privacy guarantee.** Public numbers in, a public plan out; what the plan
+    guarantees is its ``budget`` (:class:`CWMEPlan`). Given ``rho``: ρ-zCDP with
+    σ = Δ₂/√(2ρ), Δ₂ = √d·Δ∞. Given (``epsilon``, ``delta``) with δ > 0: as ``rho`` =
+    ``approx_dp_to_zcdp(epsilon, delta)``, which implies (ε, δ)-DP; with δ = 0:
+    ε-DP with Laplace scale b = Δ₁/ε, Δ₁ = d·Δ∞. Δ∞ = 6τ/⌊n/m⌋ (odd m) or 3τ/⌊n/m⌋
+    (even m), m = min(``n_groups``, n) (:func:`cwme_sensitivity`). Assumptions: τ, m
+    and ``center`` chosen without the data.
+
+    Returns
+    -------
+    CWMEPlan
+    """
+    n = _count(n_samples, "n_samples")
+    d = _count(n_features, "n_features")
+    tau = _positive_finite(tau, "tau")
+    m = _count(n_groups, "n_groups")
+    kind, rho, epsilon, delta = _check_budget(rho, epsilon, delta)
+    sens = cwme_sensitivity(n, d, tau, m)
+    if kind == "gaussian":
+        scale, budget = zcdp_gaussian_sigma(sens.l2, rho), ZCDP(rho)
+    else:
+        scale, budget = laplace_scale(sens.l1, epsilon), PureDP(epsilon)
+    return CWMEPlan(n, d, tau, m, center, kind, scale, sens, budget, rho, epsilon, delta)
+
+
+def _check_shape(X, plan):
+    if X.shape != (plan.n_samples, plan.n_features):
+        raise ValueError(f"X has shape {X.shape}, but the plan is for "
+                         f"({plan.n_samples}, {plan.n_features}).")
+
+
+def _release(statistic, rng, plan):
     z = np.array(statistic, dtype=np.float64, copy=True)
-    add_noise_inplace(z, rng, kind, scale,
-                      sensitivity=sens.l1 if kind == "laplace" else sens.l2)
+    sens = plan.sensitivity
+    add_noise_inplace(z, rng, plan.kind, plan.noise_scale,
+                      sensitivity=sens.l1 if plan.kind == "laplace" else sens.l2)
     return z
+
+
+def cwme(X, plan, rng, *, scale=None, groups=None):
+    """Run a :class:`CWMEPlan`: the trimmed median of means of ``X`` plus the planned
+    noise.
+
+    **Privacy guarantee.** ``plan.budget`` for one row of ``X`` replaced (n and d
+    public), for a plan from :func:`plan_cwme` (:class:`CWMEPlan`); ``scale`` and a
+    data-independent ``groups`` assignment leave the sensitivity unchanged (the bound
+    holds for every assignment and every per-row factor). Assumptions: a secret
+    random source. Not covered: add/remove neighbours; timing side channels.
+
+    Parameters
+    ----------
+    X : array-like or scipy.sparse matrix of shape (plan.n_samples, plan.n_features)
+    plan : CWMEPlan
+    rng : RandomSource or numpy.random.Generator
+    scale, groups : array-like of shape (n,), optional
+        As in :func:`trimmed_median_of_means`.
+
+    Returns
+    -------
+    ndarray of shape (d,), float64
+    """
+    rng = _check_rng(rng)
+    X = _as_data(X)
+    _check_shape(X, plan)
+    statistic = trimmed_median_of_means(X, tau=plan.tau, n_groups=plan.n_groups,
+                                        center=plan.center, scale=scale, groups=groups)
+    return _release(statistic, rng, plan)
+
+
+def _cwme_info(plan):
+    m = plan.groups_used
+    info = {"method": "cdpcwme" if plan.kind == "gaussian" else "dpcwme",
+            "noise": plan.kind, "scale": plan.noise_scale, "sensitivity": plan.sensitivity,
+            "n_groups": m, "min_group_size": plan.n_samples // m, "tau": plan.tau}
+    if plan.kind == "gaussian":
+        info["rho"] = plan.rho
+    return info
 
 
 def private_cwme_zcdp(X, *, tau, n_groups, rho, rng, center=None, scale=None,
                       groups=None):
-    """CDPCWME: trimmed median of means plus N(0, σ²I), ρ-zCDP (Theorem 4.1).
+    """CDPCWME: trimmed median of means plus N(0, σ²I), ρ-zCDP (Theorem 4.1):
+    :func:`plan_cwme` then :func:`cwme`.
 
     **Privacy guarantee.** Protected: one row of ``X`` (neighbouring datasets differ
     by replacing one row; n and d public). ρ-zCDP: discrete Gaussian noise for the
@@ -523,20 +676,14 @@ def private_cwme_zcdp(X, *, tau, n_groups, rho, rng, center=None, scale=None,
     rng = _check_rng(rng)
     rho = _positive_finite(rho, "rho")
     X = _as_data(X)
-    statistic = trimmed_median_of_means(X, tau=tau, n_groups=n_groups, center=center,
-                                        scale=scale, groups=groups)
-    n, d = X.shape
-    sens = cwme_sensitivity(n, d, tau, n_groups)
-    sigma = zcdp_gaussian_sigma(sens.l2, rho)
-    m = effective_n_groups(n, n_groups)
-    info = {"method": "cdpcwme", "noise": "gaussian", "scale": sigma, "sensitivity": sens,
-            "n_groups": m, "min_group_size": n // m, "tau": float(tau), "rho": rho}
-    return _release(statistic, rng, "gaussian", sigma, sens), ZCDP(rho), info
+    plan = plan_cwme(*X.shape, tau=tau, n_groups=n_groups, rho=rho, center=center)
+    return cwme(X, plan, rng, scale=scale, groups=groups), plan.budget, _cwme_info(plan)
 
 
 def private_cwme(X, *, tau, n_groups, epsilon, delta, rng, center=None, scale=None,
                  groups=None):
-    """Private coordinate-wise trimmed median of means (Kamath, Liu and Zhang 2022, Theorem 4.1).
+    """Private coordinate-wise trimmed median of means (Kamath, Liu and Zhang 2022,
+    Theorem 4.1): :func:`plan_cwme` then :func:`cwme`.
 
     **Privacy guarantee.** Protected: one row of ``X`` (neighbouring datasets differ
     by replacing one row; n and d public). δ > 0: as :func:`private_cwme_zcdp` at ρ
@@ -584,30 +731,119 @@ def private_cwme(X, *, tau, n_groups, epsilon, delta, rng, center=None, scale=No
     """
     epsilon = _positive_finite(epsilon, "epsilon")
     delta = _check_delta(delta)
-    if delta > 0:
-        rho = approx_dp_to_zcdp(epsilon, delta)
-        estimate, budget, info = private_cwme_zcdp(
-            X, tau=tau, n_groups=n_groups, rho=rho, rng=rng, center=center, scale=scale,
-            groups=groups)
-        info.update(epsilon=epsilon, delta=delta, approx_dp=budget.to_approx_dp(delta))
-        return estimate, budget, info
     rng = _check_rng(rng)
     X = _as_data(X)
-    statistic = trimmed_median_of_means(X, tau=tau, n_groups=n_groups, center=center,
-                                        scale=scale, groups=groups)
-    n, d = X.shape
-    sens = cwme_sensitivity(n, d, tau, n_groups)
-    b = laplace_scale(sens.l1, epsilon)
-    m = effective_n_groups(n, n_groups)
-    info = {"method": "dpcwme", "noise": "laplace", "scale": b, "sensitivity": sens,
-            "n_groups": m, "min_group_size": n // m, "tau": float(tau),
-            "epsilon": epsilon, "delta": 0.0}
-    return _release(statistic, rng, "laplace", b, sens), PureDP(epsilon), info
+    plan = plan_cwme(*X.shape, tau=tau, n_groups=n_groups, epsilon=epsilon, delta=delta,
+                     center=center)
+    estimate = cwme(X, plan, rng, scale=scale, groups=groups)
+    info = dict(_cwme_info(plan), epsilon=epsilon, delta=delta)
+    if delta > 0:
+        info["approx_dp"] = plan.budget.to_approx_dp(delta)
+    return estimate, plan.budget, info
+
+
+@dataclass(frozen=True)
+class NoiseSmoothingPlan:
+    """The plan of one private noise-smoothing mean (public numbers only), built by
+    :func:`plan_noise_smoothing` and run by :func:`nsme`.
+
+    **Privacy guarantee.** A plan is public (no field depends on the data).
+    ``budget`` = ρ-zCDP is the guarantee of :func:`nsme` run with it, for one row of
+    the n replaced (n and d public): discrete Gaussian noise of σ = Δ₂/√(2ρ)
+    (Canonne, Kamath and Steinke 2020, Theorem 14) for Δ₂ = 2S_c·τ√d/n
+    (:func:`noise_smoothing_sensitivity`, correcting Kamath, Liu and Zhang 2022's
+    Algorithm 4 for c < 0.756). A plan with a smaller ``noise_scale`` or a larger
+    ``tau`` is not covered by its ``budget``.
+
+    Attributes
+    ----------
+    n_samples, n_features : int
+    tau : float
+    smoothing_variance : float
+        c.
+    noise_scale : float
+        σ per coordinate.
+    sensitivity : Sensitivity
+    budget : ZCDP
+    rho : float
+    epsilon, delta : float or None
+        The (ε, δ) target the plan was made for (None when planned from ρ).
+    """
+
+    n_samples: int
+    n_features: int
+    tau: float
+    smoothing_variance: float
+    noise_scale: float
+    sensitivity: Sensitivity
+    budget: object
+    rho: float
+    epsilon: float | None
+    delta: float | None
+    kind: str = "gaussian"
+
+
+def plan_noise_smoothing(n_samples, n_features, *, tau, rho=None, epsilon=None,
+                         delta=None, smoothing_variance=1.0):
+    """The noise and guarantee of CDPNSME (Kamath, Liu and Zhang 2022, Algorithm 4,
+    with the corrected sensitivity), from public numbers.
+
+    **Privacy guarantee.** Public numbers in, a public plan out; what the plan
+    guarantees is its ``budget`` (:class:`NoiseSmoothingPlan`): ρ-zCDP with
+    σ = Δ₂/√(2ρ), Δ₂ = 2S_c·τ√d/n, S_c = (2√2/3) erf(1/√(2c)); given (``epsilon``,
+    ``delta``), ρ = ``approx_dp_to_zcdp(epsilon, delta)`` (δ > 0 only: the mechanism
+    is Gaussian), which implies (ε, δ)-DP. Assumptions: τ and c chosen without the
+    data.
+
+    Returns
+    -------
+    NoiseSmoothingPlan
+    """
+    n = _count(n_samples, "n_samples")
+    d = _count(n_features, "n_features")
+    tau = _positive_finite(tau, "tau")
+    if rho is None and epsilon is not None and _check_delta(delta) == 0:
+        raise ValueError("the noise-smoothing mean is a Gaussian (zCDP) mechanism: "
+                         "delta must be positive.")
+    _, rho, epsilon, delta = _check_budget(rho, epsilon, delta)
+    c = _real(smoothing_variance, "smoothing_variance")
+    sens = noise_smoothing_sensitivity(n, d, tau, c)
+    return NoiseSmoothingPlan(n, d, tau, c, zcdp_gaussian_sigma(sens.l2, rho), sens,
+                              ZCDP(rho), rho, epsilon, delta)
+
+
+def nsme(X, plan, rng, *, scale=None):
+    """Run a :class:`NoiseSmoothingPlan`: the noise-smoothing mean of ``X`` plus the
+    planned noise.
+
+    **Privacy guarantee.** ``plan.budget`` (ρ-zCDP) for one row of ``X`` replaced (n
+    and d public), for a plan from :func:`plan_noise_smoothing`
+    (:class:`NoiseSmoothingPlan`); the per-row factors ``scale`` leave the
+    sensitivity unchanged (ψ_c is bounded whatever its argument). Assumptions: a
+    secret random source. Not covered: add/remove neighbours; timing side channels.
+
+    Returns
+    -------
+    ndarray of shape (d,), float64
+    """
+    rng = _check_rng(rng)
+    X = _as_data(X)
+    _check_shape(X, plan)
+    statistic = noise_smoothing_mean(X, tau=plan.tau,
+                                     smoothing_variance=plan.smoothing_variance, scale=scale)
+    return _release(statistic, rng, plan)
+
+
+def _nsme_info(plan):
+    return {"method": "cdpnsme", "noise": "gaussian", "scale": plan.noise_scale,
+            "sensitivity": plan.sensitivity, "tau": plan.tau,
+            "smoothing_variance": plan.smoothing_variance, "rho": plan.rho}
 
 
 def private_noise_smoothing_mean_zcdp(X, *, tau, rho, rng, smoothing_variance=1.0,
                                       scale=None):
-    """CDPNSME (Kamath, Liu and Zhang 2022, Algorithm 4) with the corrected sensitivity: ρ-zCDP.
+    """CDPNSME (Kamath, Liu and Zhang 2022, Algorithm 4) with the corrected
+    sensitivity, ρ-zCDP: :func:`plan_noise_smoothing` then :func:`nsme`.
 
     **Privacy guarantee.** Protected: one row of ``X`` (neighbouring datasets differ
     by replacing one row; n and d public). ρ-zCDP: discrete Gaussian noise for the
@@ -645,14 +881,9 @@ def private_noise_smoothing_mean_zcdp(X, *, tau, rho, rng, smoothing_variance=1.
     rng = _check_rng(rng)
     rho = _positive_finite(rho, "rho")
     X = _as_data(X)
-    statistic = noise_smoothing_mean(X, tau=tau, smoothing_variance=smoothing_variance,
-                                     scale=scale)
-    n, d = X.shape
-    sens = noise_smoothing_sensitivity(n, d, tau, smoothing_variance)
-    sigma = zcdp_gaussian_sigma(sens.l2, rho)
-    info = {"method": "cdpnsme", "noise": "gaussian", "scale": sigma, "sensitivity": sens,
-            "tau": float(tau), "smoothing_variance": float(smoothing_variance), "rho": rho}
-    return _release(statistic, rng, "gaussian", sigma, sens), ZCDP(rho), info
+    plan = plan_noise_smoothing(*X.shape, tau=tau, rho=rho,
+                                smoothing_variance=smoothing_variance)
+    return nsme(X, plan, rng, scale=scale), plan.budget, _nsme_info(plan)
 
 
 def private_noise_smoothing_mean(X, *, tau, epsilon, delta, rng, smoothing_variance=1.0,
@@ -675,11 +906,14 @@ def private_noise_smoothing_mean(X, *, tau, epsilon, delta, rng, smoothing_varia
     if delta == 0:
         raise ValueError("the noise-smoothing mean is a Gaussian (zCDP) mechanism: "
                          "delta must be positive.")
-    rho = approx_dp_to_zcdp(epsilon, delta)
-    estimate, budget, info = private_noise_smoothing_mean_zcdp(
-        X, tau=tau, rho=rho, rng=rng, smoothing_variance=smoothing_variance, scale=scale)
-    info.update(epsilon=epsilon, delta=delta, approx_dp=budget.to_approx_dp(delta))
-    return estimate, budget, info
+    rng = _check_rng(rng)
+    X = _as_data(X)
+    plan = plan_noise_smoothing(*X.shape, tau=tau, epsilon=epsilon, delta=delta,
+                                smoothing_variance=smoothing_variance)
+    estimate = nsme(X, plan, rng, scale=scale)
+    info = dict(_nsme_info(plan), epsilon=epsilon, delta=delta,
+                approx_dp=plan.budget.to_approx_dp(delta))
+    return estimate, plan.budget, info
 
 
 # ------------------------------------------------ clipped mean with a private scale
@@ -746,8 +980,142 @@ def clipped_mean_sensitivity(n_samples, n_active, frac_bits, kind):
     return claimed, computed
 
 
+@dataclass(frozen=True)
+class ClippedMeanPlan:
+    """The plan of one clipped mean with noise (public numbers only: n, d and a
+    public interval per column), built by :func:`plan_clipped_mean` and run by
+    :func:`clipped_mean`.
+
+    **Privacy guarantee.** A plan is public: the interval is stated by the user or
+    released by earlier mechanisms, and every other field is computed from it and
+    (n, d). ``budget`` is the guarantee of :func:`clipped_mean` run with it, for one
+    row of the n replaced: in unit coordinates one row moves each of the
+    ``n_active`` coordinates of positive width by at most 1/n, so Δ₂ = √m/n and
+    Δ₁ = m/n; discrete Gaussian noise of σ = Δ₂/√(2ρ) is ρ-zCDP (Canonne, Kamath and
+    Steinke 2020, "The discrete Gaussian for differential privacy", Theorem 14),
+    discrete Laplace noise of scale Δ₁/ε is ε-DP; the float rounding of the sum and
+    the division (``true_sensitivity``) is charged to the grid noise.
+
+    Attributes
+    ----------
+    n_samples, n_features : int
+    lower, upper : ndarray of shape (d,)
+        The interval of each column (lower ≤ upper).
+    kind : {"gaussian", "laplace"}
+    rho, epsilon : float or None
+        What the release spends (one of them).
+    n_active : int
+        Columns of positive width (the others are the constant ``lower`` and get no
+        noise).
+    noise_scale : float
+        σ or b in unit coordinates (0 when no column is active).
+    sensitivity, true_sensitivity : float
+        Claimed and computed sensitivity in unit coordinates (0 when none is active).
+    budget : ZCDP or PureDP
+    """
+
+    n_samples: int
+    n_features: int
+    lower: np.ndarray = field(compare=False, repr=False)
+    upper: np.ndarray = field(compare=False, repr=False)
+    kind: str
+    rho: float | None
+    epsilon: float | None
+    n_active: int
+    noise_scale: float
+    sensitivity: float
+    true_sensitivity: float
+    budget: object
+
+    @property
+    def width(self):
+        return self.upper - self.lower
+
+
+def plan_clipped_mean(n_samples, lower, upper, *, rho=None, epsilon=None):
+    """The noise of the mean of every column clipped into [lower_j, upper_j], from
+    public numbers (the interval must not be chosen from the data unless it is a
+    release).
+
+    **Privacy guarantee.** Public numbers in, a public plan out; what the plan
+    guarantees is its ``budget`` (:class:`ClippedMeanPlan`): ρ-zCDP (``rho``) or ε-DP
+    (``epsilon``) for one row replaced.
+
+    Parameters
+    ----------
+    n_samples : int
+    lower, upper : array-like of shape (d,)
+        Finite; swapped where lower > upper.
+    rho, epsilon : float
+        Exactly one.
+
+    Returns
+    -------
+    ClippedMeanPlan
+    """
+    if (rho is None) == (epsilon is None):
+        raise ValueError("pass exactly one of rho and epsilon.")
+    n = _count(n_samples, "n_samples")
+    lower = np.atleast_1d(np.asarray(lower, dtype=np.float64))
+    upper = np.atleast_1d(np.asarray(upper, dtype=np.float64))
+    d = max(lower.size, upper.size)
+    lower = np.broadcast_to(lower, (d,)).copy()
+    upper = np.broadcast_to(upper, (d,)).copy()
+    if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
+        raise ValueError("the clipping bounds must be finite.")
+    lower, upper = np.minimum(lower, upper), np.maximum(lower, upper)
+    if not np.all(np.isfinite(upper - lower)):
+        raise ValueError("the clipping interval is too wide for float64.")
+    active = int(np.count_nonzero(upper - lower > 0))
+    kind = "laplace" if rho is None else "gaussian"
+    scale = claimed = computed = 0.0
+    if active:
+        claimed, computed = clipped_mean_sensitivity(n, active, 52 - n.bit_length(), kind)
+        if kind == "laplace":
+            epsilon = _positive_finite(epsilon, "epsilon")
+            scale = laplace_scale(claimed, epsilon)
+        else:
+            rho = _positive_finite(rho, "rho")
+            scale = zcdp_gaussian_sigma(claimed, rho)
+    budget = PureDP(epsilon) if kind == "laplace" else ZCDP(rho)
+    return ClippedMeanPlan(n, d, lower, upper, kind, rho, epsilon, active, scale,
+                           claimed, computed, budget)
+
+
+def clipped_mean(X, plan, rng):
+    """Run a :class:`ClippedMeanPlan`: lower_j + w_j·(ū_j + Z_j), ū the mean of the
+    clipped unit values (:func:`box_clipped_mean`), Z the planned noise.
+
+    **Privacy guarantee.** ``plan.budget`` for one row of ``X`` replaced (n and d
+    public), for a plan from :func:`plan_clipped_mean` (:class:`ClippedMeanPlan`).
+    Assumptions: the plan's interval is public or a release; a secret random source.
+    Not covered: add/remove neighbours; timing side channels.
+
+    Returns
+    -------
+    ndarray of shape (d,)
+    """
+    X = _as_data(X)
+    _check_shape(X, plan)
+    width = plan.width
+    unit, _ = box_clipped_mean(X, plan.lower, plan.upper)
+    if plan.n_active:
+        z = unit[width > 0].copy()
+        add_noise_inplace(z, _check_rng(rng), plan.kind, plan.noise_scale,
+                          sensitivity=plan.sensitivity,
+                          true_sensitivity=plan.true_sensitivity)
+        unit[width > 0] = z
+    return plan.lower + width * unit
+
+
 def private_clipped_mean(X, lower, upper, *, rng, rho=None, epsilon=None):
-    """Mean of every column clipped into the public [lower_j, upper_j], plus noise.
+    """Mean of every column clipped into the public [lower_j, upper_j], plus noise:
+    :func:`plan_clipped_mean` then :func:`clipped_mean`.
+
+    **Privacy guarantee.** Protected: one row of ``X`` (n and d public). ρ-zCDP
+    (``rho``) or ε-DP (``epsilon``), as :class:`ClippedMeanPlan` states. Assumptions:
+    the interval public (stated or released); a secret random source. Not covered:
+    add/remove neighbours; timing side channels.
 
     Works in unit coordinates (:func:`box_clipped_mean`), where one row moves each
     coordinate by at most 1/n, and maps back: the release is
@@ -767,29 +1135,15 @@ def private_clipped_mean(X, lower, upper, *, rng, rho=None, epsilon=None):
         raise ValueError("pass exactly one of rho and epsilon.")
     X = _as_data(X)
     n, d = X.shape
-    lower = np.broadcast_to(np.asarray(lower, dtype=np.float64), (d,)).copy()
-    upper = np.broadcast_to(np.asarray(upper, dtype=np.float64), (d,)).copy()
-    if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
-        raise ValueError("the clipping bounds must be finite.")
-    lower, upper = np.minimum(lower, upper), np.maximum(lower, upper)
-    width = upper - lower
-    if not np.all(np.isfinite(width)):
-        raise ValueError("the clipping interval is too wide for float64.")
-    unit, frac_bits = box_clipped_mean(X, lower, upper)
-    active = int(np.count_nonzero(width > 0))
-    kind = "laplace" if rho is None else "gaussian"
-    info = {"kind": kind, "scale": 0.0, "sensitivity": 0.0, "n_active": active}
-    if active:
-        claimed, computed = clipped_mean_sensitivity(n, active, frac_bits, kind)
-        scale = (laplace_scale(claimed, _positive_finite(epsilon, "epsilon"))
-                 if kind == "laplace"
-                 else zcdp_gaussian_sigma(claimed, _positive_finite(rho, "rho")))
-        z = unit[width > 0].copy()
-        add_noise_inplace(z, _check_rng(rng), kind, scale, sensitivity=claimed,
-                          true_sensitivity=computed)
-        unit[width > 0] = z
-        info.update(scale=scale, sensitivity=claimed)
-    return lower + width * unit, info
+    lower = np.broadcast_to(np.asarray(lower, dtype=np.float64), (d,))
+    upper = np.broadcast_to(np.asarray(upper, dtype=np.float64), (d,))
+    plan = plan_clipped_mean(n, lower, upper, rho=rho, epsilon=epsilon)
+    return clipped_mean(X, plan, rng), _clipped_info(plan)
+
+
+def _clipped_info(plan):
+    return {"kind": plan.kind, "scale": plan.noise_scale, "sensitivity": plan.sensitivity,
+            "n_active": plan.n_active}
 
 
 #: Private quantiles drawn per column: q_α, q_{4α}, the median, q_{1−4α}, q_{1−α}.
@@ -930,10 +1284,247 @@ def laplace_is_better(n_features, epsilon, delta, scale_fraction=0.0):
             <= math.sqrt(n_features) / math.sqrt(2.0 * (1.0 - scale_fraction) * rho))
 
 
+@dataclass(frozen=True)
+class QuantileClipPlan:
+    """The plan of private_clip (public numbers only): how many private quantiles
+    locate the clipping intervals and at what ε each, and what the clipped mean that
+    follows spends; built by :func:`plan_quantile_clipped_mean`, run by
+    :func:`quantile_clipped_mean`.
+
+    **Privacy guarantee.** A plan is public (n, d, ε, δ, the share f and the public
+    grid; no field depends on the data). ``budget`` is the guarantee of
+    :func:`quantile_clipped_mean` run with it, for one row of the n replaced: the
+    ``n_draws`` exponential-mechanism draws (``draws``: each ε_q-DP, McSherry and
+    Talwar 2007, "Mechanism design via differential privacy", and ε_q-bounded range,
+    hence ε_q²/8-zCDP, Cesar and Rogers 2021, Lemma 3.2; score sensitivity 1 per
+    column, d for the pooled draws of the shared scale) composed adaptively with the
+    clipped mean at ``mean_rho`` (ρ-zCDP, Bun and Steinke 2016, Lemma 2.3) or
+    ``mean_epsilon`` (ε-DP; basic composition for δ = 0, Rényi accounting of both
+    parts for δ > 0, :func:`laplace_epsilon_after`). The interval and the mean's
+    noise scale are computed in the run from the draws' releases (post-processing);
+    the mean's budget is fixed here.
+
+    Attributes
+    ----------
+    n_samples, n_features : int
+    epsilon, delta : float
+        The target.
+    scale_fraction : float
+        f: the draws' share.
+    grid : ndarray
+        The public grid of the quantiles.
+    kind : {"gaussian", "laplace"}
+        The mean's noise.
+    shared : bool
+        One interval [−C, C] for every column from ``SHARED_DRAWS`` pooled draws
+        (:func:`shared_scale_draws`) instead of five draws per column.
+    n_draws : int
+    quantile_epsilon : float
+        ε_q of each draw.
+    level : float
+        α: the outer tail level of the per-column draws, or the level of the pooled
+        upper quantile (shared).
+    max_stretch : float or None
+        Passed to :func:`extrapolated_interval` (1.0 at the cap of α).
+    noise_sd : float
+        The mean's noise per unit of width with every column active (for the
+        extrapolation).
+    mean_rho, mean_epsilon : float or None
+        What the clipped mean spends (one of them).
+    draws : SelfComposedEvent
+    budget : ZCDP, PureDP or ApproxDP, with its event
+    approx_dp : ApproxDP or PureDP
+        The (ε, δ) ``budget`` implies at ``delta``.
+    """
+
+    n_samples: int
+    n_features: int
+    epsilon: float
+    delta: float
+    scale_fraction: float
+    grid: np.ndarray = field(compare=False, repr=False)
+    kind: str
+    shared: bool
+    n_draws: int
+    quantile_epsilon: float
+    level: float
+    max_stretch: float | None
+    noise_sd: float
+    mean_rho: float | None
+    mean_epsilon: float | None
+    draws: object
+    budget: object
+    approx_dp: object
+
+
+def _shared_level(n, grid_size, epsilon_each):
+    """α_s of :func:`shared_scale_draws` (public numbers only)."""
+    from .quantile import rank_error
+    return min(0.25, rank_error(grid_size, epsilon_each) / n)
+
+
+def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
+                               scale_fraction=SCALE_FRACTION, level="auto", grid=None,
+                               noise="auto"):
+    """The budget split and the draws of private_clip, from public numbers
+    (arguments as :func:`private_quantile_clipped_mean`).
+
+    **Privacy guarantee.** Public numbers in, a public plan out; what the plan
+    guarantees is its ``budget`` (:class:`QuantileClipPlan`): ρ-zCDP with ρ =
+    ``approx_dp_to_zcdp(epsilon, delta)`` (Gaussian mean), ε-DP (δ = 0), or
+    (ε, δ)-DP by Rényi accounting of zCDP draws and an ε_m-DP Laplace mean (δ > 0
+    and Laplace chosen). The shared scale is chosen when α from
+    :func:`auto_clip_level` reaches ``SHARED_BELOW_LEVEL`` (public numbers only).
+
+    Returns
+    -------
+    QuantileClipPlan
+    """
+    from ..accounting import (ApproxDP, ComposedEvent, PureDPEvent, SelfComposedEvent,
+                              ZCDPEvent, with_event)
+    from .quantile import geometric_grid, quantile_epsilon
+
+    n = _count(n_samples, "n_samples")
+    d = _count(n_features, "n_features")
+    epsilon = _positive_finite(epsilon, "epsilon")
+    delta = _check_delta(delta)
+    f = _real(scale_fraction, "scale_fraction")
+    if not 0 < f < 1:
+        raise ValueError(f"scale_fraction must be in (0, 1), got {scale_fraction!r}.")
+    grid = geometric_grid() if grid is None else np.asarray(grid, dtype=np.float64)
+    if noise not in ("auto", "gaussian", "laplace"):
+        raise ValueError(f"noise must be 'auto', 'gaussian' or 'laplace', got {noise!r}.")
+    if delta == 0 and noise == "gaussian":
+        raise ValueError("noise='gaussian' needs delta > 0.")
+    # The mean's noise: Laplace (pure ε_m-DP) or Gaussian ((1 − f)ρ-zCDP).
+    laplace = noise == "laplace" or (noise == "auto" and laplace_is_better(d, epsilon, delta, f))
+    rho = approx_dp_to_zcdp(epsilon, delta) if delta > 0 else None
+
+    def each(k):  # ε of each of k draws sharing fρ (zCDP) or fε (pure)
+        return (quantile_epsilon(k, rho=f * rho) if delta > 0
+                else quantile_epsilon(k, epsilon=f * epsilon))
+
+    n_draws = N_DRAWS * d
+    eps_q = each(n_draws)
+    # Too few rows for 5d draws (α at its cap, public numbers only): one scale shared
+    # by all columns instead, from SHARED_DRAWS draws on the pooled |x_ij|.
+    shared = level == "auto" and auto_clip_level(
+        n, d, quantile_epsilon=eps_q, grid_size=grid.size) >= SHARED_BELOW_LEVEL and d > 1
+    if shared:
+        n_draws = SHARED_DRAWS
+        eps_q = each(n_draws)
+    draws = SelfComposedEvent(ZCDPEvent(eps_q**2 / 8.0) if delta > 0 else PureDPEvent(eps_q),
+                              n_draws)
+    eps_m = rho_m = None
+    if delta > 0 and laplace:
+        eps_m = laplace_epsilon_after([draws], epsilon, delta)
+        if eps_m <= 0:
+            raise ValueError("noise='laplace' leaves no budget for the mean at this "
+                             f"(epsilon, delta) = ({epsilon!r}, {delta!r}).")
+    elif laplace:
+        eps_m = epsilon - n_draws * eps_q
+    else:
+        rho_m = rho - n_draws * eps_q**2 / 8.0
+    if shared:
+        alpha = _shared_level(n, grid.size, eps_q)
+    elif level == "auto":
+        alpha = auto_clip_level(n, d, quantile_epsilon=eps_q, grid_size=grid.size)
+    else:
+        alpha = _real(level, "level")
+        if not 0 < alpha < 1.0 / 8.0:
+            raise ValueError(f"level must be in (0, 1/8), got {level!r}.")
+    # The noise per unit of width of the mean that follows (public numbers only).
+    if laplace:
+        noise_sd = math.sqrt(2.0) * d / n / eps_m
+        event = ComposedEvent((draws, PureDPEvent(eps_m)))
+        if delta > 0:  # zCDP draws and a pure release, composed by Rényi accounting
+            budget = with_event(ApproxDP(epsilon, delta), event)
+        else:
+            budget = with_event(PureDP(n_draws * eps_q + eps_m), event)
+    else:
+        noise_sd = math.sqrt(d) / n / math.sqrt(2.0 * rho_m)
+        event = ComposedEvent((draws, ZCDPEvent(rho_m)))
+        budget = with_event(ZCDP(n_draws * eps_q**2 / 8.0 + rho_m), event)
+    # At the cap of α the draws are too noisy to extrapolate from: no stretch.
+    capped = level == "auto" and alpha >= 1.0 / 16.0
+    return QuantileClipPlan(
+        n, d, epsilon, delta, f, grid, "laplace" if laplace else "gaussian", bool(shared),
+        n_draws, eps_q, alpha, 1.0 if capped else None, noise_sd, rho_m, eps_m, draws,
+        budget, budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget)
+
+
+def _located_interval(X, plan, rng):
+    """The per-column draws and the interval extrapolated from them."""
+    from .quantile import private_quantiles, rank_counts
+
+    grid, eps_q, alpha = plan.grid, plan.quantile_epsilon, plan.level
+    # The median first, then the inner quantiles with the prior anchored at it, then
+    # the outer ones anchored at their tail's inner one (each anchor a release:
+    # adaptive composition): a draw the ranks cannot place (beyond the data, or
+    # between two grid points the data lie between) stays near the data instead of
+    # wandering octaves beyond it.
+    counts = (rank_counts(X, grid, strict=True), rank_counts(X, grid))
+    med = private_quantiles(X, [0.5], epsilon_each=eps_q, rng=rng, grid=grid,
+                            counts=counts)
+    inner = private_quantiles(X, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
+                              epsilon_each=eps_q, rng=rng, grid=grid, counts=counts,
+                              anchors=np.vstack([med, med]))
+    outer = private_quantiles(X, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
+                              grid=grid, counts=counts, anchors=inner)
+    quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
+    lower, upper = extrapolated_interval(quantiles, alpha, plan.noise_sd,
+                                         max_stretch=plan.max_stretch)
+    return lower, upper, quantiles
+
+
+def quantile_clipped_mean(X, plan, rng):
+    """Run a :class:`QuantileClipPlan`: the private quantiles, the interval
+    extrapolated from them (post-processing), then the clipped mean at the plan's
+    budget (:func:`plan_clipped_mean` on the released interval, :func:`clipped_mean`).
+
+    **Privacy guarantee.** ``plan.budget`` for one row of ``X`` replaced (n and d
+    public), for a plan from :func:`plan_quantile_clipped_mean`
+    (:class:`QuantileClipPlan`). Assumptions: a secret random source. Not covered:
+    add/remove neighbours; timing side channels.
+
+    Returns
+    -------
+    estimate : ndarray of shape (d,)
+    info : dict with ``noise``, ``scale`` (unit coordinates), ``lower``, ``upper``,
+        ``quantiles`` and, for the shared scale, ``shared``.
+    """
+    rng = _check_rng(rng)
+    X = _as_data(X)
+    _check_shape(X, plan)
+    info = {}
+    if plan.shared:
+        med, up, _ = shared_scale_draws(X, epsilon_each=plan.quantile_epsilon, rng=rng,
+                                        grid=plan.grid)
+        c = SHARED_STRETCH * max(abs(up), abs(med))
+        d = plan.n_features
+        lower, upper, quantiles = np.full(d, -c), np.full(d, c), np.array([med, up])
+        info["shared"] = True
+    else:
+        lower, upper, quantiles = _located_interval(X, plan, rng)
+    mean_plan = plan_clipped_mean(plan.n_samples, lower, upper, rho=plan.mean_rho,
+                                  epsilon=plan.mean_epsilon)
+    estimate = clipped_mean(X, mean_plan, rng)
+    info.update(noise=mean_plan.kind, scale=mean_plan.noise_scale, lower=mean_plan.lower,
+                upper=mean_plan.upper, quantiles=quantiles)
+    return estimate, info
+
+
 def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCALE_FRACTION,
                                   level="auto", grid=None, noise="auto"):
     """A private mean that needs no bound: private quantiles locate each column's
-    clipping interval, then :func:`private_clipped_mean` (two mechanisms, composed).
+    clipping interval, then :func:`private_clipped_mean` (two mechanisms, composed):
+    :func:`plan_quantile_clipped_mean` then :func:`quantile_clipped_mean`.
+
+    **Privacy guarantee.** Protected: one row of ``X`` (neighbouring datasets differ
+    by replacing one row; n and d public). The returned budget, as
+    :class:`QuantileClipPlan` states (below). Assumptions: every parameter chosen
+    without the data; a secret random source. Not covered: add/remove neighbours;
+    timing side channels.
 
     1. For every column j, five private quantiles q_α, q_{4α}, q_{1/2}, q_{1−4α},
        q_{1−α} by the exponential mechanism
@@ -981,102 +1572,21 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
     info : dict with ``lower``, ``upper``, ``level``, ``quantile_epsilon``, ``scale``,
         ``noise``, ``approx_dp`` (δ > 0).
     """
-    from ..accounting import (ApproxDP, ComposedEvent, PureDPEvent, SelfComposedEvent,
-                              ZCDPEvent, with_event)
-    from .quantile import geometric_grid, private_quantiles, quantile_epsilon, rank_counts
-
     epsilon = _positive_finite(epsilon, "epsilon")
-    delta = _check_delta(delta)
-    f = _real(scale_fraction, "scale_fraction")
-    if not 0 < f < 1:
-        raise ValueError(f"scale_fraction must be in (0, 1), got {scale_fraction!r}.")
     rng = _check_rng(rng)
     X = _as_data(X)
-    n, d = X.shape
-    grid = geometric_grid() if grid is None else np.asarray(grid, dtype=np.float64)
-    if noise not in ("auto", "gaussian", "laplace"):
-        raise ValueError(f"noise must be 'auto', 'gaussian' or 'laplace', got {noise!r}.")
-    if delta == 0 and noise == "gaussian":
-        raise ValueError("noise='gaussian' needs delta > 0.")
-    # The mean's noise: Laplace (pure ε_m-DP) or Gaussian ((1 − f)ρ-zCDP).
-    laplace = noise == "laplace" or (noise == "auto" and laplace_is_better(d, epsilon, delta, f))
-    n_draws = N_DRAWS * d
-    if delta > 0:
-        rho = approx_dp_to_zcdp(epsilon, delta)
-        eps_q = quantile_epsilon(n_draws, rho=f * rho)  # draws under zCDP
-    else:
-        eps_q = quantile_epsilon(n_draws, epsilon=f * epsilon)
-    # Too few rows for 5d draws (α at its cap, public numbers only): one scale shared
-    # by all columns instead, from SHARED_DRAWS draws on the pooled |x_ij|.
-    shared = level == "auto" and auto_clip_level(
-        n, d, quantile_epsilon=eps_q, grid_size=grid.size) >= SHARED_BELOW_LEVEL and d > 1
-    if shared:
-        n_draws = SHARED_DRAWS
-        eps_q = (quantile_epsilon(n_draws, rho=f * rho) if delta > 0
-                 else quantile_epsilon(n_draws, epsilon=f * epsilon))
-    draws = SelfComposedEvent(ZCDPEvent(eps_q**2 / 8.0) if delta > 0 else PureDPEvent(eps_q),
-                              n_draws)
-    if delta > 0 and laplace:
-        eps_m = laplace_epsilon_after([draws], epsilon, delta)
-        if eps_m <= 0:
-            raise ValueError("noise='laplace' leaves no budget for the mean at this "
-                             f"(epsilon, delta) = ({epsilon!r}, {delta!r}).")
-    elif laplace:
-        eps_m = epsilon - n_draws * eps_q
-    else:
-        rho_m = rho - n_draws * eps_q**2 / 8.0
-    if shared:
-        return _shared_scale_clipped_mean(
-            X, epsilon=epsilon, delta=delta, rng=rng, grid=grid, eps_q=eps_q,
-            draws=draws, laplace=laplace, eps_m=eps_m if laplace else None,
-            rho_m=None if laplace else rho_m)
-    if level == "auto":
-        alpha = auto_clip_level(n, d, quantile_epsilon=eps_q, grid_size=grid.size)
-    else:
-        alpha = _real(level, "level")
-        if not 0 < alpha < 1.0 / 8.0:
-            raise ValueError(f"level must be in (0, 1/8), got {level!r}.")
-    # The median first, then the inner quantiles with the prior anchored at it, then
-    # the outer ones anchored at their tail's inner one (each anchor a release:
-    # adaptive composition): a draw the ranks cannot place (beyond the data, or
-    # between two grid points the data lie between) stays near the data instead of
-    # wandering octaves beyond it.
-    counts = (rank_counts(X, grid, strict=True), rank_counts(X, grid))
-    med = private_quantiles(X, [0.5], epsilon_each=eps_q, rng=rng, grid=grid,
-                            counts=counts)
-    inner = private_quantiles(X, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
-                              epsilon_each=eps_q, rng=rng, grid=grid, counts=counts,
-                              anchors=np.vstack([med, med]))
-    outer = private_quantiles(X, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
-                              grid=grid, counts=counts, anchors=inner)
-    quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
-    # The noise per unit of width of the mean that follows (public numbers only).
-    if laplace:
-        noise_sd = math.sqrt(2.0) * d / n / eps_m
-    else:
-        noise_sd = math.sqrt(d) / n / math.sqrt(2.0 * rho_m)
-    # At the cap of α the draws are too noisy to extrapolate from: no stretch.
-    capped = level == "auto" and alpha >= 1.0 / 16.0
-    lower, upper = extrapolated_interval(quantiles, alpha, noise_sd,
-                                         max_stretch=1.0 if capped else None)
-    if laplace:
-        estimate, info = private_clipped_mean(X, lower, upper, rng=rng, epsilon=eps_m)
-        event = ComposedEvent((draws, PureDPEvent(eps_m)))
-        if delta > 0:  # zCDP draws and a pure release, composed by Rényi accounting
-            budget = with_event(ApproxDP(epsilon, delta), event)
-        else:
-            budget = with_event(PureDP(n_draws * eps_q + eps_m), event)
-    else:
-        estimate, info = private_clipped_mean(X, lower, upper, rng=rng, rho=rho_m)
-        event = ComposedEvent((draws, ZCDPEvent(rho_m)))
-        budget = with_event(ZCDP(n_draws * eps_q**2 / 8.0 + rho_m), event)
-    info = {"method": "private_clip", "noise": info["kind"], "scale": info["scale"],
-            "lower": np.minimum(lower, upper), "upper": np.maximum(lower, upper),
-            "quantiles": quantiles,
-            "level": alpha, "quantile_epsilon": eps_q, "epsilon": epsilon,
-            "delta": delta}
-    info["approx_dp"] = budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget
-    return estimate, budget, info
+    plan = plan_quantile_clipped_mean(*X.shape, epsilon=epsilon, delta=delta,
+                                      scale_fraction=scale_fraction, level=level, grid=grid,
+                                      noise=noise)
+    estimate, run = quantile_clipped_mean(X, plan, rng)
+    info = {"method": "private_clip", "noise": run["noise"], "scale": run["scale"],
+            "lower": run["lower"], "upper": run["upper"], "quantiles": run["quantiles"],
+            "level": plan.level}
+    if plan.shared:
+        info["shared"] = True
+    info.update(quantile_epsilon=plan.quantile_epsilon, epsilon=plan.epsilon,
+                delta=plan.delta, approx_dp=plan.approx_dp)
+    return estimate, plan.budget, info
 
 
 #: The per-column level α at and above which the shared scale is used instead.
@@ -1108,7 +1618,7 @@ def shared_scale_draws(X, *, epsilon_each, rng, grid):
     level : float
         α_s.
     """
-    from .quantile import prior_weight, quantile_scores, rank_counts, rank_error
+    from .quantile import prior_weight, quantile_scores, rank_counts
     from .sparse_exponential import exponential_mechanism
 
     n, d = X.shape
@@ -1116,7 +1626,7 @@ def shared_scale_draws(X, *, epsilon_each, rng, grid):
     below = rank_counts(A, grid, strict=True).sum(axis=0)
     at_most = rank_counts(A, grid).sum(axis=0)
     total = n * d
-    level = min(0.25, rank_error(grid.size, epsilon_each) / n)
+    level = _shared_level(n, grid.size, epsilon_each)
     med_scores = quantile_scores(below, at_most, int(np.rint(0.5 * total)), grid, float(d))
     med = int(exponential_mechanism(med_scores.astype(np.float64), float(d), epsilon_each,
                                     rng))
@@ -1125,32 +1635,3 @@ def shared_scale_draws(X, *, epsilon_each, rng, grid):
     up = int(exponential_mechanism(up_scores.astype(np.float64), float(d), epsilon_each,
                                    rng))
     return float(grid[med]), float(grid[max(up, med)]), level
-
-
-def _shared_scale_clipped_mean(X, *, epsilon, delta, rng, grid, eps_q, draws, laplace,
-                               eps_m, rho_m):
-    """private_clip's fallback when n·ε is too small for 5d draws: one interval
-    [−C, C] for every column, C = SHARED_STRETCH × the pooled upper quantile of
-    :func:`shared_scale_draws`, then :func:`private_clipped_mean` (composed as the
-    per-column path: ``draws`` then the mean)."""
-    from ..accounting import ApproxDP, ComposedEvent, PureDPEvent, ZCDPEvent, with_event
-
-    n, d = X.shape
-    med, up, level = shared_scale_draws(X, epsilon_each=eps_q, rng=rng, grid=grid)
-    c = SHARED_STRETCH * max(abs(up), abs(med))
-    lower, upper = np.full(d, -c), np.full(d, c)
-    if laplace:
-        estimate, info = private_clipped_mean(X, lower, upper, rng=rng, epsilon=eps_m)
-        event = ComposedEvent((draws, PureDPEvent(eps_m)))
-        budget = with_event(ApproxDP(epsilon, delta) if delta > 0
-                            else PureDP(SHARED_DRAWS * eps_q + eps_m), event)
-    else:
-        estimate, info = private_clipped_mean(X, lower, upper, rng=rng, rho=rho_m)
-        event = ComposedEvent((draws, ZCDPEvent(rho_m)))
-        budget = with_event(ZCDP(SHARED_DRAWS * eps_q**2 / 8.0 + rho_m), event)
-    info = {"method": "private_clip", "noise": info["kind"], "scale": info["scale"],
-            "lower": lower, "upper": upper, "quantiles": np.array([med, up]),
-            "level": level, "shared": True,
-            "quantile_epsilon": eps_q, "epsilon": epsilon, "delta": delta}
-    info["approx_dp"] = budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget
-    return estimate, budget, info
