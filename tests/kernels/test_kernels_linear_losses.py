@@ -347,3 +347,75 @@ def test_fixed_hessian_products_match_the_float_product(code):
         assert ok
         np.testing.assert_allclose(h / scale, X.T @ u, atol=80 / scale)
         assert abs(hb / scale - u.sum()) <= 80 / scale
+
+
+def _fixed_hessian_reference(X, y, w, b, v, v_b, code, param, scale):
+    """Row by row in Python: round(ℓ''ᵢ·(⟨v, xᵢ⟩ + v_b)·xᵢⱼ·2^F) added as Python ints."""
+    out, out_b = np.zeros(X.shape[1], dtype=object), 0
+    for i in range(X.shape[0]):
+        z = b
+        for j in range(X.shape[1]):  # the kernels' order of operations
+            z += X[i, j] * w[j]
+        curv = loss_curvature(code, z, y[i], param)
+        if curv == 0.0:
+            continue
+        m = v_b
+        for j in range(X.shape[1]):
+            m += X[i, j] * v[j]
+        u = curv * m
+        out_b += int(np.rint(u * scale))
+        for j in np.flatnonzero(X[i]):
+            out[j] += int(np.rint(u * X[i, j] * scale))
+    return out.astype(np.int64), out_b
+
+
+@pytest.mark.parametrize("scale", [1.0, 2.0 ** 52])
+def test_fixed_sums_round_ties_to_even_on_both_paths(scale):
+    # Terms k + 1/2 (ties) with scale 1 take the fast rounding (below 2^51); with scale
+    # 2^52 every term is beyond 2^51 and takes the checked rint path: both must give
+    # the reference's round-half-even integers.
+    dense = np.array([[2.5, 0.0, -0.5, 3.5], [1.5, -2.5, 0.0, 0.25], [0.0, 0.0, 0.0, 0.0]])
+    X = sp.csr_matrix(dense)
+    y = np.array([-1.0, -1.0, 0.5])  # w = 0, b = 0: the squared loss's ℓ' = -y
+    w = np.zeros(4)
+    limit = 2.0 ** 62 / 3
+    ref = _fixed_reference(dense, y, w, 0.0, SQUARED, 0.0, 1.0, scale)
+    for out in (csr_fixed_loss_gradient(X.indptr, X.indices, X.data, y, w, 0.0, SQUARED,
+                                        0.0, 1.0, scale, limit),
+                dense_fixed_loss_gradient(dense, y, w, 0.0, SQUARED, 0.0, 1.0, scale,
+                                          limit)):
+        assert out[3] and out[0] == ref[0] and out[2] == ref[2]
+        np.testing.assert_array_equal(out[1], ref[1])
+    if scale == 1.0:
+        np.testing.assert_array_equal(ref[1], [4, -2, 0, 4])  # 2.5+1.5 -> 2+2, 3.5 -> 4
+
+
+@pytest.mark.parametrize("code", [SQUARED, LOGISTIC, SMOOTHED_HINGE, HUBER])
+@pytest.mark.parametrize("scale", [2.0 ** 30, 2.0 ** 44])
+def test_fixed_hessian_products_are_the_rounded_terms(code, scale):
+    rng = np.random.default_rng(20 + code)
+    X = sp.random(70, 8, density=0.5, random_state=rng, format="csr")
+    X.data = rng.standard_normal(X.nnz)
+    X.data[:5] *= 30.0  # at 2^44 the first rows' terms pass 2^51: the checked path
+    dense = X.toarray()
+    y = _labels(code, rng, 70)
+    w, v = rng.standard_normal(8), rng.standard_normal(8)
+    param = PARAM.get(code, 0.0)
+    ref = _fixed_hessian_reference(dense, y, w, 0.2, v, 0.7, code, param, scale)
+    for h, hb, ok in (csr_fixed_hessian_product(X.indptr, X.indices, X.data, y, w, 0.2, v,
+                                                0.7, code, param, scale, 2.0 ** 62 / 70),
+                      dense_fixed_hessian_product(dense, y, w, 0.2, v, 0.7, code, param,
+                                                  scale, 2.0 ** 62 / 70)):
+        assert ok and hb == ref[1]
+        np.testing.assert_array_equal(h, ref[0])
+
+
+def test_fixed_sums_refuse_a_nan_entry_in_a_row():
+    # A NaN entry makes the row's bound NaN: the checked path refuses it (never wraps).
+    X = sp.csr_matrix(np.array([[np.nan, 1.0], [0.5, 0.5]]))
+    out = csr_fixed_loss_gradient(X.indptr, X.indices, X.data, np.zeros(2), np.zeros(2),
+                                  0.0, SQUARED, 0.0, 1.0, 1.0, 1e13)
+    assert not out[3]
+    out = dense_fixed_loss_gradient(X.toarray(), np.zeros(2), np.zeros(2), 0.0, SQUARED,
+                                    0.0, 1.0, 1.0, 1e13)
+    assert not out[3]
