@@ -3,16 +3,18 @@ Kamath, Kumar and Manurangsi 2024, "Differentially private optimization with spa
 gradients", Sections 6-7)."""
 
 import math
+import os
+import sys
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.utils import ClassifierTags
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _kernels
-from ._base import OneVsRestClassifierMixin, declared_binary_classes
+from ._base import OneVsRestClassifierMixin, declared_classes, one_vs_rest_targets
 from ..mechanisms.bias_reduced import (
     ACCOUNTINGS,
     MECHANISMS,
@@ -190,6 +192,63 @@ _SHARED_ATTRS = """n_iter_ : int
         Only when ``X`` has string feature names."""
 
 
+def _user_stacklevel():
+    """The ``stacklevel`` of the first frame outside this package (the line that called
+    ``fit``), however many helpers lie in between (as
+    :func:`~skdpsparse.exceptions.warn_privacy_leak` does)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def one_vs_rest_budget(epsilon, delta, n_problems):
+    """The (ε, δ) of each of K one-vs-rest problems: (ε/K, δ/K), rounded down.
+
+    Every row enters all K problems (it is a positive of one and a negative of the
+    others), so the K runs are K mechanisms on the same data, and the split is what
+    makes their release (ε, δ)-DP by basic composition (Dwork and Roth 2014, Theorem
+    3.16); parallel composition does not apply. Each part is rounded down until the
+    floating-point sum of K parts, added left to right as ``privacy_spent_`` adds
+    them, is at most the total (float addition is monotone, so runs within their part
+    sum to at most the total too): a ledger whose limit is exactly (ε, δ) accepts the
+    fit.
+
+    Examples
+    --------
+    >>> from skdpsparse.linear_model._bias_reduced_sgd import one_vs_rest_budget
+    >>> eps, delta = one_vs_rest_budget(0.7, 1e-6, 3)
+    >>> eps + eps + eps <= 0.7, delta + delta + delta <= 1e-6
+    (True, True)
+    """
+    K = int(n_problems)
+    return _part(float(epsilon), K), _part(float(delta), K)
+
+
+def _part(total, K):
+    part = total / K
+    while True:
+        acc = part
+        for _ in range(K - 1):
+            acc += part
+        if acc <= total:
+            return part
+        part = math.nextafter(part, 0.0)
+
+
+class _Design(NamedTuple):
+    """The bounded rows (with the intercept's column c) and the gradient bounds they
+    give, shared by the one-vs-rest problems of one fit."""
+
+    X: object
+    n: int
+    d: int
+    c: float
+    feat_l2: float
+    s_grad: float
+
+
 class _BaseBiasReducedSGD(BaseEstimator):
     """Shared fit: bounds, learning rate, runs and boosting; subclasses give the loss."""
 
@@ -206,7 +265,26 @@ class _BaseBiasReducedSGD(BaseEstimator):
         return _kernels.dense_scale_rows(X, _kernels.dense_bounding_scales(X, R, l1)), s
 
     def _fit_linear(self, X, targets, code, param, deriv_bound, loss_range, convex):
-        """Run the private fit; return (theta, n_iter, learning_rate, budget). Sets nothing."""
+        """One problem at the whole budget (ε, δ) (a binary classifier, the regressor);
+        return (coef, intercept, info, budget). Sets nothing."""
+        eps, delta = float(self.epsilon), float(self.delta)
+        design = self._design(X, convex, eps, delta)
+        rng = fit_random_source(self.random_state, self, design.X, targets)
+        progress = Progress(self._verbose_level(), type(self).__name__)
+        coef, intercept, info, budget = self._fit_problem(
+            design, targets, code, param, deriv_bound, loss_range, convex, eps, delta, rng)
+        progress.report("done", detail=f"{int(info['n_iter'])} steps, privacy spent {budget}")
+        return coef, intercept, info, budget
+
+    def _verbose_level(self):
+        # Progress per run would reveal random stopping's number of runs.
+        return 0 if self.boosting == "random_stopping" else int(self.verbose)
+
+    def _design(self, X, convex, epsilon, delta):
+        """The bounded rows with the intercept's column, and the gradient bounds they
+        give (public numbers only: n, d and the declared s, R, c). Warns, before the
+        rows are read, when ``(epsilon, delta)``, one problem's budget, is below what
+        Theorem 6.7 needs."""
         n, d = X.shape
         c = float(self.intercept_scaling) if self.fit_intercept else 0.0
         if convex and self.radius is not None:
@@ -214,21 +292,28 @@ class _BaseBiasReducedSGD(BaseEstimator):
             s_pub = d if self.sparsity is None else min(int(self.sparsity), d)
             R_pub = float(self.norm_bound)
             self._warn_below_theory(
-                n, d + (c > 0), ((math.sqrt(s_pub) * R_pub + c) / math.hypot(R_pub, c)) ** 2)
+                n, d + (c > 0), ((math.sqrt(s_pub) * R_pub + c) / math.hypot(R_pub, c)) ** 2,
+                epsilon, delta)
         X, s = self._bounded(X)
         if c > 0:
             ones = np.full((n, 1), c, dtype=X.dtype)
             X = sp.hstack([X, ones], format="csr") if sp.issparse(X) else np.hstack([X, ones])
         R = float(self.norm_bound)
         feat_l2 = math.hypot(R, c)
-        L = deriv_bound * feat_l2                              # ‖ℓ'(x, c)‖₂ ≤ L
         s_grad = ((math.sqrt(s) * R + c) / feat_l2) ** 2       # ‖ℓ'(x, c)‖₁ ≤ L√s′
+        return _Design(X, n, d, c, feat_l2, s_grad)
+
+    def _fit_problem(self, design, targets, code, param, deriv_bound, loss_range, convex,
+                     eps, delta, rng):
+        """One private fit at (``eps``, ``delta``) on the bounded ``design``: one run of
+        Algorithm 6, or its boosting. Returns (coef, intercept, info, budget)."""
+        X, n, d, c = design.X, design.n, design.d, design.c
+        L = deriv_bound * design.feat_l2                       # ‖ℓ'(x, c)‖₂ ≤ L
+        s_grad, feat_l2 = design.s_grad, design.feat_l2
         D = None if self.radius is None else float(self.radius)
-        rng = fit_random_source(self.random_state, self, X, targets)
         rows = linear_gradient_rows(X, targets, code, param)
         p = X.shape[1]
-        # Progress per run would reveal random stopping's number of runs.
-        verbose = 0 if self.boosting == "random_stopping" else int(self.verbose)
+        verbose = self._verbose_level()
 
         def eta_for(eps, delta):
             if self.learning_rate != "auto":
@@ -253,7 +338,6 @@ class _BaseBiasReducedSGD(BaseEstimator):
             info["learning_rate"] = eta
             return theta, info
 
-        eps, delta = float(self.epsilon), float(self.delta)
         if self.boosting is None:
             theta, info = run(eps, delta)
             budget = info["privacy"]
@@ -285,12 +369,10 @@ class _BaseBiasReducedSGD(BaseEstimator):
                     run, score, epsilon=eps, delta=delta,
                     gamma=gamma_for_failure_prob(float(self.failure_prob)),
                     sensitivity=sensitivity, rng=rng)
-        Progress(verbose, type(self).__name__).report(
-            "done", detail=f"{int(info['n_iter'])} steps, privacy spent {budget}")
         coef, intercept = theta[:d], (c * theta[d] if c > 0 else 0.0)
         return coef, float(intercept), info, budget
 
-    def _warn_below_theory(self, n, p, s_grad):
+    def _warn_below_theory(self, n, p, s_grad, eps, delta):
         """Warn, before the data are used, when n·ε is below what Theorem 6.7 needs.
 
         With η = D/(ν√τ) the convex excess-risk bound of Ghazi et al. 2024 (Theorem
@@ -302,7 +384,6 @@ class _BaseBiasReducedSGD(BaseEstimator):
         Rényi filter's larger oracle budget otherwise). The whole budget is assumed to
         go to one run: boosting only makes it worse.
         """
-        eps, delta = float(self.epsilon), float(self.delta)
         eps_oracle = eps
         if self.accounting == "renyi_filter" and renyi_filter_feasible(n, eps, delta):
             eps_oracle = 8.0 * renyi_filter_plan(n, eps, delta).oracle_epsilon
@@ -312,13 +393,14 @@ class _BaseBiasReducedSGD(BaseEstimator):
         if n * eps_oracle < needed:
             warnings.warn(
                 f"{type(self).__name__}: n*eps' = {n * eps_oracle:.3g} (n={n}, the "
-                f"oracle's eps'={eps_oracle:.3g} at epsilon={eps:g}, accounting="
+                f"oracle's eps'={eps_oracle:.3g} at the run's epsilon={eps:g}, accounting="
                 f"{self.accounting!r}) is below the {needed:.3g} = ln(n) ln(2/delta) "
                 f"sqrt(s ln(p/s) ln(1/delta)) (s={s:.3g}, p={p}) at which the excess-risk "
                 "bound of Ghazi et al. 2024 (Theorem 6.7, constants set to 1) falls below "
                 "the D*L that the zero model already attains: expect the trivial "
                 "baseline. A larger epsilon or n, fewer features or another estimator "
-                "(DPCyclicSGD, DPOutputPerturbation*) help.", UserWarning, stacklevel=4)
+                "(DPCyclicSGD, DPOutputPerturbation*) help.", UserWarning,
+                stacklevel=_user_stacklevel())
 
     def _store(self, info, budget, attrs):
         # Charges first; a refused fit releases nothing and leaves the estimator
@@ -346,7 +428,7 @@ class _BaseBiasReducedSGD(BaseEstimator):
 
 class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
                                  _BaseBiasReducedSGD):
-    __doc__ = """Binary linear classifier by bias-reduced private SGD (Ghazi et al. 2024, §6-7).
+    __doc__ = """Linear classifier by bias-reduced private SGD (Ghazi et al. 2024, §6-7).
 
     Ghazi, Guzmán, Kamath, Kumar and Manurangsi, "Differentially Private Optimization
     with Sparse Gradients": projected SGD whose gradient is the subsampled
@@ -358,9 +440,18 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
     version's Algorithm 5). Per-example gradients ℓ'·(x, c) of s-sparse rows are (s+1)-sparse
     and are kept sparse. Mechanisms in :mod:`skdpsparse.mechanisms.bias_reduced`.
 
+    Two classes: one model (label ``classes_[1]`` is +1) at the whole budget. K ≥ 3
+    classes: one versus rest, K models each fitted as above at (ε/K, δ/K) (each
+    class against the others, on all rows), released together.
+
     {privacy}
+    One-vs-rest (K ≥ 3 classes): every row enters all K problems, so each run gets
+    (ε/K, δ/K) and their release is (ε, δ)-DP by basic composition (Dwork and Roth
+    2014, Theorem 3.16); ``privacy_spent_`` is the sum of the K runs' guarantees,
+    charged to the ledger once for the fit.
 
     {baseline}
+    With K ≥ 3 classes the condition applies to each run's ε/K.
 
     With the paper's accounting each mean runs at ε/32 and the algorithm needs a large n·ε, or a
     strong gradient signal, to beat chance; the default exact accounting gives the
@@ -373,19 +464,29 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
         output is a uniformly random iterate and boosting scores ‖∇F_S‖₂.
     smoothing : float, default=1.0
         Width h of the smoothed hinge.
-    classes : array-like of 2 labels or None, default=None
-        Declared labels; ``None`` reads them from ``y``, which reveals them (a
-        :class:`~skdpsparse.exceptions.PrivacyLeakWarning` says so). A label of ``y``
-        that is not declared is a ``ValueError`` naming ``classes`` (user guide,
-        "Validation errors").
+    classes : array-like or None, default=None
+        Declared labels (two or more); ``None`` reads them from ``y``, which reveals
+        them (a :class:`~skdpsparse.exceptions.PrivacyLeakWarning` says so). A label
+        of ``y`` that is not declared is a ``ValueError`` naming ``classes`` (user
+        guide, "Validation errors"). K ≥ 3 declared labels fit K one-vs-rest models.
     {shared}
 
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
-    coef_ : ndarray of shape (1, n_features)
-    intercept_ : ndarray of shape (1,)
+    classes_ : ndarray of shape (n_classes,)
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray of shape (1,) or (n_classes,)
     {attrs}
+        With K ≥ 3 classes ``n_iter_`` and ``learning_rate_`` are arrays of shape
+        (n_classes,), one entry per one-vs-rest run, and ``privacy_spent_`` is
+        their sum.
+
+    Methods ``decision_function`` (shape (n_samples,) for two classes, else
+    (n_samples, n_classes)), ``predict``, and ``predict_proba`` / ``predict_log_proba``
+    for ``loss="logistic"`` only: the one loss of the three that is a log-likelihood
+    (the sigmoid of the margin for two classes, the one-vs-rest sigmoids normalized to
+    sum to one for more). The smoothed hinge and the sigmoid loss define no
+    probabilities.
 
     Examples
     --------
@@ -397,6 +498,12 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
     ...                                  random_state=0).fit(X, y)
     >>> clf.coef_.shape, clf.n_iter_ > 0, clf.privacy_spent_ <= ApproxDP(1.0, 1e-6)
     ((1, 500), True, True)
+    >>> import numpy as np
+    >>> y3 = np.arange(2000) % 3  # three classes: three runs at (1/3, 1e-6/3) each
+    >>> clf = DPBiasReducedSGDClassifier(sparsity=8, classes=[0, 1, 2], max_iter=20,
+    ...                                  random_state=0).fit(X, y3)
+    >>> clf.coef_.shape, clf.predict_proba(X[:4]).shape, clf.privacy_spent_ <= ApproxDP(1.0, 1e-6)
+    ((3, 500), (4, 3), True)
     """.replace("{shared}", _SHARED_DOC).replace("{attrs}", _SHARED_ATTRS).replace(
         "{privacy}", _PRIVACY_DOC).replace("{baseline}", _BASELINE_DOC)
 
@@ -434,12 +541,8 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
         self.verbose = verbose
         self.random_state = random_state
 
-    def _binary_targets(self, y):
-        classes = declared_binary_classes(self, y)
-        return classes, np.where(y == classes[1], 1.0, -1.0)
-
     def fit(self, X, y, **fit_params):
-        """Fit the private binary classifier.
+        """Fit the private classifier (one model, or K one-vs-rest models).
 
         Parameters
         ----------
@@ -460,31 +563,54 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
             return fitted
         validate_params(self, self._parameter_constraints)
         (X, y), input_attrs = fit_input(self, X, y, supervised=True)  # sets nothing
-        classes, targets = self._binary_targets(y)
+        classes = declared_classes(self, y)
+        targets = one_vs_rest_targets(y, classes)              # (K, n), K = 1 for two
         self._check_n(X.shape[0])
         code = _kernels.LOSS_CODES[self.loss]
         param = float(self.smoothing) if self.loss == "smoothed_hinge" else 0.0
         deriv_bound = 0.25 if self.loss == "sigmoid" else 1.0
+        convex = self.loss != "sigmoid"
 
         def loss_range(a):  # ℓ is decreasing in the signed margin t ∈ [−a, a]
             return _kernels.loss_value(code, -a, 1.0, param) - _kernels.loss_value(
                 code, a, 1.0, param)
 
-        coef, intercept, info, budget = self._fit_linear(
-            X, targets, code, param, deriv_bound, loss_range, convex=self.loss != "sigmoid")
-        return self._store(info, budget, dict(input_attrs, classes_=classes,
-                                              coef_=coef[None, :],
-                                              intercept_=np.array([intercept])))
+        if targets.shape[0] == 1:  # two classes: one problem at the whole budget
+            coef, intercept, info, budget = self._fit_linear(
+                X, targets[0], code, param, deriv_bound, loss_range, convex)
+            return self._store(info, budget, dict(input_attrs, classes_=classes,
+                                                  coef_=coef[None, :],
+                                                  intercept_=np.array([intercept])))
+        K = targets.shape[0]
+        eps, delta = one_vs_rest_budget(self.epsilon, self.delta, K)
+        design = self._design(X, convex, eps, delta)
+        # One key for the fit; the K runs draw from it one after the other.
+        rng = fit_random_source(self.random_state, self, design.X, targets)
+        progress = Progress(self._verbose_level(), type(self).__name__)
+        fits = []
+        for k in range(K):
+            fits.append(self._fit_problem(design, targets[k], code, param, deriv_bound,
+                                          loss_range, convex, eps, delta, rng))
+            progress.report("class", k + 1, K, f"{int(fits[-1][2]['n_iter'])} steps, "
+                            f"privacy spent {fits[-1][3]}")
+        # Basic composition of the K releases (one_vs_rest_budget): at most (ε, δ).
+        budget = sum((f[3] for f in fits[1:]), fits[0][3])
+        progress.report("done", detail=f"{K} one-vs-rest models, privacy spent {budget}")
+        return release(self, dict(
+            input_attrs, classes_=classes, coef_=np.stack([f[0] for f in fits]),
+            intercept_=np.array([f[1] for f in fits]),
+            n_iter_=np.array([int(f[2]["n_iter"]) for f in fits]),
+            learning_rate_=np.array([float(f[2]["learning_rate"]) for f in fits]),
+            privacy_spent_=budget))
 
     def _decision(self, X):
-        """(n_samples, 1) margins ⟨w, x̄⟩ + b of the bounded rows x̄ (as in ``fit``),
-        for the prediction methods of :class:`._base.OneVsRestClassifierMixin`."""
-        return self._margins(X)[:, None]
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags = ClassifierTags(multi_class=False, poor_score=True)
-        return tags
+        """(n_samples, n_problems) margins ⟨w_k, x̄⟩ + b_k of the bounded rows x̄ (as in
+        ``fit``), for the prediction methods of
+        :class:`._base.OneVsRestClassifierMixin`."""
+        check_is_fitted(self)
+        X, _ = self._bounded(check_fit_input(self, X, reset=False))
+        return np.asarray(X @ self.coef_.T, dtype=np.float64) + np.asarray(
+            self.intercept_, dtype=np.float64)
 
 
 class DPBiasReducedSGDRegressor(RegressorMixin, _BaseBiasReducedSGD):

@@ -21,10 +21,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::skdpsparse.exceptions.PrivacyLe
 # Rényi filter's budget (costliest step 7.9 against a budget of 17.6 at ε = 30): with
 # ε = 10 a first draw of the top level (cost 4.41 > 4.05, probability about 1 %)
 # stops the run before its first step, n_iter_ = 0, which scikit-learn's
-# check_non_transformer_estimators_n_iter refuses, for some seeds only.
+# check_non_transformer_estimators_n_iter refuses, for some seeds only. The checks
+# fit iris's three classes one versus rest, each run at ε/3: hence ε = 90 (30 a run)
+# and, for the two boosted runs at ε/(3·3) each, 300.
 @parametrize_with_checks([
-    DPBiasReducedSGDClassifier(epsilon=30.0, random_state=0),
-    DPBiasReducedSGDClassifier("sigmoid", epsilon=100.0, boosting="noisy_min", n_runs=2,
+    DPBiasReducedSGDClassifier(epsilon=90.0, random_state=0),
+    DPBiasReducedSGDClassifier("sigmoid", epsilon=300.0, boosting="noisy_min", n_runs=2,
                                random_state=0),
     DPBiasReducedSGDRegressor(epsilon=30.0, random_state=0),
     DPBiasReducedSGDRegressor("squared", epsilon=30.0, radius=2.0, random_state=0),
@@ -158,8 +160,8 @@ def test_classes_are_declared_or_warned():
     X, y = _easy_classification(200)
     with pytest.warns(PrivacyLeakWarning, match="classes=None"):
         DPBiasReducedSGDClassifier(random_state=0).fit(X, y)
-    with pytest.raises(ValueError, match="binary"):
-        DPBiasReducedSGDClassifier(classes=[0, 1, 2]).fit(X, y)
+    with pytest.raises(ValueError, match="classes"):
+        DPBiasReducedSGDClassifier(classes=[0]).fit(X, y)
 
 
 @pytest.mark.parametrize("sparse", [False, True])
@@ -234,11 +236,12 @@ def test_warns_before_fitting_when_n_eps_is_below_what_theorem_6_7_needs():
 
 
 def test_every_level_fits_the_filter_at_the_common_checks_epsilon():
-    """Why the scikit-learn checks above run at ε = 30 (one run) and 100 (two boosted
-    runs at ε/3 each): at n = 150 every step fits the budget, so n_iter_ >= 1."""
+    """Why the scikit-learn checks above run at ε = 90 (three one-vs-rest runs at 30)
+    and 300 (three classes of two boosted runs at ε/(3·3) each): at n = 150 every
+    step fits the budget, so n_iter_ >= 1."""
     from skdpsparse.mechanisms.bias_reduced import renyi_filter_plan
 
-    for eps in (30.0, 100.0 / 3):
+    for eps in (90.0 / 3, 300.0 / 9):
         plan = renyi_filter_plan(150, eps, 1e-6)
         assert np.max(plan.costs) <= plan.budget
     plan = renyi_filter_plan(150, 10.0, 1e-6)
