@@ -5,7 +5,8 @@ and :class:`~skdpsparse.mean.DPHeavyTailedMean` end to end.
 
 Mechanism-level cases take the halved noise as a :class:`~..variants.ScaledNoiseSource`
 passed as ``rng`` and the inflated bounds as replaced public numbers (bound ×10, the
-privacy parameter re-solved for the shipped noise); estimator-level cases take both as
+privacy parameter re-solved for the shipped noise), or, for the heavy-tailed means, as
+a replaced plan (the shipped plan with τ ×10, its noise kept); estimator-level cases take both as
 replaced parameters (:func:`~..variants.replanned_epsilon`).
 
 The CWME interval rounding of issue 17 (item 4) is not a catalogue case: no pair can
@@ -13,6 +14,7 @@ show it in a release (:data:`CWME_ROUNDING_HIDDEN`); ``tests/audit`` tests the
 rounding of the statistic directly.
 """
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -140,71 +142,62 @@ def _cwme_rows(n_groups, group, d, seed=0):
     return np.vstack(parts)
 
 
-def _heavy_tailed_noise(private_mean, X, kw):
-    """``noise_at(ε, k)`` of a heavy-tailed mean mechanism: the scale it plans (its
-    ``info["scale"]``) with τ multiplied by k."""
-    def noise_at(eps, k):
-        args = dict(kw, epsilon=eps, tau=k * kw["tau"])
-        return private_mean(X, rng=np.random.default_rng(0), **args)[2]["scale"]
-    return noise_at
+def _heavy_tailed_plans(plan, variant):
+    """The plan a heavy-tailed mean mechanism runs under ``variant``: the shipped
+    ``plan``, or (bound variant) the same plan with τ multiplied by the variant's factor
+    and the noise scale and sensitivity kept for τ: clipping at 10τ, noise planned for
+    τ. The halved noise comes from the variant's random source instead (the shipped
+    plan asks for the full noise, :class:`~..variants.ScaledNoiseSource` draws half)."""
+    if variant.bound == 1.0:
+        return plan
+    return dataclasses.replace(plan, tau=variant.bound * plan.tau)
 
 
 def case_cwme(epsilon=2.0, delta=0.0, n_groups=3, group=10, d=1, tau=1.0):
-    """:func:`~skdpsparse.mechanisms.heavy_tailed.private_cwme` on consecutive groups
-    whose median is the group of row 0, which goes from -100τ to +100τ in every
-    coordinate: the sensitivity 6τ/n_min (odd m) or 3τ/n_min (even m) is attained.
-    Laplace (d = 1: Δ₁ = Δ∞) when δ = 0, Gaussian under zCDP otherwise; statistic: the
-    sum of the coordinates (the difference direction). Bound variant: clipping at 10τ
-    with the noise planned for τ."""
+    """:func:`~skdpsparse.mechanisms.heavy_tailed.cwme` run with the plan of
+    :func:`~skdpsparse.mechanisms.heavy_tailed.plan_cwme`, on consecutive groups whose
+    median is the group of row 0, which goes from -100τ to +100τ in every coordinate:
+    the sensitivity 6τ/n_min (odd m) or 3τ/n_min (even m) is attained. Laplace (d = 1:
+    Δ₁ = Δ∞) when δ = 0, Gaussian under zCDP otherwise; statistic: the sum of the
+    coordinates (the difference direction). Bound variant: a replaced plan, clipping
+    at 10τ with the noise planned for τ."""
     from ...mechanisms import heavy_tailed as H
 
-    kw = dict(tau=tau, n_groups=n_groups, epsilon=epsilon, delta=delta)
     X0, X1 = dense_pair(_cwme_rows(n_groups, group, d), 100.0 * tau)
-    noise_at = _heavy_tailed_noise(H.private_cwme, X0, kw)
-
-    @_per_variant
-    def epsilon_for(variant):
-        return replanned_epsilon(variant, noise_at, epsilon, with_noise=False)
+    plan = H.plan_cwme(*X0.shape, tau=tau, n_groups=n_groups, epsilon=epsilon, delta=delta)
 
     def mechanism(X, rng, variant):
-        args = dict(kw, epsilon=epsilon_for(variant), tau=variant.bound * tau)
-        return H.private_cwme(X, rng=variant.source(rng), **args)[0].sum()
+        return H.cwme(X, _heavy_tailed_plans(plan, variant), variant.source(rng)).sum()
 
-    _, budget, _ = H.private_cwme(X0, rng=np.random.default_rng(0), **kw)
-    claims = claimed_epsilons(budget, (delta, CURVE_DELTA))
+    claims = claimed_epsilons(plan.budget, (delta, CURVE_DELTA))
     noise = "laplace" if delta == 0 else "gaussian, zCDP"
     return Case(f"private_cwme ({noise}, m={n_groups})", mechanism, (X0, X1),
                 tuple(claims), _detect(delta))
 
 
 def case_noise_smoothing(epsilon=8.0, delta=1e-5, n=20, d=3, tau=1.0, extreme=None):
-    """:func:`~skdpsparse.mechanisms.heavy_tailed.private_noise_smoothing_mean`; row 0
-    goes from -10⁶τ to +10⁶τ in every coordinate (ψ_c saturates: change 2S_cτ/n per
+    """:func:`~skdpsparse.mechanisms.heavy_tailed.nsme` run with the plan of
+    :func:`~skdpsparse.mechanisms.heavy_tailed.plan_noise_smoothing`; row 0 goes from
+    -10⁶τ to +10⁶τ in every coordinate (ψ_c saturates: change 2S_cτ/n per
     coordinate), or from -``extreme`` to +``extreme``; statistic: the sum of the
-    coordinates. Bound variant: soft truncation at 10τ, noise planned for τ.
+    coordinates. Bound variant: a replaced plan, soft truncation at 10τ with the noise
+    planned for τ.
 
     ``extreme=1.7e308`` with τ < 1 is the pair of issue 17: x/τ overflowed to ±inf,
     which the kernel marked as non-finite input, and the mechanism refused finite data.
     """
     from ...mechanisms import heavy_tailed as H
 
-    kw = dict(tau=tau, epsilon=epsilon, delta=delta)
     rows = np.random.default_rng(0).standard_normal((n, d))
     X0, X1 = dense_pair(rows, 1e6 * tau if extreme is None else extreme)
-    noise_at = _heavy_tailed_noise(H.private_noise_smoothing_mean, X0, kw)
-
-    @_per_variant
-    def epsilon_for(variant):
-        return replanned_epsilon(variant, noise_at, epsilon, with_noise=False)
+    plan = H.plan_noise_smoothing(*X0.shape, tau=tau, epsilon=epsilon, delta=delta)
 
     def mechanism(X, rng, variant):
-        args = dict(kw, epsilon=epsilon_for(variant), tau=variant.bound * tau)
-        return H.private_noise_smoothing_mean(X, rng=variant.source(rng), **args)[0].sum()
+        return H.nsme(X, _heavy_tailed_plans(plan, variant), variant.source(rng)).sum()
 
-    _, budget, _ = H.private_noise_smoothing_mean(X0, rng=np.random.default_rng(0), **kw)
     name = "private_noise_smoothing_mean" + ("" if extreme is None else f" (±{extreme:g})")
     return Case(name, mechanism, (X0, X1),
-                tuple(claimed_epsilons(budget, (delta, CURVE_DELTA))), _GAUSSIAN_DETECT)
+                tuple(claimed_epsilons(plan.budget, (delta, CURVE_DELTA))), _GAUSSIAN_DETECT)
 
 
 def case_sparse_mean_estimator(epsilon=2.0, delta=0.0, n=50, d=8, L=1.0):
