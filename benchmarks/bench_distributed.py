@@ -6,8 +6,10 @@ Rows have ``--nnz`` nonzeros at uniform columns of d = ``--d``; chunks of
 shipped from the driver but the graph). Reported:
 
 * wall and CPU time (driver + workers) of ``fit_distributed`` at n = ``--n``;
-* the peak resident memory of each worker process (VmHWM, see ``_peak_rss``; the
-  target is < 1 GB at n = 10⁷, d = 2²⁰, 16 nonzeros);
+* the peak resident memory of each worker process, read by the driver from
+  /proc/<pid>/status (VmHWM, see ``_vm_hwm``) of every worker's pid, each cluster
+  fresh so the peak is this fit's (and the warm-up's); the target is < 1 GB per
+  worker at n = 10⁷, d = 2²⁰, 16 nonzeros;
 * at the largest n both can hold (``--in-memory-n``, the same rows): the in-memory
   ``DPSparseMeanEstimator.fit``, the in-memory core
   (``skdpsparse.distributed.fit_sparse_mean_in_memory``) and the distributed fit, and
@@ -79,26 +81,42 @@ def labels_of(X, w):
     return (np.asarray(X @ w).ravel() > 0).astype(np.int64)
 
 
-def _peak_rss():
-    """This process's peak resident memory, in bytes: VmHWM of /proc/self/status.
+def _vm_hwm(pid="self"):
+    """Peak resident memory of process ``pid``, in bytes: VmHWM of /proc/<pid>/status.
 
     Not ``ru_maxrss``: on Linux it survives fork and exec, so a worker spawned from a
     driver that once held 1 GB reports 1 GB whatever it used itself (measured: a
     child spawned from a parent holding 800 MB has ru_maxrss 830 MB and VmHWM 28 MB).
     """
     try:
-        with open("/proc/self/status") as status:
+        with open(f"/proc/{pid}/status") as status:
             for line in status:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) * 1024  # kB
     except OSError:  # pragma: no cover - not Linux
         pass
+    if pid != "self":  # pragma: no cover
+        return float("nan")
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def _worker_usage():
+def _worker_cpu():
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime, _peak_rss()
+    return usage.ru_utime + usage.ru_stime
+
+
+def _worker_peaks(client):
+    """{worker pid: VmHWM} read by the driver from /proc/<pid>/status of each worker
+    process (the processes the nannies spawned; a LocalCluster runs on this host)."""
+    import os
+
+    return {pid: _vm_hwm(pid) for pid in sorted(client.run(os.getpid).values())}
+
+
+def _gib(peaks):
+    if peaks is None:
+        return ""
+    return ", ".join(f"{p / 2**30:.2f} GiB" for p in peaks.values())
 
 
 def _timed(fn):
@@ -147,19 +165,18 @@ def main(argv=None):
             # Warm up: imports and the compiled kernels' cache load, on every worker.
             fit_distributed(est(), dask_matrix(2 * args.workers * 100, args.d, args.nnz,
                                                100, args.seed + 1))
-            before = client.run(_worker_usage)
+            before = client.run(_worker_cpu)
             dist, wall, cpu = _timed(lambda: fit_distributed(est(), Xd))
-            after = client.run(_worker_usage)
-        worker_cpu = sum(after[w][0] - before[w][0] for w in after)
-        peak = max(after[w][1] for w in after)
-        rows.append((f"dask, {args.workers} workers", n, wall, cpu + worker_cpu, peak))
+            after = client.run(_worker_cpu)
+            peaks = _worker_peaks(client)
+        worker_cpu = sum(after[w] - before[w] for w in after)
+        rows.append((f"dask, {args.workers} workers", n, wall, cpu + worker_cpu, peaks))
         if n == m:
             same = np.array_equal(dist.mean_, core.mean_)
             same_estimator = np.array_equal(dist.mean_, fitted.mean_)
-    print(f"{'fit':32s} {'n':>11s} {'wall s':>8s} {'CPU s':>8s} {'peak/worker':>12s}")
-    for name, n, wall, cpu, peak in rows:
-        mem = "" if peak is None else f"{peak / 2**30:9.2f} GiB"
-        print(f"{name:32s} {n:11d} {wall:8.2f} {cpu:8.2f} {mem:>12s}")
+    print(f"{'fit':32s} {'n':>11s} {'wall s':>8s} {'CPU s':>8s}  peak per worker (VmHWM)")
+    for name, n, wall, cpu, peaks in rows:
+        print(f"{name:32s} {n:11d} {wall:8.2f} {cpu:8.2f}  {_gib(peaks)}")
     base = rows[0][2]
     for name, n, wall, _, _ in rows[2:]:
         print(f"wall ratio {name} (n={n}) / in-memory fit (n={m}): {wall / base:.2f}")
@@ -214,17 +231,17 @@ def output_perturbation(args):
                                     meta=np.array([], dtype=np.int64)))
         _output_perturbation.DaskRows.loss_gradient = counted
         try:
-            before = client.run(_worker_usage)
+            before = client.run(_worker_cpu)
             dist, wall, cpu = _timed(lambda: est().fit(Xd, yd))
-            after = client.run(_worker_usage)
+            after = client.run(_worker_cpu)
+            peaks = _worker_peaks(client)
         finally:
             _output_perturbation.DaskRows.loss_gradient = original
-    worker_cpu = sum(after[k][0] - before[k][0] for k in after)
-    peak = max(after[k][1] for k in after)
-    print(f"{'fit':32s} {'n':>11s} {'wall s':>8s} {'CPU s':>8s} {'peak/worker':>12s}")
+    worker_cpu = sum(after[k] - before[k] for k in after)
+    print(f"{'fit':32s} {'n':>11s} {'wall s':>8s} {'CPU s':>8s}  peak per worker (VmHWM)")
     print(f"{'in memory, estimator.fit':32s} {n:11d} {wall_mem:8.2f} {cpu_mem:8.2f}")
     print(f"{'dask, ' + str(args.workers) + ' workers':32s} {n:11d} {wall:8.2f} "
-          f"{cpu + worker_cpu:8.2f} {peak / 2**30:9.2f} GiB")
+          f"{cpu + worker_cpu:8.2f}  {_gib(peaks)}")
     print(f"wall ratio dask / in memory: {wall / wall_mem:.2f}; distributed passes "
           f"(loss and gradient): {len(passes)}")
     same = (np.array_equal(dist.coef_, ref.coef_)
