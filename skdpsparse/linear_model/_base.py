@@ -1,13 +1,16 @@
 """What the one-vs-rest private linear classifiers share: the declared label set and
 the prediction methods on the released ``coef_`` / ``intercept_`` (post-processing)."""
 
+import functools
+import inspect
 import math
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.multiclass import check_classification_targets
 
 from ..accounting import ApproxDP, PureDP
 from ..exceptions import warn_privacy_leak
@@ -15,6 +18,54 @@ from ..exceptions import warn_privacy_leak
 #: The quantile that a bound declared ``"private"`` releases (rows above it are
 #: scaled or clipped to it, never dropped).
 BOUND_QUANTILE = 0.95
+
+
+def keyword_only_since(version, legacy_order):
+    """Make the parameters after the first keyword-only, warning for one release.
+
+    The decorated ``__init__`` declares them after ``*``; a call that still passes
+    them by position (in ``legacy_order``, the former signature's order) gets them
+    by name with a ``FutureWarning`` naming them (scikit-learn's deprecation of
+    positional arguments, done here without its private helper). The signature
+    that ``get_params`` and ``clone`` read is the new one (``functools.wraps``).
+
+    Parameters
+    ----------
+    version : str
+        The release in which the positional use stops working.
+    legacy_order : sequence of str
+        The keyword-only names, in the order they used to take by position.
+    """
+    legacy_order = tuple(legacy_order)
+
+    def decorate(init):
+        n_positional = sum(p.kind == p.POSITIONAL_OR_KEYWORD
+                           for p in inspect.signature(init).parameters.values())
+
+        @functools.wraps(init)
+        def wrapper(*args, **kwargs):
+            extra = args[n_positional:]
+            if extra:
+                names = legacy_order[:len(extra)]
+                if len(extra) > len(legacy_order):
+                    raise TypeError(f"{init.__qualname__} takes at most "
+                                    f"{n_positional + len(legacy_order) - 1} positional "
+                                    f"arguments, got {len(args) - 1}.")
+                warnings.warn(
+                    f"Pass {', '.join(names)} as keyword arguments: from {version} "
+                    f"passing them by position will be an error (every estimator of "
+                    "skdpsparse takes its parameters after the first by keyword).",
+                    FutureWarning, stacklevel=2)
+                clash = sorted(set(names) & set(kwargs))
+                if clash:
+                    raise TypeError(f"{init.__qualname__} got multiple values for "
+                                    f"{', '.join(clash)}.")
+                kwargs.update(zip(names, extra))
+            return init(*args[:n_positional], **kwargs)
+
+        return wrapper
+
+    return decorate
 
 
 def row_l2_norms(X):
@@ -127,21 +178,6 @@ def _undeclared_labels(y, classes):
         if v not in seen:
             seen.append(v)
     return seen
-
-
-def declared_binary_classes(estimator, y):
-    """:func:`declared_classes` for a binary-only classifier: exactly two labels, with
-    scikit-learn's message for a multiclass ``y`` when the labels are read from it."""
-    if estimator.classes is None:
-        check_classification_targets(y)
-        y_type = type_of_target(y, input_name="y", raise_unknown=True)
-        if y_type != "binary":
-            raise ValueError("Only binary classification is supported. The type of the "
-                             f"target is {y_type}.")
-    elif np.unique(np.asarray(estimator.classes)).size != 2:
-        raise ValueError("Only binary classification is supported: classes must declare "
-                         f"2 labels, got {estimator.classes!r}.")
-    return declared_classes(estimator, y)
 
 
 def one_vs_rest_targets(y, classes):

@@ -14,10 +14,18 @@ from ..mechanisms.heavy_tailed_sco import ORACLES, heavy_tailed_sco, sco_schedul
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..utils._data import check_fit_input
+from ..utils._progress import VERBOSE_CONSTRAINT, Progress
+from ._base import keyword_only_since
 
 _AUTO_ITER_CAP = 1000
 _DEFAULT_RADIUS = 10.0  # used, with a warning, when radius is not declared
 _ENTRY_CAP = 1e150
+#: The order the parameters after ``loss`` took by position before 0.1 (keyword-only
+#: since; passing them by position warns until 0.2).
+_LEGACY_ORDER = ("epsilon", "delta", "mean_oracle", "alpha", "fit_intercept", "radius",
+                 "max_iter", "learning_rate", "truncation", "moment", "moment_bound",
+                 "gradient_bound", "smoothness", "huber_threshold", "failure_prob",
+                 "smoothing_variance", "random_state", "huber_delta")
 
 
 class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
@@ -123,6 +131,14 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         β: cwme uses ⌈4 log(2d/β)⌉ groups, rounded up to an even number.
     smoothing_variance : float, default=1.0
         c of the noise-smoothing oracle.
+    verbose : bool or int, default=0
+        ``True``/``1``: progress lines in the one format of the package
+        (``[DPHeavyTailedRegressor] step 100/1000``): the plan (T, the setting, the
+        oracle, η and τ, all computed from n, d, ρ and the declared constants before
+        the data are read), a line every T/10 steps (every step at ``2``), and the
+        budget once the model is released. Only public numbers: no loss, no gradient,
+        no elapsed time, so a verbose fit prints the same text for any two datasets of
+        the same shape.
     random_state : None, int or numpy.random.Generator, default=None
         ``None`` draws fresh noise from the operating system. A fixed seed makes the
         noise known to whoever knows the seed: use it for tests and reports only.
@@ -184,13 +200,16 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         "huber_delta": [Interval("real", 0, None, closed="neither"), Options("deprecated")],
         "failure_prob": [Interval("real", 0, 1, closed="neither")],
         "smoothing_variance": [Interval("real", 0, None, closed="left")],
+        "verbose": VERBOSE_CONSTRAINT,
     }
 
-    def __init__(self, loss="squared", epsilon=1.0, delta=1e-6, mean_oracle="noise_smoothing",
-                 alpha=0.0, fit_intercept=True, radius=None, max_iter="auto",
-                 learning_rate="auto", truncation="auto", moment=2, moment_bound=1.0,
-                 gradient_bound=1.0, smoothness=1.0, huber_threshold=1.0, failure_prob=0.1,
-                 smoothing_variance=1.0, random_state=None, huber_delta="deprecated"):
+    @keyword_only_since("0.2", _LEGACY_ORDER)
+    def __init__(self, loss="squared", *, epsilon=1.0, delta=1e-6,
+                 mean_oracle="noise_smoothing", alpha=0.0, fit_intercept=True, radius=None,
+                 max_iter="auto", learning_rate="auto", truncation="auto", moment=2,
+                 moment_bound=1.0, gradient_bound=1.0, smoothness=1.0, huber_threshold=1.0,
+                 failure_prob=0.1, smoothing_variance=1.0, verbose=0, random_state=None,
+                 huber_delta="deprecated"):
         self.loss = loss
         self.epsilon = epsilon
         self.delta = delta
@@ -208,6 +227,7 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         self.huber_threshold = huber_threshold
         self.failure_prob = failure_prob
         self.smoothing_variance = smoothing_variance
+        self.verbose = verbose
         self.random_state = random_state
         self.huber_delta = huber_delta
 
@@ -290,19 +310,34 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         if self.fit_intercept:
             penalized[-1] = False
         code, param = (SQUARED, 0.0) if self.loss == "squared" else (HUBER, huber_threshold)
+        # Public numbers only: T, η, τ come from n, p, ρ and the declared constants.
+        progress = Progress(self.verbose, type(self).__name__)
+        progress.report("plan", detail=f"{T} steps, {setting} setting, "
+                        f"{self.mean_oracle} oracle, learning rate {eta:.4g}, truncation "
+                        f"{tau:.4g}, rho={rho:.4g}", seconds=False)
+        every = max(1, T // 10)
+
+        def report(t, w):  # the step count only, never the iterate w
+            progress.report("step", t + 1, T, level=1 if (t + 1) % every == 0 else 2,
+                            seconds=False)
+
         w, info = heavy_tailed_sco(
             X, y, loss_code=code, loss_param=param, oracle=self.mean_oracle, setting=setting,
             n_iter=T, learning_rate=eta, truncation=tau, rho=rho, radius=radius,
             rng=rng, alpha=float(self.alpha), failure_prob=float(self.failure_prob),
-            smoothing_variance=float(self.smoothing_variance), penalized=penalized)
+            smoothing_variance=float(self.smoothing_variance), penalized=penalized,
+            callback=report if progress else None)
         budget = ZCDP(rho)
         # Charges first: a refused fit releases nothing and leaves the estimator unfitted.
-        return release(self, dict(
+        release(self, dict(
             input_attrs, coef_=w[:d].copy(),
             intercept_=float(w[d]) if self.fit_intercept else 0.0, n_iter_=T,
             learning_rate_=eta, truncation_=tau, setting_=setting,
             noise_scale_=float(info["noise_scale"]), privacy_spent_=budget,
             approx_dp_spent_=budget.to_approx_dp(float(self.delta))))
+        progress.report("done", detail=f"released, privacy spent {budget} "
+                        f"({self.approx_dp_spent_})", seconds=False)
+        return self
 
     def predict(self, X):
         """Predict with the private linear model.

@@ -12,6 +12,7 @@ from ..mechanisms.sparse_exponential import MAX_NET_SIZE, sparse_exponential_mec
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..utils._data import check_fit_input
+from ..utils._progress import VERBOSE_CONSTRAINT, Progress
 from ._base import (OneVsRestClassifierMixin, compose_with_bounds, declared_classes,
                     one_vs_rest_targets, private_bound, row_l2_norms)
 
@@ -34,6 +35,7 @@ _COMMON_CONSTRAINTS = {
     "solver_max_iter": [Interval("integer", 1, None, closed="left")],
     "tau": [_POSITIVE, Options("auto")],
     "max_net_size": [Interval("integer", 1, None, closed="left")],
+    "verbose": VERBOSE_CONSTRAINT,
     # random_state is validated by fit_random_source.
 }
 
@@ -134,6 +136,15 @@ _SHARED_DOC = """epsilon : float, default=1.0
         nets of at most ``max_net_size`` points.
     max_net_size : int, default=1_000_000
         Largest net ``method="exponential"`` enumerates (else a ``ValueError``).
+    verbose : bool or int, default=0
+        ``True``/``1`` (or more): progress lines in the one format of the package
+        (``[DPOutputPerturbationClassifier] solve: ...``): the phases (private
+        bounds, solving, release), the number of problems, the method and the
+        requested budget, then the budget spent once the model is released. Only
+        public numbers: the solver's iteration count and its time depend on the data
+        (the solver runs to a certificate), so neither is printed, and a verbose fit
+        prints the same text for any two datasets of the same shape. A fit the
+        ledger refuses prints its phases but no ``done`` line.
     random_state : None, int or numpy.random.Generator, default=None
         ``None`` draws fresh noise; a fixed seed makes the noise known to whoever knows
         the seed: for tests and reports only."""
@@ -175,6 +186,19 @@ class _BaseOutputPerturbation(BaseEstimator):
         private = [v for v in (self.norm_bound, label_bound) if v == "private"]
         eps_bound = float(self.bound_fraction) * float(self.epsilon) if private else 0.0
         eps_each = eps_bound / max(len(private), 1)
+        # Public facts only (the parameters, n, d, K), never a private bound's value
+        # (not yet charged) nor the solver's iterations or time (data-dependent).
+        progress = Progress(self.verbose, type(self).__name__)
+        if private:
+            names = [name for name, v in (("norm_bound", self.norm_bound),
+                                          ("label_bound", label_bound)) if v == "private"]
+            each = " each" if len(names) > 1 else ""
+            progress.report("bounds", detail=f"private 0.95-quantile of "
+                            f"{' and '.join(names)} at epsilon={eps_each:.4g}{each}",
+                            seconds=False)
+        problems = "1 problem" if K == 1 else f"{K} one-vs-rest problems"
+        progress.report("solve", detail=f"{problems}, n={n}, d={d}, method={self.method}, "
+                        f"alpha={self.alpha!r}", seconds=False)
         norm_bound = (private_bound(row_l2_norms(X), eps_each, rng)
                       if self.norm_bound == "private" else float(self.norm_bound))
         if label_bound == "private":
@@ -220,7 +244,10 @@ class _BaseOutputPerturbation(BaseEstimator):
         # Charges first; a refused fit releases nothing (and leaves the estimator
         # unfitted); attributes of an earlier fit (tau_ or noise_scale_ of the other
         # method) are removed.
-        return release(self, dict(attrs, privacy_spent_=budget))
+        release(self, dict(attrs, privacy_spent_=budget))
+        Progress(self.verbose, type(self).__name__).report(
+            "done", detail=f"released, privacy spent {budget}", seconds=False)
+        return self
 
     def _decision(self, X):
         check_is_fitted(self)
@@ -304,7 +331,8 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
                  intercept_scaling="auto", norm_bound=1.0, sparsity=None, label_bound=None,
                  bound_fraction=0.1, radius=None, huber_threshold=1.0, calibration="analytic",
                  tol=1e-2,
-                 solver_max_iter=1000, tau="auto", max_net_size=MAX_NET_SIZE, random_state=None):
+                 solver_max_iter=1000, tau="auto", max_net_size=MAX_NET_SIZE, verbose=0,
+                 random_state=None):
         self.loss = loss
         self.epsilon = epsilon
         self.delta = delta
@@ -324,6 +352,7 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
         self.solver_max_iter = solver_max_iter
         self.tau = tau
         self.max_net_size = max_net_size
+        self.verbose = verbose
         self.random_state = random_state
 
     def fit(self, X, y, **fit_params):
@@ -446,7 +475,8 @@ class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin,
                  intercept_scaling="auto", norm_bound=1.0, bound_fraction=0.1,
                  sparsity=None, radius=None, smoothing=1.0, classes=None,
                  calibration="analytic", tol=1e-2,
-                 solver_max_iter=1000, tau="auto", max_net_size=MAX_NET_SIZE, random_state=None):
+                 solver_max_iter=1000, tau="auto", max_net_size=MAX_NET_SIZE, verbose=0,
+                 random_state=None):
         self.loss = loss
         self.epsilon = epsilon
         self.delta = delta
@@ -466,6 +496,7 @@ class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin,
         self.solver_max_iter = solver_max_iter
         self.tau = tau
         self.max_net_size = max_net_size
+        self.verbose = verbose
         self.random_state = random_state
 
     def fit(self, X, y, **fit_params):

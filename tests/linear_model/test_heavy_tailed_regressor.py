@@ -264,3 +264,25 @@ def test_an_undeclared_radius_warns_before_the_data_are_read():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         DPHeavyTailedRegressor(radius=10.0, max_iter=2, random_state=0).fit(X, y)
+
+
+def test_parameters_after_loss_are_keyword_only_and_positional_use_warns_for_one_release():
+    """Issue 21: as every other linear model, the parameters after ``loss`` are
+    keyword-only; passing them by position (the former order) still works until 0.2,
+    with a FutureWarning naming them."""
+    import inspect
+
+    params = inspect.signature(DPHeavyTailedRegressor).parameters
+    assert [p.name for p in params.values() if p.kind == p.POSITIONAL_OR_KEYWORD] == ["loss"]
+    with pytest.warns(FutureWarning, match="epsilon, delta, mean_oracle as keyword"):
+        reg = DPHeavyTailedRegressor("huber", 2.0, 1e-5, "cwme")
+    assert (reg.loss, reg.epsilon, reg.delta, reg.mean_oracle) == ("huber", 2.0, 1e-5, "cwme")
+    assert reg.get_params() == DPHeavyTailedRegressor(
+        loss="huber", epsilon=2.0, delta=1e-5, mean_oracle="cwme").get_params()
+    with pytest.warns(FutureWarning), pytest.raises(TypeError, match="multiple values"):
+        DPHeavyTailedRegressor("huber", 2.0, epsilon=3.0)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        DPHeavyTailedRegressor("huber", epsilon=2.0, verbose=1)
