@@ -65,7 +65,9 @@ def bounded_fixed_sum(X_parts, n_cols, l2_bound, l1_bound, frac_bits, n_threads=
         F from :func:`fixed_point_bits`.
     n_threads : int, optional
         Threads for CSR input (row ranges; the int64 partial sums add exactly, so the
-        result is the same for every thread count).
+        result is the same for every thread count). Default:
+        :func:`.sparse_rows.free_threads` (the free cores, or
+        ``SKDPSPARSE_NUM_THREADS``).
 
     Returns
     -------
@@ -83,7 +85,8 @@ def bounded_fixed_sum(X_parts, n_cols, l2_bound, l1_bound, frac_bits, n_threads=
         return _dense_fixed_sum(np.asarray(X_parts), float(l2_bound), float(l1_bound), scale)
     indptr, indices, data = X_parts
     n_rows = indptr.shape[0] - 1
-    cuts = sparse_rows.row_ranges(indptr, n_threads)
+    cuts = sparse_rows.row_ranges(
+        indptr, sparse_rows.free_threads() if n_threads is None else n_threads)
     n_threads = len(cuts) - 1
     partials = [np.zeros(int(n_cols), dtype=np.int64) for _ in range(n_threads)]
     args = (float(l2_bound), float(l1_bound), scale)

@@ -45,6 +45,8 @@ __all__ = [
     "dense_scale_rows",
     "csr_scale_rows_nb",
     "dense_scale_rows_nb",
+    "free_threads",
+    "row_ranges",
 ]
 
 
@@ -262,6 +264,38 @@ def csr_bounded_column_sum(indptr, indices, data, n_cols, l2_bound, l1_bound):
 
 # Below this many stored entries a second thread costs more than it saves.
 _THREADED_MIN_NNZ = 1 << 21
+
+#: The environment variable that sets the threads of the row-parallel kernels.
+NUM_THREADS_ENV = "SKDPSPARSE_NUM_THREADS"
+
+
+def free_threads(limit=4):
+    """Threads for a row-parallel kernel whose result does not depend on them.
+
+    ``SKDPSPARSE_NUM_THREADS`` if set (a positive int); else the CPUs this process
+    may run on minus those busy right now: the kernel's running-task count of
+    ``/proc/loadavg`` (an instantaneous count, unlike the load averages), less the
+    calling thread. Capped at ``limit``. Why the busy ones count: with two threads
+    always, the sparse mean took 1.66× its quiet-machine time when another process
+    held one of two cores (a thread that waits for a core holds up the join).
+    """
+    env = os.environ.get(NUM_THREADS_ENV)
+    if env:
+        try:
+            value = int(env)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ValueError(f"{NUM_THREADS_ENV} must be a positive integer, got {env!r}.")
+        return value
+    cpus = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else (os.cpu_count() or 1))
+    try:
+        with open("/proc/loadavg") as f:
+            running = int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        running = 1
+    return max(1, min(int(limit), cpus - max(0, running - 1)))
 
 
 def row_ranges(indptr, n_threads=None):
