@@ -2,27 +2,17 @@
 "Private stochastic convex optimization: efficient algorithms for non-smooth
 objectives", Algorithm 1)."""
 
-import math
 import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..mechanisms.noisy_sgd import (
-    lipschitz_constant,
-    noisy_projected_sgd,
-    noisy_sgd_privacy,
-    paper_noise_std,
-    paper_step_size,
-    provable_noise_std,
-    provable_privacy,
-    rdp_noise_multiplier,
-)
+from ..mechanisms.noisy_sgd import noisy_sgd, plan_noisy_sgd, rows_needed  # noqa: F401
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..utils._data import check_fit_input
-from ..utils._progress import VERBOSE_CONSTRAINT, Progress
+from ..utils._progress import VERBOSE_CONSTRAINT
 from ._base import OneVsRestClassifierMixin, declared_classes, one_vs_rest_targets
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
@@ -146,92 +136,42 @@ _ALGORITHM_DOC = """Arora, Marinov and Ullah (2020, "Private Stochastic Convex
     stayed at the majority class."""
 
 
-def rows_needed(lipschitz, noise_std, dim):
-    """n from which the theorem's error bound is below the zero model's (a warning).
-
-    With η = D/(√n (L + σ√p)), Arora et al. 2020 (Theorem 4) bound the excess risk by
-    a term of order D(L + σ√p)/√n; θ = 0 ∈ W is within D·L of the optimum on W (the
-    loss is L-Lipschitz). The bound says nothing better than the zero model below
-    n = (1 + σ√p/L)². Public numbers only.
-    """
-    return (1.0 + float(noise_std) * math.sqrt(dim) / float(lipschitz)) ** 2
-
-
 class _BaseNoisySGD(BaseEstimator):
-    """Shared fit logic: budget → σ, η; one run per target vector; accounting."""
+    """Shared fit logic: validate → plan (:func:`~skdpsparse.mechanisms.noisy_sgd.plan_noisy_sgd`)
+    → run (:func:`~skdpsparse.mechanisms.noisy_sgd.noisy_sgd`) → release."""
 
     def _fit_runs(self, X, targets, loss, loss_param, label_bound):
-        """Run the K = ``len(targets)`` runs; returns their results and the budget.
+        """Plan and run the K = ``len(targets)`` runs; returns their results and the
+        attributes of the plan.
 
-        Sets nothing on ``self``: the caller releases through :meth:`_release`.
+        Sets nothing on ``self``: the caller releases.
         """
         n, d = X.shape
-        K = targets.shape[0]
-        dim = d + 1 if self.fit_intercept else d
-        eps, delta = float(self.epsilon), float(self.delta)
-        lip = lipschitz_constant(loss, float(self.norm_bound), self.fit_intercept,
-                                 radius=float(self.radius), label_bound=label_bound,
-                                 loss_param=loss_param)
-        # Everything below depends on (n, d, K, hyperparameters) only, not on the data.
-        if self.noise_calibration == "provable":
-            # K runs, each (2L)²/(2σ²)-zCDP, compose in ρ (mechanisms.noisy_sgd).
-            sigma = provable_noise_std(eps, delta, lip, K)
-            z = sigma / (2.0 * lip)
-            budget, accounting = provable_privacy(z, delta, K), "provable"
-            accounts = {"provable": budget.epsilon}
-        else:
-            if self.noise_calibration == "paper":
-                # K one-vs-rest runs share (ε̄, δ̄) by basic composition: ε̄/K, δ̄/K each
-                # (Arora et al. 2020, Theorem 6 and Remark 1).
-                sigma = paper_noise_std(n, eps / K, delta / K, lip)
-                z = sigma / (2.0 * lip)
-            else:
-                z = rdp_noise_multiplier(n, eps, delta, K)  # sensitivity 2L
-                sigma = 2.0 * lip * z
-            privacy = noisy_sgd_privacy(n, z, delta, K)
-            budget, accounting = privacy.budget, privacy.accounting
-            accounts = privacy.epsilons
-            if budget.epsilon > eps * (1.0 + 1e-9):
-                raise ValueError(
-                    f"epsilon={self.epsilon!r}: with noise_calibration='paper' the noise "
-                    f"of Arora et al. 2020 Theorem 6 is certified only to epsilon="
-                    f"{budget.epsilon:.4g} for n={n} (outside the theorem's regime "
-                    "eps <= 1/(2 sqrt(n)), and no other accounting gives less); use the "
-                    "default noise_calibration='provable' or a smaller epsilon.")
-        if self.learning_rate == "paper":
-            eta = paper_step_size(n, float(self.radius), lip, sigma, dim)
-        else:
-            eta = float(self.learning_rate)
-        needed = rows_needed(lip, sigma, dim)
-        if n < needed:
+        plan = plan_noisy_sgd(
+            n, d, loss=loss, epsilon=self.epsilon, delta=self.delta,
+            norm_bound=float(self.norm_bound), radius=float(self.radius),
+            fit_intercept=self.fit_intercept, loss_param=loss_param,
+            label_bound=label_bound, n_runs=targets.shape[0],
+            noise_calibration=self.noise_calibration, learning_rate=self.learning_rate)
+        if n < plan.rows_needed:
             # Public numbers only (n, d, K, ε, δ, the bounds): warned before any data use.
             warnings.warn(
                 f"{type(self).__name__}: with n={n} rows the privacy noise dominates. "
                 f"The excess-risk bound of Arora et al. 2020 (Theorem 4 with the step "
                 f"size used here) is of order D(L + sigma*sqrt(p))/sqrt(n), which is below "
                 f"the D*L that the zero model already attains only for n >= "
-                f"(1 + sigma*sqrt(p)/L)^2 = {needed:.3g} (sigma={sigma:.3g}, L={lip:.3g}, "
-                f"p={dim}; sigma does not shrink with n): expect the trivial baseline. "
-                "A larger epsilon, fewer features or another estimator "
-                "(DPCyclicSGD*, DPOutputPerturbation*) help.", UserWarning, stacklevel=3)
+                f"(1 + sigma*sqrt(p)/L)^2 = {plan.rows_needed:.3g} (sigma="
+                f"{plan.noise_std:.3g}, L={plan.lipschitz:.3g}, p={plan.dim}; sigma does "
+                "not shrink with n): expect the trivial baseline. A larger epsilon, fewer "
+                "features or another estimator (DPCyclicSGD*, DPOutputPerturbation*) help.",
+                UserWarning, stacklevel=3)
         rng = fit_random_source(self.random_state, self, X, targets)
-        coef, intercept, n_iter = np.zeros((K, d)), np.zeros(K), np.zeros(K, dtype=np.int64)
-        name = type(self).__name__
-        progress = Progress(self.verbose, name)
-        for k in range(K):
-            if K > 1:
-                progress.report("run", k + 1, K, "one versus rest")
-            run = noisy_projected_sgd(
-                X, targets[k], loss=loss, noise_std=sigma, step_size=eta,
-                radius=float(self.radius), norm_bound=float(self.norm_bound),
-                fit_intercept=self.fit_intercept, loss_param=loss_param,
-                label_bound=label_bound, rng=rng, verbose=self.verbose, name=name)
-            coef[k], intercept[k], n_iter[k] = run.coef, run.intercept, run.n_steps
-        progress.report("done", detail=f"sigma={sigma:.4g}, eta={eta:.4g}, privacy spent "
-                        f"{budget} ({accounting} accounting)")
-        attrs = dict(privacy_spent_=budget, accounting_=accounting,
-                     privacy_accounts_=accounts, noise_std_=sigma, noise_multiplier_=z,
-                     learning_rate_=eta, lipschitz_=lip)
+        coef, intercept, n_iter = noisy_sgd(X, targets, plan, rng, verbose=self.verbose,
+                                            name=type(self).__name__)
+        attrs = dict(privacy_spent_=plan.budget, accounting_=plan.accounting,
+                     privacy_accounts_=plan.epsilons, noise_std_=plan.noise_std,
+                     noise_multiplier_=plan.noise_multiplier, learning_rate_=plan.step_size,
+                     lipschitz_=plan.lipschitz)
         return coef, intercept, n_iter, attrs
 
     def _decision(self, X):

@@ -16,6 +16,11 @@ as this module runs it:
 The index sequence and F are secret: they live in local variables of
 :func:`noisy_projected_sgd` and are never returned.
 
+Plan, then run: :func:`plan_noisy_sgd` computes L, σ, η and the budget of K runs from
+public numbers into a frozen :class:`NoisySGDPlan`; :func:`noisy_sgd` runs it (K calls
+of :func:`noisy_projected_sgd`). The estimators of :mod:`skdpsparse.linear_model` are
+validate → plan → run → release.
+
 ξ_t is exact discrete Gaussian noise on a grid (:func:`~skdpsparse.mechanisms.noise.
 grid_noise`): the compiled loop rounds the step's gradient to γℤ^p and adds integer
 noise of scale N, so a step releases the integer vector V_t = round(g_t/γ) + Y_t
@@ -151,6 +156,7 @@ References
 
 import functools
 import math
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -540,6 +546,184 @@ def noisy_sgd_privacy(n, noise_multiplier, delta, n_runs=1, accountings=ACCOUNTI
     return NoisySGDPrivacy(budget, which, eps["paper"], eps["rdp"], eps["provable"])
 
 
+# -------------------------------------------------------------------- the plan
+@dataclass(frozen=True)
+class NoisySGDPlan:
+    """Everything :func:`noisy_sgd` runs with, fixed before the data are read (built
+    by :func:`plan_noisy_sgd` from n, d, K and the declared bounds only).
+
+    **Privacy guarantee.** A plan is public (no field depends on the data).
+    ``budget`` is the guarantee of :func:`noisy_sgd` run with it, for one row
+    replaced (n public): with ``accounting == "provable"``, K runs of discrete
+    Gaussian noise σ = 2Lz on one gradient of sensitivity 2L each are
+    K/(2z²)-zCDP (the theorem of this module: Canonne, Kamath and Steinke 2020,
+    "The discrete Gaussian for differential privacy", Theorem 14, per run; Bun and
+    Steinke 2016, Lemma 2.3, over runs), converted by their Corollary 13, with
+    ``DiscreteGaussianEvent(z, count=K)``; with ``"paper"`` or ``"rdp"`` the
+    **unproven** accountings of the module docstring, without an event. A plan whose
+    ``noise_std`` is below 2L·``noise_multiplier``, or whose ``lipschitz`` is below
+    :func:`lipschitz_constant` of its bounds, is not covered by its ``budget``.
+
+    Attributes
+    ----------
+    loss : str
+    loss_param : float
+    norm_bound, radius : float
+        R_x and D.
+    fit_intercept : bool
+    label_bound : float or None
+        B (targets clipped to [−B, B]; the squared loss).
+    n_samples, n_features, n_runs : int
+        n, d and K (one-versus-rest runs on the same rows).
+    lipschitz : float
+        L (:func:`lipschitz_constant`): every per-example gradient has norm ≤ L.
+    noise_std : float
+        σ of the discrete Gaussian noise of every step.
+    noise_multiplier : float
+        z = σ/(2L).
+    step_size : float
+        η.
+    calibration : {"provable", "paper", "rdp"}
+        How σ was chosen.
+    accounting : str
+        The accounting whose ε ``budget`` reports (the smallest).
+    epsilons : dict
+        The ε of each accounting computed.
+    budget : ApproxDP (with its event when provable)
+    rows_needed : float
+        n from which the excess-risk bound beats the zero model (:func:`rows_needed`).
+    """
+
+    loss: str
+    loss_param: float
+    norm_bound: float
+    radius: float
+    fit_intercept: bool
+    label_bound: float | None
+    n_samples: int
+    n_features: int
+    n_runs: int
+    lipschitz: float
+    noise_std: float
+    noise_multiplier: float
+    step_size: float
+    calibration: str
+    accounting: str
+    epsilons: dict = field(compare=False)
+    budget: ApproxDP
+    rows_needed: float
+
+    @property
+    def dim(self):
+        """p = d (+ 1 with an intercept)."""
+        return self.n_features + 1 if self.fit_intercept else self.n_features
+
+
+def rows_needed(lipschitz, noise_std, dim):
+    """n from which the theorem's error bound is below the zero model's (a warning).
+
+    With η = D/(√n (L + σ√p)), Arora et al. 2020 (Theorem 4) bound the excess risk by
+    a term of order D(L + σ√p)/√n; θ = 0 ∈ W is within D·L of the optimum on W (the
+    loss is L-Lipschitz). The bound says nothing better than the zero model below
+    n = (1 + σ√p/L)².
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it).
+    """
+    return (1.0 + float(noise_std) * math.sqrt(dim) / float(lipschitz)) ** 2
+
+
+def plan_noisy_sgd(n_samples, n_features, *, loss, epsilon, delta, norm_bound=1.0,
+                   radius=1.0, fit_intercept=True, loss_param=1.0, label_bound=None,
+                   n_runs=1, noise_calibration="provable", learning_rate="paper"):
+    """Noise, step size and guarantee of K runs of noisy projected SGD, from public
+    numbers (Arora, Marinov and Ullah 2020, Algorithm 1; module docstring).
+
+    **Privacy guarantee.** Public numbers in, a public plan out; what the plan
+    guarantees is its ``budget`` (:class:`NoisySGDPlan`). ``"provable"``: σ =
+    :func:`provable_noise_std` (ε̄, δ̄, L, K), so the K runs are (ε̄, δ̄)-DP by the
+    theorem of the module docstring. ``"paper"``: σ of Arora et al. 2020, Theorem 6
+    with Remark 1, each run at (ε̄/K, δ̄/K); ``"rdp"``: z from
+    :func:`rdp_noise_multiplier`; both **unproven**, and the reported budget is the
+    smallest ε of the three accountings at that σ (:func:`noisy_sgd_privacy`). A
+    ``"paper"`` noise certified above ε̄ by every accounting is refused.
+
+    Parameters
+    ----------
+    n_samples, n_features : int
+    loss : str
+        One of :data:`CLASSIFICATION_LOSSES` or :data:`REGRESSION_LOSSES`.
+    epsilon, delta : float
+        The target (ε̄, δ̄) of all K runs together.
+    norm_bound, radius : float
+        R_x and D.
+    fit_intercept : bool
+    loss_param : float
+        Smoothed-hinge width or Huber threshold.
+    label_bound : float or None
+        B (the squared loss needs it).
+    n_runs : int
+        K.
+    noise_calibration : {"provable", "paper", "rdp"}
+    learning_rate : "paper" or float
+        η; ``"paper"`` is :func:`paper_step_size`.
+
+    Returns
+    -------
+    NoisySGDPlan
+
+    Examples
+    --------
+    >>> from skdpsparse.mechanisms.noisy_sgd import plan_noisy_sgd
+    >>> plan = plan_noisy_sgd(10_000, 5, loss="logistic", epsilon=1.0, delta=1e-6)
+    >>> plan.accounting, round(plan.noise_std / plan.lipschitz, 2)  # σ/L at ε = 1
+    ('provable', 9.06)
+    """
+    n, d, K = int(n_samples), int(n_features), _n_runs(n_runs)
+    eps, dlt = float(epsilon), float(delta)
+    dim = d + 1 if fit_intercept else d
+    lip = lipschitz_constant(loss, float(norm_bound), fit_intercept, radius=float(radius),
+                             label_bound=label_bound, loss_param=loss_param)
+    if noise_calibration == "provable":
+        # K runs, each (2L)²/(2σ²)-zCDP, compose in ρ (module docstring).
+        sigma = provable_noise_std(eps, dlt, lip, K)
+        z = sigma / (2.0 * lip)
+        budget, accounting = provable_privacy(z, dlt, K), "provable"
+        accounts = {"provable": budget.epsilon}
+    elif noise_calibration in ("paper", "rdp"):
+        if noise_calibration == "paper":
+            # K one-vs-rest runs share (ε̄, δ̄) by basic composition: ε̄/K, δ̄/K each
+            # (Arora et al. 2020, Theorem 6 and Remark 1).
+            sigma = paper_noise_std(n, eps / K, dlt / K, lip)
+            z = sigma / (2.0 * lip)
+        else:
+            z = rdp_noise_multiplier(n, eps, dlt, K)  # sensitivity 2L
+            sigma = 2.0 * lip * z
+        privacy = noisy_sgd_privacy(n, z, dlt, K)
+        budget, accounting, accounts = privacy.budget, privacy.accounting, privacy.epsilons
+        if budget.epsilon > eps * (1.0 + 1e-9):
+            raise ValueError(
+                f"epsilon={epsilon!r}: with noise_calibration='paper' the noise "
+                f"of Arora et al. 2020 Theorem 6 is certified only to epsilon="
+                f"{budget.epsilon:.4g} for n={n} (outside the theorem's regime "
+                "eps <= 1/(2 sqrt(n)), and no other accounting gives less); use the "
+                "default noise_calibration='provable' or a smaller epsilon.")
+    else:
+        raise ValueError("noise_calibration must be 'provable', 'paper' or 'rdp', got "
+                         f"{noise_calibration!r}")
+    if isinstance(learning_rate, str) and learning_rate == "paper":
+        eta = paper_step_size(n, float(radius), lip, sigma, dim)
+    else:
+        eta = float(learning_rate)
+    return NoisySGDPlan(
+        loss=loss, loss_param=float(loss_param), norm_bound=float(norm_bound),
+        radius=float(radius), fit_intercept=bool(fit_intercept),
+        label_bound=None if label_bound is None else float(label_bound), n_samples=n,
+        n_features=d, n_runs=K, lipschitz=lip, noise_std=sigma, noise_multiplier=z,
+        step_size=eta, calibration=noise_calibration, accounting=accounting,
+        epsilons=accounts, budget=budget, rows_needed=rows_needed(lip, sigma, dim))
+
+
 # -------------------------------------------------------------------- the run
 class NoisySGDResult(NamedTuple):
     """One run: the released average of fresh iterates, and public facts about it.
@@ -660,3 +844,52 @@ def noisy_projected_sgd(X, y, *, loss, noise_std, step_size, radius, norm_bound,
     avg = fresh_sum / target
     return NoisySGDResult(avg[:d].copy(), float(avg[d]) if fit_intercept else 0.0,
                           n_steps, int(n_seen), theta)
+
+
+def noisy_sgd(X, targets, plan, rng, *, verbose=0, name="noisy SGD"):
+    """Run a :class:`NoisySGDPlan`: one run of :func:`noisy_projected_sgd` per row of
+    ``targets`` (K = ``plan.n_runs``), each with the plan's σ, η and bounds.
+
+    **Privacy guarantee.** ``plan.budget`` for one row (x, y) replaced (n public), for
+    a plan from :func:`plan_noisy_sgd` (:class:`NoisySGDPlan`): provable with
+    ``plan.accounting == "provable"``, unproven otherwise. Assumptions: ``rng``
+    secret; the K runs draw from it in turn (independent noise and indices). Not
+    covered: the run's duration.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix of shape (n, d)
+    targets : ndarray of shape (K, n)
+        ±1 per one-vs-rest problem, or the regression targets (K = 1).
+    plan : NoisySGDPlan
+    rng : RandomSource or numpy.random.Generator
+    verbose : int, default=0
+    name : str
+        The name at the head of the progress lines.
+
+    Returns
+    -------
+    coef : ndarray of shape (K, d)
+    intercept : ndarray of shape (K,)
+    n_iter : ndarray of int64 of shape (K,)
+    """
+    targets = np.atleast_2d(targets)
+    K, d = plan.n_runs, plan.n_features
+    if X.shape != (plan.n_samples, d) or targets.shape != (K, plan.n_samples):
+        raise ValueError(f"X of shape {X.shape} and targets of shape {targets.shape} do "
+                         f"not match the plan ({plan.n_samples} rows, {d} features, "
+                         f"{K} runs).")
+    coef, intercept, n_iter = np.zeros((K, d)), np.zeros(K), np.zeros(K, dtype=np.int64)
+    progress = Progress(verbose, name)
+    for k in range(K):
+        if K > 1:
+            progress.report("run", k + 1, K, "one versus rest")
+        run = noisy_projected_sgd(
+            X, targets[k], loss=plan.loss, noise_std=plan.noise_std,
+            step_size=plan.step_size, radius=plan.radius, norm_bound=plan.norm_bound,
+            fit_intercept=plan.fit_intercept, loss_param=plan.loss_param,
+            label_bound=plan.label_bound, rng=rng, verbose=verbose, name=name)
+        coef[k], intercept[k], n_iter[k] = run.coef, run.intercept, run.n_steps
+    progress.report("done", detail=f"sigma={plan.noise_std:.4g}, eta={plan.step_size:.4g}, "
+                    f"privacy spent {plan.budget} ({plan.accounting} accounting)")
+    return coef, intercept, n_iter
