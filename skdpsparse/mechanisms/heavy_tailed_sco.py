@@ -9,6 +9,11 @@ For a linear model the per-example gradient is ``l'(z_i, y_i) x_i`` (with a cons
 feature for the intercept), a scaled row, so the oracle reads it without forming
 the ``n x d`` gradient matrix.
 
+Plan, then run: :func:`plan_heavy_tailed_sco` fixes every step's oracle plan (its
+noise scale, sensitivity and ρ_t), the batches and the budget from public numbers
+(:class:`HeavyTailedSCOPlan`); :func:`run_heavy_tailed_sco` runs it;
+:func:`heavy_tailed_sco` is both in one call.
+
 Privacy (replacement neighbours; n, d public)
 ---------------------------------------------
 * **Convex, full data each step** (Algorithm 2): each of the T steps runs the oracle
@@ -34,17 +39,15 @@ Privacy (replacement neighbours; n, d public)
 """
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 
 from .._kernels.linear_losses import csr_margins, dense_margins, per_example_derivatives
 from .._kernels.projections import project_l2_ball
-from .heavy_tailed import (
-    n_groups_for,
-    private_cwme_zcdp,
-    private_noise_smoothing_mean_zcdp,
-)
+from ..accounting import ZCDP
+from .heavy_tailed import cwme, n_groups_for, nsme, plan_cwme, plan_noise_smoothing
 
 __all__ = ["ORACLES", "SETTINGS", "sco_schedule", "nsme_exponent", "heavy_tailed_sco"]
 
@@ -158,6 +161,187 @@ def _margins(X, w):
     return dense_margins(X, w, 0.0)
 
 
+@dataclass(frozen=True)
+class HeavyTailedSCOPlan:
+    """Everything :func:`run_heavy_tailed_sco` runs with, fixed before the data are
+    read (built by :func:`plan_heavy_tailed_sco` from n, p and the schedule only).
+
+    **Privacy guarantee.** A plan is public (no field depends on the data).
+    ``budget`` = ρ-zCDP is the guarantee of :func:`run_heavy_tailed_sco` run with it,
+    for one row (x, y) replaced (n and p public): each step's gradient is released by
+    the oracle plan ``step`` (:class:`~skdpsparse.mechanisms.heavy_tailed.CWMEPlan` or
+    :class:`~skdpsparse.mechanisms.heavy_tailed.NoiseSmoothingPlan`), ρ_t-zCDP for one
+    row whatever its size; convex setting: T steps at ρ_t = ρ/T on all rows, composed
+    additively (Bun and Steinke 2016, "Concentrated differential privacy:
+    simplifications, extensions, and lower bounds", Lemma 2.3; Kamath, Liu and Zhang
+    2022, Lemma 5.1); strongly convex setting: disjoint batches at ρ_t = ρ each, by
+    parallel composition (module docstring). A plan whose ``step`` has less noise
+    than its ``rho_step`` calls for is not covered by ``budget``.
+
+    Attributes
+    ----------
+    n_samples, n_features : int
+        n and p (the intercept's constant column included).
+    oracle : {"cwme", "noise_smoothing"}
+    setting : {"convex", "strongly_convex"}
+    n_iter : int
+        T.
+    learning_rate, truncation : float
+        η and τ.
+    rho, rho_step : float
+        The run's ρ and each step's.
+    batch_size : int
+        Rows per step (n, or n // T for disjoint batches).
+    radius : float
+        D.
+    alpha : float
+        Ridge weight.
+    penalized : ndarray of float of shape (p,)
+        1 where the ridge applies.
+    loss_code, loss_param : int, float
+    step : CWMEPlan or NoiseSmoothingPlan
+        The oracle's plan for one step (its noise scale, sensitivity, budget).
+    budget : ZCDP
+    """
+
+    n_samples: int
+    n_features: int
+    oracle: str
+    setting: str
+    n_iter: int
+    learning_rate: float
+    truncation: float
+    rho: float
+    rho_step: float
+    batch_size: int
+    radius: float
+    alpha: float
+    penalized: np.ndarray = field(compare=False, repr=False)
+    loss_code: int
+    loss_param: float
+    step: object
+    budget: ZCDP
+
+    @property
+    def n_groups(self):
+        """m of cwme (None for noise smoothing)."""
+        return getattr(self.step, "n_groups", None)
+
+
+def plan_heavy_tailed_sco(n_samples, n_features, *, loss_code, loss_param, oracle, setting,
+                          n_iter, learning_rate, truncation, rho, radius, alpha=0.0,
+                          failure_prob=0.1, smoothing_variance=1.0, penalized=None):
+    """The plan of Kamath, Liu and Zhang (2022) Algorithm 1 with a heavy-tailed mean
+    oracle, from public numbers (arguments as :func:`heavy_tailed_sco`, with n and p
+    for the data).
+
+    **Privacy guarantee.** Public numbers in, a public plan out; what the plan
+    guarantees is its ``budget``, ρ-zCDP (:class:`HeavyTailedSCOPlan`): the oracle
+    of every step is planned at ρ_t = ρ/T (convex, all rows) or ρ (disjoint batches
+    of n // T rows), with m = ⌈4 log(2p/β)⌉ rounded up to even groups for cwme
+    (:func:`~skdpsparse.mechanisms.heavy_tailed.n_groups_for`, at most the rows of a
+    step).
+
+    Returns
+    -------
+    HeavyTailedSCOPlan
+
+    Examples
+    --------
+    >>> from skdpsparse.mechanisms.heavy_tailed_sco import plan_heavy_tailed_sco
+    >>> plan = plan_heavy_tailed_sco(1000, 3, loss_code=0, loss_param=0.0,
+    ...                              oracle="cwme", setting="convex", n_iter=10,
+    ...                              learning_rate=0.1, truncation=2.0, rho=0.5,
+    ...                              radius=1.0)
+    >>> plan.rho_step, plan.n_groups, plan.budget.rho
+    (0.05, 18, 0.5)
+    """
+    if setting not in SETTINGS:
+        raise ValueError(f"setting must be one of {SETTINGS}, got {setting!r}.")
+    if oracle not in ORACLES:
+        raise ValueError(f"oracle must be one of {ORACLES}, got {oracle!r}.")
+    n, p, T = int(n_samples), int(n_features), int(n_iter)
+    if setting == "convex":
+        rho_step, batch = rho / T, n
+    else:
+        rho_step, batch = rho, n // T
+        if batch < 1:
+            raise ValueError(f"n_iter={T} disjoint batches need at least {T} rows, got {n}.")
+    if oracle == "cwme":
+        m = n_groups_for(p, failure_prob, batch, even=True)
+        step = plan_cwme(batch, p, tau=truncation, n_groups=m, rho=rho_step)
+    else:
+        step = plan_noise_smoothing(batch, p, tau=truncation, rho=rho_step,
+                                    smoothing_variance=smoothing_variance)
+    mask = np.ones(p) if penalized is None else np.asarray(penalized, dtype=np.float64)
+    return HeavyTailedSCOPlan(
+        n_samples=n, n_features=p, oracle=oracle, setting=setting, n_iter=T,
+        learning_rate=float(learning_rate), truncation=float(truncation), rho=float(rho),
+        rho_step=rho_step, batch_size=batch, radius=float(radius), alpha=float(alpha),
+        penalized=mask, loss_code=int(loss_code), loss_param=float(loss_param), step=step,
+        budget=ZCDP(rho))
+
+
+def run_heavy_tailed_sco(X, y, plan, rng, *, callback=None):
+    """Run a :class:`HeavyTailedSCOPlan`: projected gradient descent whose gradient at
+    each step is the oracle's private mean of the per-example gradients.
+
+    **Privacy guarantee.** ``plan.budget`` (ρ-zCDP) for one row (x, y) replaced (n and
+    p public), for a plan from :func:`plan_heavy_tailed_sco`
+    (:class:`HeavyTailedSCOPlan`). Assumptions: ``X`` already in an order independent
+    of the data's values (the caller permutes with the fit's key); ``rng`` secret.
+    Not covered: the noise when ``rng`` is known (a fixed seed), and the run's
+    duration.
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n, p)
+    y : ndarray of shape (n,)
+    plan : HeavyTailedSCOPlan
+    rng : RandomSource or numpy.random.Generator
+    callback : callable, optional
+        ``callback(t, w)`` after every step.
+
+    Returns
+    -------
+    w : ndarray of shape (p,)
+    info : dict
+        ``n_groups``, ``noise_scale`` (per coordinate, per step), ``rho_step``,
+        ``batch_size``.
+    """
+    n, p = X.shape
+    if (n, p) != (plan.n_samples, plan.n_features):
+        raise ValueError(f"X has shape {X.shape}, but the plan is for "
+                         f"({plan.n_samples}, {plan.n_features}).")
+    T, batch, step = plan.n_iter, plan.batch_size, plan.step
+    oracle = cwme if plan.oracle == "cwme" else nsme
+    w = np.zeros(p)
+    w_sum = np.zeros(p)
+    for t in range(T):
+        if plan.setting == "convex":
+            Xt, yt = X, y
+        else:
+            Xt, yt = X[t * batch:(t + 1) * batch], y[t * batch:(t + 1) * batch]
+        der = per_example_derivatives(_margins(Xt, w), yt, plan.loss_code, plan.loss_param)
+        # A finite row whose margin is beyond float64 gets the margin ±inf (never NaN,
+        # :mod:`skdpsparse._kernels.linear_losses`), hence ℓ' = ±inf for the squared
+        # loss, and inf·0 = NaN on its zero entries inside the oracle. Clamp to the
+        # largest finite float of the same sign: a fixed map of the row (and of the
+        # public w), so the oracle's bound on one row's contribution is unchanged.
+        np.clip(der, -_FLOAT_MAX, _FLOAT_MAX, out=der)
+        grad = oracle(Xt, step, rng, scale=der)
+        if plan.alpha:
+            grad += plan.alpha * plan.penalized * w
+        w = w - plan.learning_rate * grad
+        project_l2_ball(w, plan.radius, w)
+        w_sum += w
+        if callback is not None:
+            callback(t, w)
+    out = w_sum / T if plan.setting == "convex" else w
+    return out, {"n_groups": plan.n_groups, "noise_scale": step.noise_scale,
+                 "rho_step": plan.rho_step, "batch_size": batch}
+
+
 def heavy_tailed_sco(X, y, *, loss_code, loss_param, oracle, setting, n_iter, learning_rate,
                      truncation, rho, radius, rng, alpha=0.0, failure_prob=0.1,
                      smoothing_variance=1.0, penalized=None, callback=None):
@@ -218,46 +402,9 @@ def heavy_tailed_sco(X, y, *, loss_code, loss_param, oracle, setting, n_iter, le
         ``n_groups``, ``noise_scale`` (per coordinate, per step), ``rho_step``,
         ``batch_size``.
     """
-    n, p = X.shape
-    T = int(n_iter)
-    if setting == "convex":
-        rho_step, batch = rho / T, n
-    else:
-        rho_step, batch = rho, n // T
-        if batch < 1:
-            raise ValueError(f"n_iter={T} disjoint batches need at least {T} rows, got {n}.")
-    m = n_groups_for(p, failure_prob, batch, even=True)
-    mask = np.ones(p) if penalized is None else np.asarray(penalized, dtype=np.float64)
-    w = np.zeros(p)
-    w_sum = np.zeros(p)
-    noise_scale = None
-    for t in range(T):
-        if setting == "convex":
-            Xt, yt = X, y
-        else:
-            Xt, yt = X[t * batch:(t + 1) * batch], y[t * batch:(t + 1) * batch]
-        der = per_example_derivatives(_margins(Xt, w), yt, loss_code, loss_param)
-        # A finite row whose margin is beyond float64 gets the margin ±inf (never NaN,
-        # :mod:`skdpsparse._kernels.linear_losses`), hence ℓ' = ±inf for the squared
-        # loss, and inf·0 = NaN on its zero entries inside the oracle. Clamp to the
-        # largest finite float of the same sign: a fixed map of the row (and of the
-        # public w), so the oracle's bound on one row's contribution is unchanged.
-        np.clip(der, -_FLOAT_MAX, _FLOAT_MAX, out=der)
-        if oracle == "cwme":
-            grad, _, info = private_cwme_zcdp(Xt, tau=truncation, n_groups=m, rho=rho_step,
-                                              rng=rng, scale=der)
-        else:
-            grad, _, info = private_noise_smoothing_mean_zcdp(
-                Xt, tau=truncation, rho=rho_step, rng=rng,
-                smoothing_variance=smoothing_variance, scale=der)
-        noise_scale = info["scale"]
-        if alpha:
-            grad += alpha * mask * w
-        w = w - learning_rate * grad
-        project_l2_ball(w, radius, w)
-        w_sum += w
-        if callback is not None:
-            callback(t, w)
-    out = w_sum / T if setting == "convex" else w
-    return out, {"n_groups": m if oracle == "cwme" else None, "noise_scale": noise_scale,
-                 "rho_step": rho_step, "batch_size": batch}
+    plan = plan_heavy_tailed_sco(
+        *X.shape, loss_code=loss_code, loss_param=loss_param, oracle=oracle,
+        setting=setting, n_iter=n_iter, learning_rate=learning_rate, truncation=truncation,
+        rho=rho, radius=radius, alpha=alpha, failure_prob=failure_prob,
+        smoothing_variance=smoothing_variance, penalized=penalized)
+    return run_heavy_tailed_sco(X, y, plan, rng, callback=callback)
