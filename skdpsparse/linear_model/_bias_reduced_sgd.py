@@ -631,14 +631,20 @@ class DPBiasReducedSGDRegressor(RegressorMixin, _BaseBiasReducedSGD):
         Huber with threshold κ (|ℓ'| ≤ κ) or ½(z − y)² (|ℓ'| ≤ D√(R² + c²) + Y).
     huber_threshold : float, default=1.0
         κ.
-    label_bound : float, default=1.0
-        Y.
+    label_bound : float or None, default=None
+        Y: targets are clipped to [−Y, Y]. Declare it from public knowledge (a rating
+        scale, a legal maximum). ``None``: Y = 1 with a ``UserWarning`` before
+        fitting (the same default as
+        :class:`~skdpsparse.linear_model.DPOutputPerturbationRegressor`), since
+        clipping larger targets to [−1, 1] silently destroys the fit.
     {shared}
 
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
     intercept_ : float
+    label_bound_ : float
+        The Y used (declared, or 1 for ``None``).
     {attrs}
 
     Examples
@@ -648,7 +654,8 @@ class DPBiasReducedSGDRegressor(RegressorMixin, _BaseBiasReducedSGD):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(2000, 5)) / np.sqrt(5)
     >>> y = np.clip(X @ np.ones(5) / 2, -1, 1)
-    >>> reg = DPBiasReducedSGDRegressor(radius=2.0, random_state=0).fit(X, y)
+    >>> reg = DPBiasReducedSGDRegressor(radius=2.0, label_bound=1.0,
+    ...                                 random_state=0).fit(X, y)
     >>> reg.coef_.shape
     (5,)
     """.replace("{shared}", _SHARED_DOC).replace("{attrs}", _SHARED_ATTRS).replace(
@@ -658,13 +665,13 @@ class DPBiasReducedSGDRegressor(RegressorMixin, _BaseBiasReducedSGD):
         **_COMMON_CONSTRAINTS,
         "loss": [Options("huber", "squared")],
         "huber_threshold": [_POSITIVE],
-        "label_bound": [_POSITIVE],
+        "label_bound": [_POSITIVE, None],
     }
 
     def __init__(self, loss="huber", *, epsilon=1.0, delta=1e-6, mechanism="projection",
                  boosting=None, n_runs="auto", failure_prob=0.1, learning_rate="auto",
                  radius=10.0, fit_intercept=True, intercept_scaling=1.0, norm_bound=1.0,
-                 sparsity=None, huber_threshold=1.0, label_bound=1.0, max_iter=None,
+                 sparsity=None, huber_threshold=1.0, label_bound=None, max_iter=None,
                  calibration="analytic", accounting="renyi_filter", verbose=0,
                  random_state=None):
         self.loss = loss
@@ -710,9 +717,15 @@ class DPBiasReducedSGDRegressor(RegressorMixin, _BaseBiasReducedSGD):
         if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
             return fitted
         validate_params(self, self._parameter_constraints)
+        if self.label_bound is None:
+            # Data-independent: said before anything is read.
+            warnings.warn(
+                "label_bound was not declared: targets are clipped to [-1, 1], which "
+                "destroys the fit when they are larger. Declare a bound from public "
+                "knowledge (label_bound=...).", UserWarning, stacklevel=2)
         (X, y), input_attrs = fit_input(self, X, y, supervised=True, y_numeric=True)
         self._check_n(X.shape[0])
-        Y = float(self.label_bound)
+        Y = 1.0 if self.label_bound is None else float(self.label_bound)
         targets = np.clip(np.asarray(y, dtype=np.float64), -Y, Y)
         code = _kernels.LOSS_CODES[self.loss]
         param = float(self.huber_threshold) if self.loss == "huber" else 0.0
@@ -731,7 +744,7 @@ class DPBiasReducedSGDRegressor(RegressorMixin, _BaseBiasReducedSGD):
         coef, intercept, info, budget = self._fit_linear(
             X, targets, code, param, deriv_bound, loss_range, convex=True)
         return self._store(info, budget, dict(input_attrs, coef_=coef,
-                                              intercept_=intercept))
+                                              intercept_=intercept, label_bound_=Y))
 
     def predict(self, X):
         """Predicted targets ⟨w, x̄⟩ + b on the bounded rows x̄ (as in ``fit``).

@@ -246,3 +246,23 @@ def test_every_level_fits_the_filter_at_the_common_checks_epsilon():
         assert np.max(plan.costs) <= plan.budget
     plan = renyi_filter_plan(150, 10.0, 1e-6)
     assert np.max(plan.costs) > plan.budget  # the former ε = 10 could stop at 0 steps
+
+
+def test_undeclared_label_bound_warns_before_fitting_and_clips_to_one():
+    """The default of DPOutputPerturbationRegressor (issue 21, one default for one
+    thing): ``label_bound=None`` is Y = 1, said before anything is read."""
+    import warnings
+
+    X, y = _easy_regression(300)
+    with pytest.warns(UserWarning, match="label_bound was not declared"):
+        with pytest.raises(ValueError, match="NaN"):  # warned before the data are read
+            DPBiasReducedSGDRegressor(max_iter=3, random_state=0).fit(
+                X.toarray() * np.nan, y)
+    with pytest.warns(UserWarning, match="label_bound was not declared"):
+        reg = DPBiasReducedSGDRegressor(max_iter=3, random_state=0).fit(X, 10 * y)
+    declared = DPBiasReducedSGDRegressor(max_iter=3, label_bound=1.0,
+                                         random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        declared.fit(X, 10 * y)
+    assert reg.label_bound_ == declared.label_bound_ == 1.0
