@@ -583,6 +583,16 @@ def _ratio(x, tau):
 
 
 @njit(cache=True, inline="always")
+def _ratio_inv(x, inv_tau):
+    # _ratio with x·(1/τ) for x/τ: within an ulp of it (twice the rounding of one
+    # operation), and a multiplication vectorises at several times the throughput of a
+    # division, which bounded the whole pass. ψ_c is 1-Lipschitz, so the mean moves by
+    # at most τ·2⁻⁵² per term, far inside the kernels' stated accuracy; the value
+    # stays in [−sup, sup], which is all the sensitivity uses.
+    return _clip(x * inv_tau, -_HUGE, _HUGE) + (x - x)
+
+
+@njit(cache=True, inline="always")
 def _constants(c):
     sqrt_c = math.sqrt(c)
     inv_sqrt_c = 1.0 / sqrt_c if c > 0.0 else math.inf
@@ -635,14 +645,42 @@ def smoothed_phi_array(a, c):
 
 @njit(cache=True)
 def noise_smoothing_mean_dense_nb(X, tau, c):
-    """Compiled core of :func:`noise_smoothing_mean_dense` for a C-contiguous ``X``."""
+    """Compiled core of :func:`noise_smoothing_mean_dense` for a C-contiguous ``X``.
+
+    Each row is one branch-free pass (it vectorises): the common case of :func:`_psi`
+    (|a|(1 + 8.5√c) < b: the plain moments, clamped to ±sup) is added where it
+    holds and 0.0 elsewhere, counting the other entries; a row with any (0.07 % of
+    the entries of Student-t(3) data at the estimator's τ, 7 % of its rows at d =
+    100) is scanned again and those entries get the full :func:`_psi`. Adding 0.0
+    changes no sum and the fix-up comes before the next row, so each column is
+    summed in the same order as ``sums[j] += _psi(a_ij)`` row by row; the terms
+    differ from :func:`_psi`'s by a few ulps (a = x·(1/τ) and a multiplication by
+    (1 + 3c)/6 instead of two divisions per entry, which bounded the pass), and
+    every common term is clamped into [−sup, sup], the range the sensitivity uses. 3.5× faster than the entry-by-entry loop at
+    n = 2·10⁵, d = 100 (process time on a loaded 2-core machine).
+    """
     n, d = X.shape
     sqrt_c, inv_sqrt_c, sup = _constants(c)
+    inner = 1.0 + _INNER_SDS * sqrt_c
+    k3 = (1.0 + 3.0 * c) / 6.0  # c = 0: _phi's a - a³/6
+    inv_tau = 1.0 / tau
     sums = np.zeros(d)
     for i in range(n):
         row = X[i]
+        rare = 0
         for j in range(d):
-            sums[j] += _psi(_ratio(np.float64(row[j]), tau), c, sqrt_c, inv_sqrt_c, sup)
+            a = _ratio_inv(np.float64(row[j]), inv_tau)
+            common = abs(a) * inner < _B
+            v = a - a * a * a * k3  # _psi's (to rounding: no division per entry)
+            v = sup if v > sup else v  # (for c = 0 too: _phi's a - a³/6 can pass its
+            v = -sup if v < -sup else v  # bound sup = 2√2/3 by an ulp near |a| = √2)
+            sums[j] += v if common else 0.0
+            rare += 0 if common else 1
+        if rare:
+            for j in range(d):
+                a = _ratio_inv(np.float64(row[j]), inv_tau)
+                if not abs(a) * inner < _B:
+                    sums[j] += _psi(a, c, sqrt_c, inv_sqrt_c, sup)
     for j in range(d):
         sums[j] *= tau / n
     return sums

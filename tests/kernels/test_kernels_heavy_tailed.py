@@ -449,3 +449,23 @@ def test_cwme_interval_ends_are_rounded_inwards(c_any, tau, c_big):
         assert lo == ref_interval_end(c, tau, -1) and hi == ref_interval_end(c, tau, 1)
         assert lo <= c <= hi
         assert Fraction(hi) - Fraction(lo) <= 6 * Fraction(tau)
+
+
+@pytest.mark.parametrize("c", [0.0, 0.3, 1.0, 4.0])
+def test_noise_smoothing_mean_rows_mixing_common_and_rare_entries(c):
+    # The dense kernel adds the common case (plain moments) in one vectorised pass and
+    # revisits a row only for its rare entries (|x/tau|(1 + 8.5 sqrt c) >= sqrt 2, NaN):
+    # every entry must still count exactly once, as the entry-wise kernel computes it.
+    rng = np.random.default_rng(int(10 * c))
+    X = rng.standard_normal((300, 17)) * 0.01
+    rare = rng.random(X.shape) < 0.05
+    X[rare] = rng.standard_cauchy(rare.sum()) * 10.0
+    X[7] = 0.0  # a row of zeros, and one with only rare entries
+    X[8] = 50.0
+    expected = 2.0 * smoothed_phi_array(X / 2.0, c).mean(axis=0)
+    got = noise_smoothing_mean_dense(X, 2.0, c)
+    np.testing.assert_allclose(got, expected, rtol=1e-14, atol=1e-16)
+    assert np.all(np.abs(got) <= 2.0 * smoothed_phi_sup(c))
+    X[5, 3] = np.nan  # a rare entry that is NaN: its column only
+    got = noise_smoothing_mean_dense(X, 2.0, c)
+    assert np.isnan(got[3]) and not np.isnan(np.delete(got, 3)).any()
