@@ -123,3 +123,24 @@ def test_groups_validation():
         check_groups(good[:-1], 10, 3)
     with pytest.raises(ValueError, match="scale"):
         cwme_scaled_dense(np.ones((10, 2)), 1.0, 3, scale=np.ones(9))
+
+
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_cwme_shuffled_groups_without_scale_match_reference(layout):
+    # The estimator's default (shuffled groups, no scale) has its own unscaled kernel
+    # for C-ordered X: the reference with unit scales, and exactly the plain kernel on
+    # the rows reordered group by group (same sums in the same order).
+    from skdpsparse._kernels.heavy_tailed import cwme_dense
+
+    rng, X, _ = _data(11, 203, 6)
+    X[17, 2] = np.nan
+    groups = rng.permutation(consecutive_groups(203, 9))
+    center = rng.normal(size=6)
+    Xl = np.asfortranarray(X) if layout == "F" else X
+    got = cwme_scaled_dense(Xl, 0.8, 9, center, groups=groups)
+    expected = ref_cwme_grouped(X, 0.8, 9, center, np.ones(203), groups)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    assert np.isnan(got[2])
+    if layout == "C":
+        order = np.argsort(groups, kind="stable")
+        np.testing.assert_array_equal(got, cwme_dense(X[order], 0.8, 9, center))
