@@ -167,8 +167,9 @@ _SHARED_DOC = """epsilon : float, default=1.0
         step_privacy`, valid for ε ≤ 13.4).
     verbose : bool or int, default=0
         Progress lines (step count, N_t and the filter's state: nothing
-        data-dependent) every 1000 steps at ``True``/``1``, every step at ``2``, and
-        the steps taken and the budget at the end.
+        data-dependent) every 1000 steps at ``True``/``1``, every step at ``2``, one
+        line per class with K ≥ 3 classes, and the steps taken and the budget once
+        the model is released.
         Silent with ``boosting="random_stopping"``: its number of runs is not covered
         by the guarantee (Liu and Talwar 2019, Theorem 3.4 releases the best run
         only).
@@ -270,11 +271,8 @@ class _BaseBiasReducedSGD(BaseEstimator):
         eps, delta = float(self.epsilon), float(self.delta)
         design = self._design(X, convex, eps, delta)
         rng = fit_random_source(self.random_state, self, design.X, targets)
-        progress = Progress(self._verbose_level(), type(self).__name__)
-        coef, intercept, info, budget = self._fit_problem(
-            design, targets, code, param, deriv_bound, loss_range, convex, eps, delta, rng)
-        progress.report("done", detail=f"{int(info['n_iter'])} steps, privacy spent {budget}")
-        return coef, intercept, info, budget
+        return self._fit_problem(design, targets, code, param, deriv_bound, loss_range,
+                                 convex, eps, delta, rng)
 
     def _verbose_level(self):
         # Progress per run would reveal random stopping's number of runs.
@@ -405,9 +403,17 @@ class _BaseBiasReducedSGD(BaseEstimator):
     def _store(self, info, budget, attrs):
         # Charges first; a refused fit releases nothing and leaves the estimator
         # unfitted (base.release).
-        return release(self, dict(attrs, n_iter_=int(info["n_iter"]),
-                                  learning_rate_=float(info["learning_rate"]),
-                                  privacy_spent_=budget))
+        release(self, dict(attrs, n_iter_=int(info["n_iter"]),
+                           learning_rate_=float(info["learning_rate"]),
+                           privacy_spent_=budget))
+        self._report_done(f"{self.n_iter_} steps")
+        return self
+
+    def _report_done(self, what):
+        # After the release: a boosted fit's n_iter_ is that of the privately selected
+        # run, not to be printed before the ledger has accepted the charge.
+        Progress(self._verbose_level(), type(self).__name__).report(
+            "done", detail=f"{what}, privacy spent {self.privacy_spent_}")
 
     def _margins(self, X):
         check_is_fitted(self)
@@ -591,17 +597,19 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
         for k in range(K):
             fits.append(self._fit_problem(design, targets[k], code, param, deriv_bound,
                                           loss_range, convex, eps, delta, rng))
-            progress.report("class", k + 1, K, f"{int(fits[-1][2]['n_iter'])} steps, "
-                            f"privacy spent {fits[-1][3]}")
+            progress.report("class", k + 1, K, f"fitted at epsilon={eps:.4g}, "
+                            f"delta={delta:.4g}")
         # Basic composition of the K releases (one_vs_rest_budget): at most (ε, δ).
         budget = sum((f[3] for f in fits[1:]), fits[0][3])
-        progress.report("done", detail=f"{K} one-vs-rest models, privacy spent {budget}")
-        return release(self, dict(
+        release(self, dict(
             input_attrs, classes_=classes, coef_=np.stack([f[0] for f in fits]),
             intercept_=np.array([f[1] for f in fits]),
             n_iter_=np.array([int(f[2]["n_iter"]) for f in fits]),
             learning_rate_=np.array([float(f[2]["learning_rate"]) for f in fits]),
             privacy_spent_=budget))
+        self._report_done(f"{K} one-vs-rest models of {', '.join(map(str, self.n_iter_))} "
+                          "steps")
+        return self
 
     def _decision(self, X):
         """(n_samples, n_problems) margins ⟨w_k, x̄⟩ + b_k of the bounded rows x̄ (as in

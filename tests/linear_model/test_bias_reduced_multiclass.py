@@ -142,3 +142,19 @@ def test_verbose_prints_one_line_per_class_and_the_total(capsys):
     assert [line.split(":")[0] for line in lines] == [
         "[DPBiasReducedSGDClassifier] class 1/3", "[DPBiasReducedSGDClassifier] class 2/3",
         "[DPBiasReducedSGDClassifier] class 3/3", "[DPBiasReducedSGDClassifier] done"]
+
+
+def test_a_refused_fit_prints_no_step_count(capsys):
+    """The steps of the runs (of the privately selected run, when boosted) are printed
+    only once the ledger has accepted the charge."""
+    from skdpsparse.exceptions import BudgetExceededError
+
+    X, y = _easy_multiclass(600)
+    for classes in ([0, 1, 2], [0, 1]):
+        with PrivacyLedger(limit=ApproxDP(1.0, 1e-6)), \
+                pytest.raises(BudgetExceededError):
+            DPBiasReducedSGDClassifier(epsilon=3.0, sparsity=2, classes=classes,
+                                       max_iter=5, verbose=1, random_state=0).fit(
+                X, np.minimum(y, len(classes) - 1))
+        out = capsys.readouterr().out
+        assert "done" not in out and "steps" not in out, out
