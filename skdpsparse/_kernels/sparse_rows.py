@@ -26,7 +26,10 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from ._common import bounding_scale_nb, l1_norm_range_nb, l2_norm_range_nb, prepare_out
 
@@ -46,6 +49,7 @@ __all__ = [
     "csr_scale_rows_nb",
     "dense_scale_rows_nb",
     "free_threads",
+    "prefetch_nb",
     "row_ranges",
 ]
 
@@ -260,6 +264,34 @@ def csr_bounded_column_sum(indptr, indices, data, n_cols, l2_bound, l1_bound):
     out = np.zeros(n_cols, dtype=np.float64)
     return csr_bounded_column_sum_rows(indptr, indices, data, 0, indptr.shape[0] - 1,
                                        l2_bound, l1_bound, out)
+
+
+@intrinsic
+def prefetch_nb(typingctx, array, index):
+    """Hint the CPU to fetch ``array[index]`` into the cache for a write (LLVM's
+    ``llvm.prefetch``: write, high locality, data cache); ``index`` must be within
+    the array. No effect on any value. For scatters into arrays larger than the L2 cache, whose
+    read-modify-writes miss: issued some entries ahead, the miss overlaps the work
+    in between."""
+    if not isinstance(array, types.Array) or not isinstance(index, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array_type, _ = signature.args
+        ary = context.make_array(array_type)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, array_type, ary, [args[1]],
+                                       wraparound=False, boundscheck=False)
+        bytes_ptr = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        # LLVM names the intrinsic by its pointer type: "p0" with opaque pointers.
+        name = "llvm.prefetch.p0" if str(bytes_ptr) == "ptr" else "llvm.prefetch.p0i8"
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [bytes_ptr, i32, i32, i32]), name)
+        builder.call(fn, [builder.bitcast(ptr, bytes_ptr), ir.Constant(i32, 1),
+                          ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
 
 
 # Below this many stored entries a second thread costs more than it saves.

@@ -19,7 +19,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from .._kernels.fixed_point import bounded_fixed_sum, fixed_point_bits
+from .._kernels.fixed_point import bounded_fixed_sum, fixed_point_bits, fixed_sum_to_mean
 from .._kernels.projections import project_l1_then_l2_nb
 from ..accounting import ApproxDP, DiscreteGaussianEvent, DiscreteLaplaceEvent, PureDP, with_event
 from ..accounting.discrete import discrete_gaussian_sigma
@@ -75,8 +75,8 @@ def bounded_mean(X, norm_bound, sparsity):
                                  frac_bits)
     else:
         sums = bounded_fixed_sum(np.asarray(X), d, l2_bound, l1_bound, frac_bits)
-    # The exact sum, then two roundings (to float64, and the division by n).
-    return np.ldexp(sums.astype(np.float64), -frac_bits) / n
+    # The exact sum, then two roundings (to float64, and the division by n), in one pass.
+    return fixed_sum_to_mean(sums, frac_bits, n)
 
 
 def mean_fixed_point_bits(n, norm_bound):
