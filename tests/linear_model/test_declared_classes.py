@@ -30,7 +30,7 @@ CLASSIFIERS = [
                  True, id="cyclic_sgd"),
     pytest.param(lambda c: DPNoisySGDClassifier(classes=c, noise_calibration="rdp",
                                                 random_state=0), True, id="noisy_sgd"),
-    pytest.param(lambda c: DPBiasReducedSGDClassifier(classes=c, random_state=0), False,
+    pytest.param(lambda c: DPBiasReducedSGDClassifier(classes=c, random_state=0), True,
                  id="bias_reduced"),
     pytest.param(lambda c: PrivateParameterSelection(
         DPOutputPerturbationClassifier(classes=c), {"alpha": [0.1, 1.0]}, random_state=0),
