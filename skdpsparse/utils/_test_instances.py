@@ -91,6 +91,8 @@ def estimator_instances(include=None):
           dict(loss="huber", delta=0, random_state=0), "regression"),
         E("bias_reduced_sgd_classifier", "DPBiasReducedSGDClassifier",
           dict(random_state=0, **binary), "classification"),
+        E("bias_reduced_sgd_classifier_ovr", "DPBiasReducedSGDClassifier",
+          dict(random_state=0, classes=[0, 1, 2]), "classification"),
         E("bias_reduced_sgd_regressor", "DPBiasReducedSGDRegressor",
           dict(random_state=0), "regression"),
         E("bias_reduced_sgd_regressor_boosted", "DPBiasReducedSGDRegressor",
