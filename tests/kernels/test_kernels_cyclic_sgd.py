@@ -11,6 +11,7 @@ from skdpsparse._kernels.cyclic_sgd import (
     BALL,
     BOX,
     NO_CONSTRAINT,
+    dense_permuted_cyclic_sgd_steps,
     csr_cyclic_sgd_steps,
     csr_multiclass_cyclic_sgd_steps,
     dense_cyclic_sgd_steps,
@@ -368,3 +369,70 @@ def test_multiclass_margins_beyond_float64_give_finite_steps(softmax):
                                       NO_CONSTRAINT, 0.0, one, one, True)
     assert np.all(np.isfinite(theta))
     assert theta[2 * (d + 1) + d] != 0.0  # class 2 learned from its own rows
+
+
+@pytest.mark.parametrize("loss", sorted(set(LOSS_CODES) - {"hinge"}))
+@pytest.mark.parametrize("constraint", sorted(CONSTRAINTS))
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_permuted_steps_are_the_gathered_steps(loss, constraint, fit_intercept):
+    """Bounding each row at its visit gives the steps of the gathered copy (equal to
+    rounding; on the noise grid, equal), with rows above the bound, a zero row and
+    rows whose sum of squares over- or underflows (the cold path)."""
+    X, y, rng = _problem(loss, n=29, d=7)
+    X[4] *= 5.0  # well above the bound
+    X[6] = 0.0
+    X[9] *= 1e160  # ‖x‖² overflows: bounding_scale_nb's overflow path
+    X[11] *= 1e-170  # ‖x‖² underflows
+    n, d = X.shape
+    order = rng.permutation(n)
+    R = 1.5
+    Xg, norms = dense_gather_bounded_rows(X, order, R, np.empty((n, d)), np.empty(n))
+    yk = y[order]
+    kind, radius, (lo, hi) = CONSTRAINTS[constraint]
+    lower, upper = np.array([lo]), np.array([hi])
+    alpha, l1_ratio = (0.3, 0.5) if constraint != "box" else (0.0, 0.0)
+    p = d + 1 if fit_intercept else d
+    args = (LOSS_CODES[loss], PARAM.get(loss, 0.0), 0.8, 5, 0.7)
+    tail = (alpha, l1_ratio, kind, radius, lower, upper, fit_intercept)
+    for spacing in (0.0, 2.0 ** -20):
+        noise = 0.05 * rng.standard_normal((13, p))
+        if spacing:
+            noise = np.rint(noise / spacing)
+        theta0 = np.zeros(d + 1)
+        theta0[:p] = np.clip(0.1 * rng.standard_normal(p), lo, hi) if kind == BOX else 0.0
+        ref = theta0.copy()
+        s_ref = dense_sequential_cyclic_sgd_steps(Xg, norms, yk, ref, 3, *args, noise, *tail,
+                                                  spacing)
+        got = theta0.copy()
+        s = dense_permuted_cyclic_sgd_steps(X, order, R, yk, got, 3, *args, noise[:4],
+                                            *tail, spacing)
+        s = dense_permuted_cyclic_sgd_steps(X, order, R, yk, got, s, *args, noise[4:],
+                                            *tail, spacing)
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12)
+        assert s == s_ref
+    with pytest.raises(IndexError):
+        dense_permuted_cyclic_sgd_steps(X, np.full(n, n), R, yk, got, 0, *args, noise,
+                                        *tail)
+
+
+def test_permuted_steps_bound_every_contribution():
+    """One step from θ = 0 without noise: the update is −λ/b times the clipped sum of
+    the bounded rows' gradients, each of norm at most C (rows far above the bound)."""
+    rng = np.random.default_rng(5)
+    n, d = 8, 5
+    X = rng.standard_normal((n, d)) * 1e6
+    y = np.ones(n)
+    theta = np.zeros(d + 1)
+    noise = np.zeros((1, d + 1))
+    code = LOSS_CODES["squared"]
+    dense_permuted_cyclic_sgd_steps(X, np.arange(n), 1.0, y, theta, 0, code, 0.0, 0.5, n,
+                                    1.0, noise, 0.0, 0.0, NO_CONSTRAINT, 0.0, np.zeros(1),
+                                    np.zeros(1), True)
+    # Each term is clipped to norm C = 0.5 in (w, b); the mean of n of them too.
+    assert np.linalg.norm(theta) <= 0.5 * (1 + 1e-12)
+    Xb = bound_rows_l2(X, 1.0)
+    expected = np.zeros(d + 1)
+    for x in Xb:  # squared loss at θ = 0, y = 1: ℓ' = −1, g = −(x, 1), clipped to C
+        g = -np.append(x, 1.0)
+        expected -= g * min(1.0, 0.5 / np.linalg.norm(g)) / n
+    np.testing.assert_allclose(theta, expected, rtol=1e-12, atol=1e-15)
