@@ -1,13 +1,13 @@
-"""Fast exact discrete Laplace and discrete Gaussian noise: table inversion whose
-floating-point decisions are certified, with an exact fallback.
+"""Fast exact discrete Laplace and discrete Gaussian noise: table inversion with exact
+63-bit table words and certified floating-point decisions, with an exact fallback.
 
 The law of every draw is exactly the discrete Laplace P(y) ∝ exp(−|y|/N) or the
 discrete Gaussian P(y) ∝ exp(−y²/(2N²)) on ℤ (2 ≤ N ≤ 2⁵⁰), as with the Bernoulli
 factories of Canonne, Kamath and Steinke (2020), "The Discrete Gaussian for
-Differential Privacy", NeurIPS, Section 5 (:mod:`.exact_sampling`), but about three
-times faster, because each decision reads one 32-bit word and compares it with a
-precomputed threshold instead of running a factory bit by bit. The derivation is in
-``doc/derivations/exact_sampling.rst`` ("Fast path"); in short:
+Differential Privacy", NeurIPS, Section 5 (:mod:`.exact_sampling`), but several times
+faster, because each decision compares a few random bits with a precomputed threshold
+instead of running a factory bit by bit. The derivation is in
+``doc/derivations/exact_sampling.rst`` ("Fast noise"); in short:
 
 * The algorithm (the *ideal* one, :mod:`.grid_noise_exact`) is defined on real
   numbers: the magnitude |Y| of a discrete Laplace draw is geometric, so with B = 2^b
@@ -17,31 +17,37 @@ precomputed threshold instead of running a factory bit by bit. The derivation is
   uniform V against the thresholds), R by a uniform proposal accepted with
   probability exp(−R/N) ≥ exp(−1/K); the discrete Gaussian is the rejection of
   Canonne, Kamath and Steinke (2020), Algorithm 3 with t = N. Every comparison
-  "V < T" reads V's bits 32 at a time, as many words as it takes to decide.
-* The kernel here takes the same decisions from the first word, in floating point:
-  every threshold is computed with an absolute error below 2⁻⁴⁴ (the error analysis
-  is in the derivation; :func:`_exp_neg` evaluates exp(−z) from correctly rounded
-  tables and a Taylor polynomial, not from the platform's ``exp``), so a decision
-  whose cell lies farther than ``MARGIN = 2⁻⁴⁰`` from the threshold is the ideal
-  algorithm's decision on the same bits. Any other case (a threshold within the
-  margin of a cell end, a cell narrower than 2⁻³⁶, a magnitude beyond 2⁶²) stops the
-  draw, and :func:`fill_noise` makes it with the exact algorithm of
-  :mod:`.grid_noise_exact` from the same bits, then resumes the kernel. Measured, that
-  is 10⁻¹⁰ to 10⁻⁷ of the draws at most scales; at rare scales where a table
-  threshold lies within the margin of a shallow dyadic point (λ within 10⁻¹⁶ of 1/2,
-  say) it is up to 40 % of them: still exact, only much slower.
+  "V < T" reads V's bits a group at a time, until V's cell no longer contains T.
+* The kernel takes the same decisions on the same bits. The per-scale thresholds of
+  H and L are held exactly, as the words ⌊2⁶³ T⌋ computed once per scale in interval
+  arithmetic (:func:`.grid_noise_exact.threshold_words`): V's first 63 bits v decide
+  V < T exactly unless v equals the word, and the bits the ideal algorithm reads
+  follow from v ⊕ word (:func:`_read_depth`). The per-draw thresholds exp(−R/N) and
+  exp(−(|y| − N)²/(2N²)) are computed in floating point with an absolute error below
+  2⁻⁴⁴ (:func:`_exp_neg` evaluates exp(−z) from correctly rounded tables and a Taylor
+  polynomial, not from the platform's ``exp``), so a decision whose cell lies farther
+  than ``MARGIN = 2⁻⁴⁰`` from the threshold is the ideal algorithm's. Any other case
+  (v equal to a word, a table read past 63 bits, a float threshold within the margin
+  of a cell end, a cell narrower than 2⁻³⁶, a magnitude beyond 2⁶²) stops the draw,
+  and :func:`fill_noise` makes it with the exact algorithm from the same bits, then
+  resumes the kernel. Measured: about 10⁻⁷ of the draws or fewer at every scale
+  (``benchmarks/bench_samplers.py --part 3`` sweeps 200 random scales). The float
+  tables of an earlier kernel fell back on up to 40 % of the draws at rare scales,
+  where a threshold lies next to a shallow dyadic point (λ within 10⁻¹⁶ of 1/2).
 
 So the output is a function of the key bits alone, identical whatever the margin and
 identical to the exact algorithm's (the tests compare them draw for draw, with a
-margin large enough to leave most decisions to the fallback), and its law is exact.
-The running time depends on the random bits only, never directly on the data; but
-like every rejection sampler's (the Bernoulli factories' more so) it is correlated with
-the noise drawn, so an adversary who times a fit precisely learns a little about the
-noise. The library does not defend against such timing measurements.
+margin and a read cap that leave many decisions to the fallback), and its law is
+exact. The running time depends on the random bits only, never directly on the data;
+but like every rejection sampler's (the Bernoulli factories' more so) it is correlated
+with the noise drawn, so an adversary who times a fit precisely learns a little about
+the noise. The library does not defend against such timing measurements.
 """
 
 import math
+import math
 from decimal import ROUND_HALF_EVEN, Context, Decimal
+from functools import lru_cache
 
 import numba
 import numpy as np
@@ -49,6 +55,7 @@ import numpy as np
 from ._common import threads_are_fork_safe
 from .chacha import LANES, chacha20_blocks
 from .exact_sampling import _WORDS, _bits, _new_reader
+from .grid_noise_exact import threshold_words
 
 __all__ = ["BUCKETS", "GROUP", "MARGIN", "fill_noise", "noise_tables"]
 
@@ -59,8 +66,8 @@ GROUP = 4  # V's bits are read 4 at a time, until its cell decides the compariso
 _GROUP_CELL = 2.0 ** -GROUP
 _H_BITS = 8  # H's first read: its small thresholds crowd the lowest 4-bit cells
 _LAST_CELL = 2.0 ** -36  # deeper cells are within 2 margins: the chunk aborts
-_NO_GUIDE = np.zeros(0, np.int64)
-_H_FLOOR = 2.0 ** -20  # the last threshold of H's table: then H restarts (memoryless)
+_H_PAD = 32  # H's table, padded: h_max ≤ 28 since λ^h < 2^-20 once h·KB/N > 20 ln 2
+_MAX_DEPTH = 63  # a table comparison reads at most the 63 bits it compared
 _SATURATED = 1 << 62
 _RELEASE_BOUND = 1 << 61
 _Z_MAX = 36.0  # exp(−36) < 2^-51: returned as 0
@@ -96,46 +103,52 @@ def _exp_neg(z):
     return _E_WHOLE[j >> 6] * _E_SIXTY_FOURTH[j & 63] * p
 
 
-@numba.njit(cache=True)
+def _table_sizes(n):
+    """(b, k): K = 2^k = min(1024, 2^⌊log2 n⌋) buckets and B = 2^b, b = ⌊log2(n/K)⌋,
+    so that the ratio K·B/n of H's law lies in (1/2, 1] and no threshold is tiny."""
+    k = min(_LOG_BUCKETS, n.bit_length() - 1)
+    return (n >> k).bit_length() - 1, k
+
+
+def _guide(words, depth):
+    """For each cell g of depth ``depth``, #{j : words[j] ≥ (g + 1)·2^(63 − depth)} (the
+    words decreasing): the count of thresholds above any V in the cell."""
+    edges = np.arange(1, (1 << depth) + 1, dtype=np.uint64) << np.uint64(63 - depth)
+    ascending = words[::-1].astype(np.uint64)
+    return ascending.size - np.searchsorted(ascending, edges, side="left")
+
+
+@lru_cache(maxsize=64)
+def _cached_tables(n):
+    """(b, k, lower, guide, upper) of :func:`noise_tables`, and the kernel's layout:
+    L's words with one −1 after them (never above a 63-bit V: the count needs no bounds
+    test); H's words padded with −1 to ``_H_PAD`` entries, then H's guide at depth 8."""
+    b, k = _table_sizes(n)
+    lower, upper = (np.array(words, np.int64) for words in threshold_words(n, b, k))
+    guide = _guide(lower, k + GROUP).astype(np.int16)  # 16K entries: 32 KB, the L1 cache
+    if upper.size > _H_PAD:
+        raise AssertionError(f"H's table of scale {n} has more than {_H_PAD} words")
+    kernel_lower = np.append(lower, np.int64(-1))
+    kernel_upper = np.concatenate([upper, np.full(_H_PAD - upper.size, -1, np.int64),
+                                   _guide(upper, _H_BITS)])
+    for array in (lower, guide, upper, kernel_lower, kernel_upper):
+        array.flags.writeable = False
+    return (b, k, lower, guide, upper), (kernel_lower, kernel_upper)
+
+
 def noise_tables(n):
     """The public tables of scale ``n``: (b, k, lower, guide, upper).
 
     K = 2^k buckets, K = min(1024, 2^⌊log2 n⌋), and B = 2^b with b = ⌊log2(n/K)⌋, so
     that the ratio K·B/n of H's law lies in (1/2, 1] and no threshold is tiny.
-    ``lower[j]`` ≈ P(L ≥ j + 1) for j = 0..K−2; ``guide[g]`` the number of j with
-    lower[j] > (g + 1)/K (a lower bound on the count for a V whose top k bits are g:
-    the search starts there); ``upper[h − 1]`` ≈ λ^h for h = 1..h_max, the last one the
-    first below 2⁻²⁰.
+    ``lower[j]`` = ⌊2⁶³ P(L ≥ j + 1)⌋ for j = 0..K−2 and ``upper[h − 1]`` = ⌊2⁶³ λ^h⌋
+    for h = 1..h_max, the last one the first λ^h below 2⁻²⁰: exact words
+    (:func:`.grid_noise_exact.threshold_words`). ``guide[g]`` is the number of j with
+    lower[j] ≥ (g + 1)·2^(59−k), g < 2^(k+4): the count of L's thresholds above every
+    V whose first k + 4 bits (L's first read) are g, where the kernel's search starts.
+    Read-only arrays, computed once per scale (about 15 ms).
     """
-    k = 0
-    while k < _LOG_BUCKETS and (np.int64(2) << k) <= n:
-        k += 1
-    buckets = np.int64(1) << k
-    b = 0
-    q = n >> k
-    while q > 1:  # b = ⌊log2(n / K)⌋, so that 1/2 < K·2^b/n ≤ 1
-        q >>= 1
-        b += 1
-    big_b = np.int64(1) << b
-    rate = float(buckets * big_b) / float(n)  # K·B/N, exact numerator
-    lam = _exp_neg(rate)
-    lower = np.empty(buckets - 1)
-    for j in range(buckets - 1):
-        lower[j] = (_exp_neg(float((j + 1) * big_b) / float(n)) - lam) / (1.0 - lam)
-    guide = np.empty(buckets, np.int64)
-    j = 0
-    for g in range(buckets - 1, -1, -1):  # cells from the top: counts grow downwards
-        edge = (g + 1) / buckets
-        while j < buckets - 1 and lower[j] > edge:
-            j += 1
-        guide[g] = j
-    h_max = 1
-    while _exp_neg(h_max * rate) >= _H_FLOOR:
-        h_max += 1
-    upper = np.empty(h_max)
-    for h in range(1, h_max + 1):
-        upper[h - 1] = _exp_neg(h * rate)
-    return b, k, lower, guide, upper
+    return _cached_tables(int(n))[0]
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
@@ -173,40 +186,111 @@ def _below_from(io, r, w, p, margin):
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
-def _count_above(io, r, th, first, guide, log_k, margin):
-    """#{j : th[j] > V} for decreasing thresholds ``th`` and a fresh uniform V read
-    ``first`` bits, then ``GROUP`` at a time while a threshold lies inside its cell;
-    −1 if undecided (abort). ``guide`` (or an empty array) indexes the top ``log_k``
-    bits."""
-    m = th.size
-    w, r = _bits(io, r, first)
-    width = 1.0 / (np.int64(1) << first)
-    start = 0
-    if guide.size:
-        start = guide[w >> (first - log_k)]
-    while True:
-        a = w * width
-        c = start
-        while c < m and th[c] > a:
-            c += 1
-        if c < m and th[c] > a - margin:
-            return -1, r  # the next threshold below the cell is within the margin
-        if c == 0 or th[c - 1] >= a + width + margin:
-            return c, r
-        if width <= _LAST_CELL or not _inside(th[c - 1], a, width, margin):
-            return -1, r
-        more, r = _bits(io, r, GROUP)  # a threshold is inside the cell: read on
-        w = (w << GROUP) | more
-        width *= _GROUP_CELL
+def _refill(io, counter):
+    """The next ``LANES`` keystream blocks into the reader's buffer (as ``_bits``)."""
+    if counter + LANES > 0xFFFFFFFF:
+        raise RuntimeError("a ChaCha20 stream ran out of blocks.")
+    key, buf, x, s, nonce0, nonce1, nonce2 = io
+    chacha20_blocks(key, counter, nonce0, nonce1, nonce2, x, s, buf)
+    return counter + LANES
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
-def _geometric_part(io, r, upper, margin):
+def _peek(io, r):
+    """V's next 63 bits, not consumed: (v, nxt, r), where r now holds at least 32 bits
+    in its pool and ``nxt`` is the next keystream word. Moving a word into the pool or
+    refilling the buffer early moves no bit (``_offset`` is unchanged). Away from the
+    buffer's end the pool is topped up with selects, not a branch (whether it needs a
+    word is a coin flip that a branch predictor loses half the time)."""
+    pool, pool_bits, pos, counter = r
+    if pos < _WORDS - 1:
+        w0, w1 = np.int64(io[1][pos]), np.int64(io[1][pos + 1])
+        low = pool_bits < 32
+        pool = ((pool << 32) | w0) if low else pool
+        nxt = w1 if low else w0
+        pos += np.int64(low)
+        pool_bits += np.int64(low) << 5
+    else:
+        if pool_bits < 32:
+            if pos == _WORDS:
+                counter = _refill(io, counter)
+                pos = 0
+            pool = (pool << 32) | np.int64(io[1][pos])
+            pos += 1
+            pool_bits += 32
+        if pos == _WORDS:
+            counter = _refill(io, counter)
+            pos = 0
+        nxt = np.int64(io[1][pos])
+    v = (pool << (63 - pool_bits)) | (nxt >> (pool_bits - 31))
+    return v, nxt, (pool, pool_bits, pos, counter)
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _skip(r, nxt, d):
+    """Consume the first ``d`` ≤ 63 of the bits :func:`_peek` showed (branch-free)."""
+    pool, pool_bits, pos, counter = r
+    spill = d > pool_bits  # the pool's bits are used up: the rest comes from nxt
+    left = pool_bits - d + (np.int64(spill) << 5)
+    pool = (nxt if spill else pool) & ((np.int64(1) << left) - 1)
+    return (pool, left, pos + np.int64(spill), counter)
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _read_depth(io, r, v, nxt, words, c, m, first, max_depth):
+    """Consume the bits the ideal algorithm reads to find that c thresholds of the
+    decreasing exact words[0..m) lie above V: ``first``, then ``GROUP`` at a time while
+    a threshold lies inside V's cell; −1 (and nothing consumed) if V's 63 bits equal a
+    neighbouring word or the reads would go past ``max_depth`` bits.
+
+    With v = V's first 63 bits and t = ⌊2⁶³ T⌋: v < t ⟹ V < T and v > t ⟹ V > T; and T
+    lies inside V's cell of depth d iff (v ⊕ t) < 2^(63−d) (their first d bits agree).
+    Only the two thresholds adjacent to V can share its cell (derivation: "Exact
+    table words")."""
+    big = np.int64(1) << 62
+    x = min((words[c - 1] ^ v) if c > 0 else big, (words[c] ^ v) if c < m else big)
+    if x == 0:
+        return -1, r
+    d = first
+    while x < (np.int64(1) << (63 - d)):  # a threshold inside V's cell: read on
+        d += GROUP
+        if d > max_depth:
+            return -1, r
+    return c, _skip(r, nxt, d)
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _count_h(io, r, upper, m, max_depth):
+    """#{h : λ^h > V} over H's table ``upper``: its exact words padded with −1 to
+    ``_H_PAD`` entries, then its guide (for each 8-bit cell, the number of words at or
+    above the cell's top). The guide of V's top 8 bits counts the thresholds above V's
+    cell; a threshold inside it (about one V in twenty) takes one more step each."""
+    v, nxt, r = _peek(io, r)
+    c = upper[_H_PAD + (v >> (63 - _H_BITS))]
+    while upper[c] > v:
+        c += 1
+    return _read_depth(io, r, v, nxt, upper, c, m, _H_BITS, max_depth)
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _count_l(io, r, lower, m, guide, log_k, max_depth):
+    """#{l ≥ 1 : P(L ≥ l) > V} over L's table (exact words, one −1 appended): the guide
+    of V's first k + 4 bits counts the thresholds above V's cell; one inside it (about
+    one V in ten) takes one more step."""
+    v, nxt, r = _peek(io, r)
+    c = np.int64(guide[v >> (63 - GROUP - log_k)])
+    while lower[c] > v:
+        c += 1
+    return _read_depth(io, r, v, nxt, lower, c, m, log_k + GROUP, max_depth)
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def _geometric_part(io, r, upper, m, max_depth):
     """H = #{h : λ^h > V}, restarting (memorylessly) past the table; −1 if undecided."""
     total = 0
     while True:
-        h, r = _count_above(io, r, upper, _H_BITS, _NO_GUIDE, 0, margin)
-        if h < upper.size:
+        h, r = _count_h(io, r, upper, m, max_depth)
+        if h < m:
             return (total + h if h >= 0 else -1), r
         total += h
         if total > 1 << 40:
@@ -243,21 +327,44 @@ def _remainder_part(io, r, n, b, margin):
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
-def _draw(io, r, gaussian, n, b, log_k, lower, guide, upper, margin):
+def _draw(io, r, gaussian, n, inv_n, b, log_k, lower, guide, upper, h_max, margin,
+          max_depth):
     """One draw, or (0, False) when a decision is undecided (the chunk aborts)."""
     big_b = np.int64(1) << b
     while True:
-        h, r = _geometric_part(io, r, upper, margin)
+        h, r = _geometric_part(io, r, upper, h_max, max_depth)
         if h < 0:
             return 0, False, r
-        bucket, r = _count_above(io, r, lower, log_k + 4, guide, log_k, margin)
+        bucket, r = _count_l(io, r, lower, (np.int64(1) << log_k) - 1, guide, log_k,
+                             max_depth)
         if bucket < 0:
             return 0, False, r
-        rem, r = _remainder_part(io, r, n, b, margin)
-        if rem < 0:
-            return 0, False, r
-        sign, r = _bits(io, r, 1)
-        if sign == 1 and h == 0 and bucket == 0 and rem == 0:
+        # R, the first cell of its acceptance, the sign and the first cell of the
+        # Gaussian's acceptance are read from one look at the next 63 bits (at most
+        # b + 4 + 1 + 4 ≤ 49 of them), in the ideal algorithm's order.
+        v, nxt, r = _peek(io, r)
+        used = b
+        rem = v >> (63 - b)  # b = 0: v < 2^63, so rem = 0
+        if rem != 0:
+            # V < exp(−x), x = R/N: R > 0 needs b ≥ 1, hence K = 1024 and x < 2^-10, so
+            # a first cell w ≤ 14 lies below 15/16 < 1 − x − margin ≤ exp(−x): accepted,
+            # the ideal algorithm's decision on the same 4 bits. Otherwise (1 in 16) the
+            # comparison goes on as usual, and a rejection redraws R.
+            w = (v >> (59 - b)) & 15
+            used += GROUP
+            if w == 15:
+                r = _skip(r, nxt, used)
+                decision, r = _below_from(io, r, w, _exp_neg(float(rem) / float(n)), margin)
+                if decision == 0:
+                    rem, r = _remainder_part(io, r, n, b, margin)
+                if decision == -1 or rem < 0:
+                    return 0, False, r
+                v, nxt, r = _peek(io, r)
+                used = 0
+        sign = (v >> (62 - used)) & 1
+        used += 1
+        if (h | bucket | rem) == 0 and sign == 1:
+            r = _skip(r, nxt, used)
             continue  # zero would otherwise be counted twice
         j = (h << log_k) + bucket
         if j > (_SATURATED - rem) // big_b:
@@ -266,17 +373,18 @@ def _draw(io, r, gaussian, n, b, log_k, lower, guide, upper, margin):
         if gaussian and y != n:
             # Accept with probability exp(−(|y| − N)²/(2N²)) (CKS 2020, Algorithm 3, t = N).
             d = abs(y - n)
-            w, r = _bits(io, r, GROUP)
+            w = (v >> (59 - used)) & 15
+            r = _skip(r, nxt, used + GROUP)
             if d > 9 * n:  # exp(−x²/2) < exp(−40): p = 0 is within 2^-57
                 decision, r = _below_from(io, r, w, 0.0, margin)
             else:
-                x = float(d) / float(n)
+                x = float(d) * inv_n
                 z = 0.5 * x * x
-                # 1 − z ≤ exp(−z) ≤ 1/(1 + z): the first cell often decides against
+                # 1 − z ≤ exp(−z) ≤ 1 − z + z²/2: the first cell often decides against
                 # these bounds (the same decision, on the same bits, as against exp(−z)).
                 if (w + 1) * _GROUP_CELL <= (1.0 - z) - margin:
                     decision = 1
-                elif w * _GROUP_CELL >= 1.0 / (1.0 + z) + margin:
+                elif z <= 1.0 and w * _GROUP_CELL >= 1.0 - z * (1.0 - 0.5 * z) + margin:
                     decision = 0
                 else:
                     decision, r = _below_from(io, r, w, _exp_neg(z), margin)
@@ -284,6 +392,8 @@ def _draw(io, r, gaussian, n, b, log_k, lower, guide, upper, margin):
                 return 0, False, r
             if decision == 0:
                 continue
+        else:
+            r = _skip(r, nxt, used)
         return (-y if sign == 1 else y), True, r
 
 
@@ -313,12 +423,14 @@ def _offset(r):
 
 @numba.njit(cache=True, _nrt=False)
 def _draw_range(io, r, values, start, stop, add, gaussian, n, b, log_k, lower, guide,
-                upper, margin, state, c):
+                upper, h_max, margin, max_depth, state, c):
     # The hot loop runs without reference counting and with every helper inlined (as
     # in exact_sampling: refcount updates on the arrays cost more than a draw).
+    inv_n = 1.0 / float(n)
     for i in range(start, stop):
         before = r
-        y, ok, r = _draw(io, r, gaussian, n, b, log_k, lower, guide, upper, margin)
+        y, ok, r = _draw(io, r, gaussian, n, inv_n, b, log_k, lower, guide, upper, h_max,
+                         margin, max_depth)
         if not ok:  # draw i is left to the exact algorithm, from the bits it started at
             state[c, 0] = i
             state[c, 1] = _offset(before)
@@ -331,44 +443,46 @@ def _draw_range(io, r, values, start, stop, add, gaussian, n, b, log_k, lower, g
 
 
 @numba.njit(cache=True)
-def _fill_chunk(values, add, gaussian, n, b, log_k, lower, guide, upper, key, domain, chunk,
-                c, margin, state):
+def _fill_chunk(values, add, gaussian, n, b, log_k, lower, guide, upper, h_max, key, domain, chunk,
+                c, margin, max_depth, state):
     """Chunk ``c`` from draw ``state[c, 0]`` and bit ``state[c, 1]`` of stream
     (c, domain). Leaves in ``state[c]`` the draw at which it stopped undecided and that
     draw's first bit, or −1."""
     io, r = _reader_at(key, c, domain, state[c, 1])
     stop = min(values.size, (c + 1) * chunk)
     _draw_range(io, r, values, state[c, 0], stop, add, gaussian, n, b, log_k, lower, guide,
-                upper, margin, state, c)
+                upper, h_max, margin, max_depth, state, c)
 
 
 # Two functions, not one compiled twice (see exact_sampling: numba's cache does not key
 # on ``parallel=``, which once ran the threaded build in forked workers).
 @numba.njit(cache=True, parallel=True)
-def _fill_parallel(values, add, gaussian, n, b, log_k, lower, guide, upper, key, domain,
-                   chunk, margin, state):
+def _fill_parallel(values, add, gaussian, n, b, log_k, lower, guide, upper, h_max, key, domain,
+                   chunk, margin, max_depth, state):
     for c in numba.prange(state.shape[0]):
-        _fill_chunk(values, add, gaussian, n, b, log_k, lower, guide, upper, key, domain,
-                    chunk, c, margin, state)
+        _fill_chunk(values, add, gaussian, n, b, log_k, lower, guide, upper, h_max, key, domain,
+                    chunk, c, margin, max_depth, state)
 
 
 @numba.njit(cache=True)
-def _fill_serial(values, add, gaussian, n, b, log_k, lower, guide, upper, key, domain,
-                 chunk, margin, state):
+def _fill_serial(values, add, gaussian, n, b, log_k, lower, guide, upper, h_max, key, domain,
+                 chunk, margin, max_depth, state):
     for c in range(state.shape[0]):
         if state[c, 0] >= 0:
-            _fill_chunk(values, add, gaussian, n, b, log_k, lower, guide, upper, key,
-                        domain, chunk, c, margin, state)
+            _fill_chunk(values, add, gaussian, n, b, log_k, lower, guide, upper, h_max, key,
+                        domain, chunk, c, margin, max_depth, state)
 
 
-def fill_noise(values, add, gaussian, n, key, domain, chunk, *, margin=MARGIN):
+def fill_noise(values, add, gaussian, n, key, domain, chunk, *, margin=MARGIN,
+               max_depth=_MAX_DEPTH):
     """Fill (or add to, clamped at ±2⁶¹) the int64 array ``values`` with exact noise.
 
     Entry i belongs to chunk c = i // ``chunk``, whose draws read stream
     (c, ``domain``) of ChaCha20 key ``key`` in order. A draw the kernel leaves
     undecided is made by the exact algorithm (:mod:`.grid_noise_exact`) from the same
     bits, and the chunk resumes after it, so the result depends neither on ``margin``
-    (tests raise it to exercise the fallback) nor on the thread count.
+    nor on ``max_depth`` (tests raise the one and lower the other to exercise the
+    fallback) nor on the thread count.
 
     Returns
     -------
@@ -376,12 +490,16 @@ def fill_noise(values, add, gaussian, n, key, domain, chunk, *, margin=MARGIN):
     """
     if not MARGIN <= margin < 0.25:
         raise ValueError(f"margin must be in [2^-40, 1/4), got {margin}.")
+    if not 1 <= max_depth <= _MAX_DEPTH:
+        raise ValueError(f"max_depth must be in [1, 63], got {max_depth}.")
     n, chunk = int(n), int(chunk)
     b, log_k, lower, guide, upper = noise_tables(n)
+    h_max = upper.size
+    lower, upper = _cached_tables(n)[1]
     state = np.zeros((math.ceil(values.size / chunk), 2), np.int64)
     state[:, 0] = np.arange(state.shape[0]) * chunk  # each chunk's first draw, at bit 0
     args = (values, bool(add), bool(gaussian), n, int(b), int(log_k), lower, guide, upper,
-            key, int(domain), chunk, float(margin), state)
+            h_max, key, int(domain), chunk, float(margin), int(max_depth), state)
     threaded = values.size > chunk and threads_are_fork_safe()
     (_fill_parallel if threaded else _fill_serial)(*args)
     exact = 0
@@ -390,7 +508,7 @@ def fill_noise(values, add, gaussian, n, key, domain, chunk, *, margin=MARGIN):
 
         for c in np.flatnonzero(state[:, 0] >= 0):
             i, offset = int(state[c, 0]), int(state[c, 1])
-            y, state[c, 1] = exact_draw(gaussian, n, int(b), int(log_k), upper.size, key,
+            y, state[c, 1] = exact_draw(gaussian, n, int(b), int(log_k), h_max, key,
                                         int(c), int(domain), offset)
             y = min(max(y, -_SATURATED), _SATURATED)
             values[i] = (min(max(int(values[i]) + y, -_RELEASE_BOUND), _RELEASE_BOUND)

@@ -10,8 +10,9 @@ of V; inside, the next 32 bits of V are read. The thresholds are irrational (q �
 Lindemann–Weierstrass), so each comparison ends with probability one. The
 algorithm and why its law is exact are in ``doc/derivations/exact_sampling.rst``.
 
-Slow (Python integers and decimals): the kernel leaves it 10⁻¹⁰ to 10⁻⁷ of the
-draws at most scales (up to 40 % at rare scales, see :mod:`.grid_noise`).
+Slow (Python integers and decimals): the kernel leaves it about 10⁻⁷ of the draws
+or fewer at every scale (:mod:`.grid_noise`). :func:`threshold_words` gives the
+kernel its exact tables, ⌊2⁶³ T⌋ for each threshold of H and L.
 """
 
 from decimal import MAX_EMAX, MIN_EMIN, ROUND_CEILING, ROUND_FLOOR, Context, Decimal
@@ -22,7 +23,7 @@ import numpy as np
 
 from .chacha import chacha20_keystream
 
-__all__ = ["KeyBits", "draw", "exact_chunk", "exact_draw"]
+__all__ = ["KeyBits", "draw", "exact_chunk", "exact_draw", "threshold_words"]
 
 GROUP = 4  # the kernel's constants (grid_noise): part of the algorithm's definition
 H_BITS = 8
@@ -152,6 +153,92 @@ def count_above(bits, thresholds, first):
         if lo == len(thresholds) or _side(thresholds[lo], word, k) < 0:
             return lo
         word, k = (word << GROUP) | bits.take(GROUP), k + GROUP
+
+
+WORD_BITS = 63  # the kernel's tables hold floor(T · 2^63) for each table threshold T
+H_FLOOR_BITS = 20  # H's table ends with the first λ^h below 2^-20
+
+
+def _word_of(bounds):
+    """floor(T · 2^63) for a threshold T given by ``bounds(digits)`` → (lo, hi) decimals
+    with lo ≤ T ≤ hi: both ends are scaled with directed rounding and floored; when they
+    agree the word is exact, else the precision doubles (T is irrational, so T · 2^63
+    is not an integer and the loop ends)."""
+    digits = 34
+    while True:
+        lo, hi = bounds(digits)
+        ctx_lo = _context(digits + 20, ROUND_FLOOR)
+        ctx_hi = _context(digits + 20, ROUND_CEILING)
+        low = int(ctx_lo.multiply(lo, 1 << WORD_BITS).to_integral_value(ROUND_FLOOR))
+        high = int(ctx_hi.multiply(hi, 1 << WORD_BITS).to_integral_value(ROUND_FLOOR))
+        if low == high:
+            return low
+        digits *= 2
+
+
+def _exp_neg_decimal(num, den, digits):
+    """Decimals lo ≤ exp(−num/den) ≤ hi (integers num ≥ 0, den > 0), as in
+    :func:`_exp_neg_bounds` but without converting to fractions (the tables' speed)."""
+    floor, ceiling = _context(digits, ROUND_FLOOR), _context(digits, ROUND_CEILING)
+    q_lo = floor.divide(Decimal(num), Decimal(den))
+    q_hi = ceiling.divide(Decimal(num), Decimal(den))
+    hi = ceiling.exp(q_lo.copy_negate()).next_plus(ceiling)
+    lo = floor.exp(q_hi.copy_negate()).next_minus(floor)
+    return max(lo, Decimal(0)), min(hi, Decimal(1))
+
+
+def _tail_bounds(n, b, kb, j):
+    """Decimal bounds on L's threshold (exp(−jB/n) − λ)/(1 − λ), λ = exp(−kb/n)."""
+    def bounds(digits):
+        a_lo, a_hi = _exp_neg_decimal(j << b, n, digits)
+        c_lo, c_hi = _exp_neg_decimal(kb, n, digits)
+        floor, ceiling = _context(digits, ROUND_FLOOR), _context(digits, ROUND_CEILING)
+        low = floor.divide(max(floor.subtract(a_lo, c_hi), Decimal(0)),
+                           ceiling.subtract(1, c_lo))
+        high = ceiling.divide(ceiling.subtract(a_hi, c_lo), floor.subtract(1, c_hi))
+        return low, high
+    return bounds
+
+
+@lru_cache(maxsize=64)
+def threshold_words(n, b, log_k):
+    """The kernel's exact tables for scale n: floor(T · 2^63) for L's thresholds
+    T_l = (exp(−lB/n) − λ)/(1 − λ), l = 1 … K − 1, and for H's, λ^h = exp(−hKB/n),
+    h = 1 … h_max, h_max the first h with λ^h < 2^-20 (B = 2^b, K = 2^log_k,
+    λ = exp(−KB/n)). Tuples of Python ints, from interval arithmetic in ``decimal``
+    with directed rounding (derivation: "Exact table words").
+
+    Fast path: exp(−lB/n) and λ^h as powers of one bracketed exponential, each
+    product rounded outwards (a rigorous bracket, about K ulps wide at 40 digits);
+    a threshold whose two floors differ is bracketed directly, at increasing
+    precision (:func:`_word_of`)."""
+    kb, digits = 1 << (log_k + b), 40
+    floor, ceiling = _context(digits, ROUND_FLOOR), _context(digits, ROUND_CEILING)
+    wide_lo, wide_hi = _context(digits + 20, ROUND_FLOOR), _context(digits + 20, ROUND_CEILING)
+    scale = Decimal(1 << WORD_BITS)
+
+    def word(lo, hi, exact):
+        low = int(wide_lo.multiply(lo, scale).to_integral_value(ROUND_FLOOR))
+        high = int(wide_hi.multiply(hi, scale).to_integral_value(ROUND_FLOOR))
+        return low if low == high else _word_of(exact)
+
+    step_lo, step_hi = _exp_neg_decimal(1 << b, n, digits)  # exp(−B/n)
+    c_lo, c_hi = _exp_neg_decimal(kb, n, digits)  # λ
+    den_lo, den_hi = floor.subtract(1, c_hi), ceiling.subtract(1, c_lo)
+    lower, a_lo, a_hi = [], Decimal(1), Decimal(1)
+    for j in range(1, 1 << log_k):
+        a_lo, a_hi = floor.multiply(a_lo, step_lo), ceiling.multiply(a_hi, step_hi)
+        low = floor.divide(max(floor.subtract(a_lo, c_hi), Decimal(0)), den_hi)
+        high = ceiling.divide(ceiling.subtract(a_hi, c_lo), den_lo)
+        lower.append(word(low, high, _tail_bounds(n, b, kb, j)))
+    upper, p_lo, p_hi, h = [], Decimal(1), Decimal(1), 1
+    while True:
+        p_lo, p_hi = floor.multiply(p_lo, c_lo), ceiling.multiply(p_hi, c_hi)
+        upper.append(word(p_lo, p_hi,
+                          lambda digits, h=h: _exp_neg_decimal(h * kb, n, digits)))
+        if upper[-1] < 1 << (WORD_BITS - H_FLOOR_BITS):
+            return tuple(lower), tuple(upper)
+        h += 1
 
 
 @lru_cache(maxsize=64)
