@@ -31,7 +31,8 @@ ESTIMATORS = [
         "heavy_tailed_regressor", "heavy_tailed_regressor_cwme", "cyclic_sgd_logistic",
         "cyclic_sgd_huber", "noisy_sgd_classifier", "noisy_sgd_regressor",
         "output_perturbation_classifier", "output_perturbation_regressor_pure",
-        "bias_reduced_sgd_classifier", "bias_reduced_sgd_regressor_boosted"])
+        "bias_reduced_sgd_classifier", "bias_reduced_sgd_classifier_ovr",
+        "bias_reduced_sgd_regressor_boosted"])
 ]
 IDS = [e[0] for e in ESTIMATORS]
 SPARSE_FORMATS = ["csr", "csc", "coo", "lil", "dok", "bsr", "dia"]
@@ -97,7 +98,11 @@ def test_any_finite_input_fits_to_finite_values(name, factory, task, attr, data)
         assert any(w in msg for w in ("sparse", "sample", "feature", "class")), msg
         return
     released = np.asarray(getattr(est, attr))
-    assert released.reshape(-1).shape == (np.shape(X)[1],)
+    # One row of d per problem: a single one, or K for a one-versus-rest classifier
+    # (``coef_`` of shape (K, d)).
+    n_problems = len(est.classes_) if released.ndim == 2 and released.shape[0] > 1 else 1
+    assert released.shape[-1] == np.shape(X)[1]
+    assert released.size == n_problems * np.shape(X)[1]
     assert np.all(np.isfinite(released)), (name, container)
     if task is not None:
         assert np.all(np.isfinite(est.predict(X)))

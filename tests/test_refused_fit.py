@@ -23,7 +23,7 @@ ESTIMATORS = [
         "sparse_mean", "heavy_tailed_mean", "heavy_tailed_nsme", "heavy_tailed_regressor",
         "cyclic_sgd_logistic", "cyclic_sgd_huber", "output_perturbation_classifier",
         "sparse_exponential", "output_perturbation_regressor", "bias_reduced_sgd_classifier",
-        "bias_reduced_sgd_regressor", "private_selection", "noisy_sgd_classifier",
+        "bias_reduced_sgd_classifier_ovr", "bias_reduced_sgd_regressor", "private_selection", "noisy_sgd_classifier",
         "noisy_sgd_regressor"])
 ]
 
