@@ -11,6 +11,7 @@ The results are saved as JSON (``--out``, default ``benchmarks/results/<commit>.
 with the commit, so a regression shows as a changed ratio between two files.
 
 Run:  python benchmarks/run_all.py [--rounds 5] [--only sparse_mean,samplers] [--out F]
+      [--cpu-time]
 
 Cases (issue targets in brackets):
   sparse_mean          DPSparseMeanEstimator.fit vs X.sum(axis=0)/n + one normal(d) draw
@@ -21,10 +22,14 @@ Cases (issue targets in brackets):
                        same steps [≤ 0.67]
   cyclic_dense_sgd     the same epoch vs scikit-learn's SGDClassifier, one epoch [≤ 0.5]
   cyclic_csr_sgd       DPCyclicSGD one epoch on CSR vs SGDClassifier [≤ 2.0]
-  outpert_eval         one objective + gradient of output perturbation's kernel vs
-                       SciPy's X @ w, X.T @ r and a NumPy loss [≤ 1.0]
+  cyclic_dense_steps   the dense step kernel that bounds rows at their visit (fresh
+                       permutation, noise pre-drawn) vs the NumPy DP-SGD [≤ 0.67]
+  outpert_eval         one objective + gradient as the certified solver evaluates it
+                       (exact int64 sums and their error bounds) vs SciPy's X @ w,
+                       X.T @ r and a NumPy loss [≤ 1.0]
   outpert_fit          DPOutputPerturbationClassifier.fit vs LogisticRegression(lbfgs) at
-                       the same objective and gradient tolerance [≤ 1.0]
+                       the same objective and gradient tolerance, CSR [≤ 1.0]
+  outpert_fit_dense    the same on a dense array, d = 256 [≤ 1.0]
   samplers_gauss       exact discrete Gaussian draws vs numpy standard_normal [≤ 3.0]
   samplers_laplace     exact discrete Laplace draws vs numpy laplace [reported]
 """
@@ -57,10 +62,13 @@ class Case:
     uses_blas: bool = False
 
 
+_CLOCK = [time.perf_counter]  # --cpu-time: time.process_time
+
+
 def _timed(fn):
-    start = time.perf_counter()
+    start = _CLOCK[0]()
     fn()
-    return time.perf_counter() - start
+    return _CLOCK[0]() - start
 
 
 def run_case(case, rounds, blas_threads):
@@ -164,6 +172,27 @@ def cyclic_cases(quick):
     ours_csr = DPCyclicSGD(epsilon=1.0, delta=1e-6, epochs=1, batch_size=b, classes=[0, 1])
     cases.append(Case("cyclic_csr_sgd", lambda: ours_csr.fit(Xs, ys), lambda: sgd.fit(Xs, ys),
                       "SGDClassifier, 1 epoch", 2.0))
+    # The dense step kernel that bounds rows at their visit (no bounded copy), with a
+    # fresh permutation per call and its noise pre-drawn: what the estimator's epoch
+    # costs once mechanisms/cyclic_sgd.py calls it (it still gathers a copy today).
+    from skdpsparse._kernels.cyclic_sgd import dense_permuted_cyclic_sgd_steps
+    from skdpsparse._kernels.linear_losses import LOSS_CODES
+
+    steps = -(-n // b)
+    noise = noise_rng.normal(0.0, 0.01, (steps, d + 1))
+    ysign = np.where(y == 1, 1.0, -1.0)
+    perm_rng = np.random.default_rng(2)
+    zero = np.zeros(1)
+
+    def steps_only():
+        perm = perm_rng.permutation(n)
+        dense_permuted_cyclic_sgd_steps(X, perm, 1.0, ysign[perm], np.zeros(d + 1), 0,
+                                        LOSS_CODES["logistic"], 1.0, 1.0, b, 0.1, noise, 0.0,
+                                        0.0, 0, 0.0, zero, zero, True)
+
+    cases.append(Case("cyclic_dense_steps", steps_only,
+                      lambda: _numpy_dp_sgd_epoch(X, y, b, 0.1, 1.0, 1.0, noise_rng),
+                      "NumPy DP-SGD, same steps", 0.67, uses_blas=True))
     return cases
 
 
@@ -171,9 +200,13 @@ def output_perturbation_cases(quick):
     from sklearn.linear_model import LogisticRegression
 
     from skdpsparse import DPOutputPerturbationClassifier
-    from skdpsparse._kernels.linear_losses import LOSS_CODES, csr_loss_gradient
+    from skdpsparse._kernels.erm_solver import InMemoryRows
     from skdpsparse.datasets import make_sparse_classification
-    from skdpsparse.mechanisms.output_perturbation import plan_output_perturbation
+    from skdpsparse.mechanisms.output_perturbation import (
+        bound_inputs,
+        certified_objective,
+        plan_output_perturbation,
+    )
 
     n, d, s = (20_000 if quick else 100_000), 4096, 32
     X, y, _ = make_sparse_classification(n, d, s, random_state=0)
@@ -181,15 +214,20 @@ def output_perturbation_cases(quick):
     est = DPOutputPerturbationClassifier(epsilon=1.0, sparsity=s, classes=[0, 1])
     est.fit(X, y)
     lam = est.alpha_
-    ys = np.where(y == 1, 1.0, -1.0)  # the kernel's label convention for logistic
-    w = np.random.default_rng(0).standard_normal(d) * 0.01
-    code = LOSS_CODES["logistic"]
-
-    def ours_eval():
-        csr_loss_gradient(X.indptr, X.indices, X.data, ys, w, 0.0, code, 1.0)
+    c = est.intercept_scaling_
+    plan = plan_output_perturbation(n, d, 1, loss="logistic", epsilon=1.0, delta=1e-6,
+                                    alpha=lam, sparsity=s, intercept_scaling=c)
+    # One evaluation of what the solver calls: the exact-sum objective (loss, gradient
+    # and its error bounds, with the Python around the kernel), at a point near the
+    # solution's scale.
+    Xb, yb = bound_inputs(X, (2.0 * y - 1)[None], "logistic", norm_bound=1.0,
+                          sparsity=s, label_bound=1.0)
+    objective = certified_objective(InMemoryRows(Xb, yb), plan)
+    theta = np.random.default_rng(0).standard_normal(d + 1) * 0.01
+    ys = yb[0]
 
     def scipy_eval():
-        m = X @ w
+        m = X @ theta[:d] + c * theta[d]
         loss = np.logaddexp(0.0, -ys * m).mean()
         r = -ys / (1.0 + np.exp(ys * m))
         return loss, X.T @ r / n
@@ -197,21 +235,28 @@ def output_perturbation_cases(quick):
     # The same objective and stopping test: our solver stops at ‖∇F‖₂ ≤ tol·λΔ₂/2
     # (Δ₂ the plan's ℓ2 sensitivity); the intercept is the coefficient of a constant
     # feature c for scikit-learn too.
-    c = est.intercept_scaling_
-    plan = plan_output_perturbation(n, d, 1, loss="logistic", epsilon=1.0, delta=1e-6,
-                                    alpha=lam, sparsity=s, intercept_scaling=c)
     Xa = sp.hstack([X, np.full((n, 1), c)]).tocsr()
     sk = LogisticRegression(C=1.0 / (n * lam), fit_intercept=False,
                             tol=0.5 * plan.tol * lam * plan.sensitivity_l2, max_iter=10_000)
-    cases = [Case("outpert_fit", lambda: est.fit(X, y), lambda: sk.fit(Xa, y),
-                  "LogisticRegression(lbfgs)", 1.0, uses_blas=True)]
-    try:
-        ours_eval()
-        cases.insert(0, Case("outpert_eval", ours_eval, scipy_eval,
-                             "SciPy X@w, X.T@r + NumPy loss", 1.0, uses_blas=True))
-    except TypeError as err:  # the kernel's signature is internal; say so, do not guess
-        print(f"  outpert_eval skipped: csr_loss_gradient signature changed ({err})")
-    return cases
+    # Dense: the same rows as an array, d = 256 (a dense n x 4096 would be 0.7 GB at
+    # n = 1e5).
+    Xd, yd, _ = make_sparse_classification(n, 256, s, random_state=1)
+    Xd = Xd.toarray()
+    est_d = DPOutputPerturbationClassifier(epsilon=1.0, sparsity=s, classes=[0, 1])
+    est_d.fit(Xd, yd)
+    plan_d = plan_output_perturbation(n, 256, 1, loss="logistic", epsilon=1.0, delta=1e-6,
+                                      alpha=est_d.alpha_, sparsity=s,
+                                      intercept_scaling=est_d.intercept_scaling_)
+    Xda = np.hstack([Xd, np.full((n, 1), est_d.intercept_scaling_)])
+    sk_d = LogisticRegression(C=1.0 / (n * est_d.alpha_), fit_intercept=False,
+                              tol=0.5 * plan_d.tol * est_d.alpha_ * plan_d.sensitivity_l2,
+                              max_iter=10_000)
+    return [Case("outpert_eval", lambda: objective.fge(theta), scipy_eval,
+                 "SciPy X@w, X.T@r + NumPy loss", 1.0, uses_blas=True),
+            Case("outpert_fit", lambda: est.fit(X, y), lambda: sk.fit(Xa, y),
+                 "LogisticRegression(lbfgs)", 1.0, uses_blas=True),
+            Case("outpert_fit_dense", lambda: est_d.fit(Xd, yd), lambda: sk_d.fit(Xda, yd),
+                 "LogisticRegression(lbfgs)", 1.0, uses_blas=True)]
 
 
 def sampler_cases(quick):
@@ -250,10 +295,18 @@ def main(argv=None):
     parser.add_argument("--only", default="", help="comma-separated groups: "
                         + ",".join(GROUPS))
     parser.add_argument("--out", default=None)
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time with the process's CPU time instead of the wall clock "
+                        "(steadier on a loaded machine for single-threaded code; a "
+                        "threaded call counts every thread's time, spinning included)")
     args = parser.parse_args(argv)
+    if args.cpu_time:
+        _CLOCK[0] = time.process_time
     warnings.simplefilter("ignore")  # leak warnings of undeclared classes etc.: not timed
     commit = _commit()
-    print(f"commit {commit}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"commit {commit}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M')}, "
+          f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}, clock "
+          f"{'process CPU time' if args.cpu_time else 'wall'}")
     for pool in threadpool_info():
         print(f"  threadpool: {pool.get('internal_api')} {pool.get('version')} "
               f"num_threads={pool.get('num_threads')} ({pool.get('filepath', '')})")
@@ -274,6 +327,8 @@ def main(argv=None):
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"commit": commit, "cpus": os.cpu_count(),
                                "date": time.strftime("%Y-%m-%d %H:%M"),
+                               "clock": "process_time" if args.cpu_time else "perf_counter",
+                               "load_average": os.getloadavg(),
                                "quick": not args.full, "rounds": args.rounds,
                                "threadpools": threadpool_info(), "rows": rows}, indent=1))
     print(f"saved {out}")

@@ -15,7 +15,10 @@ def test_column_counts_are_the_stored_entries_per_column():
                        shape=X.shape)
     np.testing.assert_array_equal(column_counts(Xl), column_counts(X))
     dense = X.toarray()
-    np.testing.assert_array_equal(column_counts(dense), (dense != 0).sum(axis=0))
+    dense[3, 4] = np.nan  # NaN is nonzero, as for np.count_nonzero
+    for arr in (dense, dense.astype(np.float32), np.asfortranarray(dense)):
+        np.testing.assert_array_equal(column_counts(arr), (arr != 0).sum(axis=0))
+        assert column_counts(arr).dtype == np.int64
 
 
 def test_column_counts_refuse_an_index_out_of_range():
