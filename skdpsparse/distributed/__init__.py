@@ -90,6 +90,7 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None)
         collections).
     """
     name = type(estimator).__name__
+    spark = (type(X).__module__ or "").startswith("pyspark")
     if name in _SEQUENTIAL:
         raise ValueError(
             f"{name} cannot fit a Dask collection: it takes many small noisy steps, each "
@@ -107,12 +108,16 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None)
             "statistic and a driver-side release, and the permutation replaced by a "
             "keyed hash of a row id. Fit it in memory (on a sample), or use "
             "DPOutputPerturbationRegressor(loss='huber'), which fits a Dask array.")
-    if name == "DPSparseMeanEstimator" and (type(X).__module__ or "").startswith("pyspark"):
+    if name == "DPSparseMeanEstimator" and spark:
         if privacy_unit is not None:
             raise NotImplementedError("privacy_unit on Spark is not implemented.")
         from ._spark import fit_sparse_mean_spark
 
         return fit_sparse_mean_spark(estimator, X, n_features=n_features)
+    if spark:
+        raise NotImplementedError(f"{name} has no Spark fit: a Spark DataFrame is "
+                                  "supported by DPSparseMeanEstimator only (the other "
+                                  "decomposable fits take Dask collections).")
     if name == "DPSparseMeanEstimator":
         from ._sparse_mean import fit_sparse_mean_distributed  # imports dask
 
@@ -121,9 +126,6 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None)
         if privacy_unit is not None:
             raise NotImplementedError("privacy_unit is supported by "
                                       "DPSparseMeanEstimator only so far.")
-        if (type(X).__module__ or "").startswith("pyspark"):
-            raise NotImplementedError(f"{name} fits Dask collections; a Spark DataFrame "
-                                      "is supported by DPSparseMeanEstimator only.")
         from ._output_perturbation import fit_output_perturbation_distributed
 
         return fit_output_perturbation_distributed(estimator, X, y)

@@ -65,7 +65,8 @@ class BoundedSumPlan:
 
 @dataclass
 class BoundedSumPart:
-    """The bounded statistic of some rows: exact sums, a row count, a digest part."""
+    """The bounded statistic of some rows: exact sums, a row count, a digest part
+    (None when not computed)."""
 
     sums: np.ndarray  # int64, shape (n_features,)
     n_rows: int
@@ -113,7 +114,7 @@ def check_chunk(chunk, n_features, row_offset=0):
     return chunk
 
 
-def partial_bounded_sum(chunk, plan, row_offset, expected_rows=None):
+def partial_bounded_sum(chunk, plan, row_offset, expected_rows=None, digest=True):
     """The :class:`BoundedSumPart` of one chunk (runs on a worker; pure function).
 
     Parameters
@@ -139,13 +140,14 @@ def partial_bounded_sum(chunk, plan, row_offset, expected_rows=None):
         sums = bounded_fixed_sum(chunk, plan.n_features, plan.l2_bound, plan.l1_bound,
                                  plan.frac_bits)
     return BoundedSumPart(np.asarray(sums, dtype=np.int64), rows,
-                          chunk_digest(chunk, row_offset, plan.n_rows))
+                          chunk_digest(chunk, row_offset, plan.n_rows) if digest else None)
 
 
 def merge_parts(a, b, n_rows_total):
     """The part of the rows of two disjoint parts (exact integer addition)."""
-    return BoundedSumPart(a.sums + b.sums, a.n_rows + b.n_rows,
-                          merge_digests(a.digest, b.digest, n_rows_total))
+    digest = None if a.digest is None or b.digest is None else \
+        merge_digests(a.digest, b.digest, n_rows_total)
+    return BoundedSumPart(a.sums + b.sums, a.n_rows + b.n_rows, digest)
 
 
 def merge_all(parts, n_rows_total):
@@ -233,16 +235,24 @@ def sparse_mean_attributes(estimator, part, plan, shape, input_attrs, digests=No
                            kernel=("dense", "float64"), method=None):
     """The fitted attributes of a DPSparseMeanEstimator from the merged part (driver).
 
-    Derives the fit's key from the data digests (by default the merged part's, with
-    the ``kernel`` tag of the data as the in-memory fit validates it), draws the noise
-    once and returns the attributes for :func:`skdpsparse.base.release`. ``shape`` is
-    (n, d) with n the number of privacy units (rows, or users for a user-level fit).
+    Derives the fit's key, draws the noise once and returns the attributes for
+    :func:`skdpsparse.base.release`. ``shape`` is (n, d) with n the number of privacy
+    units (rows, or users for a user-level fit). The key takes the data digests (by
+    default the merged part's, with the ``kernel`` tag of the data as the in-memory
+    fit validates it) only if it is derived from the data: the sparse mean's noise is
+    keyed by its statistic (``DPSparseMeanEstimator._noise_keyed_by_statistic``), so
+    its parts carry no digest and none is computed.
     """
     n, d = shape
     resolved, s, delta = resolve_sparse_mean(estimator, n, d)
     method = resolved if method is None else method
     if digests is None:
-        digests = [final_digest(part.digest, shape, kernel, orientation="rows")]
+        def digests():  # called only by a key derived from the data
+            if part.digest is None:
+                raise RuntimeError("this fit's key needs the data digest, and the "
+                                   "chunks computed none (partial_bounded_sum with "
+                                   "digest=False).")
+            return [final_digest(part.digest, shape, kernel, orientation="rows")]
     rng = fit_random_source_from_digests(estimator.random_state, estimator, digests)
     mean, budget, _ = release_sparse_mean(
         part, plan, method, epsilon=float(estimator.epsilon), delta=delta,
@@ -280,7 +290,7 @@ def fit_sparse_mean_in_memory(estimator, X):
         raise NotImplementedError("method='l1_recovery' has no partial/merge form yet; "
                                   "DPSparseMeanEstimator.fit runs it in memory.")
     plan = sparse_mean_plan(n, d, float(estimator.norm_bound), s)
-    part = partial_bounded_sum(X, plan, 0)
+    part = partial_bounded_sum(X, plan, 0, digest=False)
     return release(estimator, sparse_mean_attributes(estimator, part, plan, (n, d),
                                                      input_attrs,
-                                                     digests=[_digest_array(X)]))
+                                                     digests=lambda: [_digest_array(X)]))

@@ -85,21 +85,24 @@ def row_chunks(X):
     return list(zip(parts, offsets, lengths)), (n, d), attrs
 
 
-def bounded_sum_graph(chunks, plan):
+def bounded_sum_graph(chunks, plan, digest=False):
     """A Delayed of the merged :class:`~skdpsparse.distributed._core.BoundedSumPart`:
     one ``partial_bounded_sum`` task per chunk, then a binary tree of ``merge_parts``.
     The partial sums travel only as task results (never through a shared
-    accumulator), so a retried task replaces its result instead of adding to it."""
+    accumulator), so a retried task replaces its result instead of adding to it.
+    With ``digest`` the parts carry the data digest too (for a key derived from the
+    data; the sparse mean's is keyed by its statistic and needs none)."""
     partial = dask.delayed(partial_bounded_sum, pure=True)
     merge = dask.delayed(merge_parts, pure=True)
-    level = [partial(chunk, plan, offset, rows) for chunk, offset, rows in chunks]
+    level = [partial(chunk, plan, offset, rows, digest)
+             for chunk, offset, rows in chunks]
     while len(level) > 1:
         level = [merge(level[i], level[i + 1], plan.n_rows) if i + 1 < len(level)
                  else level[i] for i in range(0, len(level), 2)]
     return level[0]
 
 
-def compute_bounded_sum(chunks, plan):
+def compute_bounded_sum(chunks, plan, digest=False):
     """Run :func:`bounded_sum_graph` on the current scheduler; the merged part."""
-    (part,) = dask.compute(bounded_sum_graph(chunks, plan))
+    (part,) = dask.compute(bounded_sum_graph(chunks, plan, digest))
     return part
