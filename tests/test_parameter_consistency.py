@@ -100,7 +100,6 @@ PRIMARY = {"loss", "estimator", "param_grid"}
 #: Estimators that do not put ``verbose`` right before ``random_state``, today.
 ORDER_DEVIATIONS = {
     ("PrivateParameterSelection", "verbose"): "verbose after random_state",
-    ("DPCyclicSGD", "epsilon"): "epsilon and delta after the optimizer's parameters",
 }
 
 

@@ -96,6 +96,10 @@ class DPCyclicSGD(BaseEstimator):
 default="logistic"
         f in Kong and Ribero (2024) eq. (1), ℓ(⟨θ, x̃⟩, y) with x̃ = (x, 1) when fitting an
         intercept.
+    epsilon : float, default=1.0
+        Target ε > 0, used when ``noise_multiplier`` is None.
+    delta : float, default=1e-6
+        δ in (0, 1).
     penalty : {"l2", "l1", "elasticnet"} or None, default="l2"
         The nonsmooth part h on the coefficients (never the intercept), applied by
         its proximal map after every step: α‖w‖₁, (α/2)‖w‖² or
@@ -136,10 +140,6 @@ default="logistic"
         clipping-safe Theorem 4.5 bound holds for every λ).
     epochs : int or "auto", default="auto"
         E passes: T = ⌈E·n/b⌉ steps. ``"auto"``: 20.
-    epsilon : float, default=1.0
-        Target ε > 0, used when ``noise_multiplier`` is None.
-    delta : float, default=1e-6
-        δ in (0, 1).
     noise_multiplier : float or None, default=None
         z > 0 (noise N(0, z²C²I) on the sum of the clipped gradients of a batch).
         ``None``: the smallest z meeting (ε, δ), found by root finding. Given:
@@ -269,9 +269,9 @@ default="logistic"
         # random_state is validated by fit_random_source.
     }
 
-    def __init__(self, loss="logistic", *, penalty="l2", alpha=1e-4, l1_ratio=0.15,
-                 fit_intercept=True, norm_bound=1.0, clip_norm="auto", batch_size="auto",
-                 learning_rate="auto", epochs="auto", epsilon=1.0, delta=1e-6,
+    def __init__(self, loss="logistic", *, epsilon=1.0, delta=1e-6, penalty="l2",
+                 alpha=1e-4, l1_ratio=0.15, fit_intercept=True, norm_bound=1.0,
+                 clip_norm="auto", batch_size="auto", learning_rate="auto", epochs="auto",
                  noise_multiplier=None, weak_convexity=None, smoothness=None, radius=None,
                  box=None, smoothing=1.0, huber_threshold=1.0, classes=None, shuffle=True,
                  verbose=0, random_state=None, loss_param="deprecated"):
