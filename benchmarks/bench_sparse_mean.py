@@ -3,13 +3,17 @@
 1. Error table: n = 10⁴, s = 10, ε = 1, δ = 1e-6, d ∈ {10³, 10⁴, 10⁵, 10⁶}: mean ℓ2
    error over 20 runs of each method, power-law and uniform column frequencies, with
    the ratio auto / dense Gaussian (targets: ≤ 1/5 at d = 10⁵, ≤ 1/15 at d = 10⁶).
-2. Speed: fit with method="projection" on CSR n = 10⁶, d = 2²⁰, 16 nonzeros per row,
-   against SciPy's non-private ``X.mean(axis=0)`` in the same run (target ratio ≤ 1.0).
+2. Speed: the default fit on CSR n = 2·10⁵ and 10⁶, d = 2²⁰, 16 nonzeros per row,
+   seeded and unseeded, against SciPy's non-private ``X.mean(axis=0)`` and against
+   ``X.sum(axis=0) / n`` plus one ``standard_normal(d)`` draw (issue 24's honest
+   baseline), paired rounds, min / median / max ratios (target ≤ 1.0), with the
+   bandwidth floor. Threads: the free cores (``SKDPSPARSE_NUM_THREADS`` to set).
 3. Scale: l1_recovery at d = 10⁷, n = 10⁴, s = 10 in a fresh subprocess: wall time,
    peak RSS, and its error next to the dense Gaussian's.
 
 Run:  python benchmarks/bench_sparse_mean.py            (all three parts)
       python benchmarks/bench_sparse_mean.py --part 1 --runs 5
+      python benchmarks/bench_sparse_mean.py --part 2 [--sizes 200000,1000000]
 """
 
 import argparse
@@ -55,24 +59,50 @@ def error_table(runs, dims, n=10_000, s=10):
                   + f" {ratio:>11.4f} {picked:>12}")
 
 
-def speed(n=10**6, d=2**20, s=16, reps=5):
-    X, _ = make_sparse_vectors(n, d, s, random_state=0)
-    est = DPSparseMeanEstimator(epsilon=EPS, delta=DELTA, sparsity=s, method="projection",
-                                random_state=0)
-    est.fit(X[:1000])  # warm-up: numba compile / cache load, excluded from timing
-    t_ours, t_scipy = [], []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        est.fit(X)
-        t_ours.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        X.mean(axis=0)
-        t_scipy.append(time.perf_counter() - t0)
-    ours, base = np.median(t_ours), np.median(t_scipy)
-    print(f"\n[2] fit time, CSR n={n}, d={d}, {s} nonzeros/row (median of {reps})")
-    print(f"    DPSparseMeanEstimator(projection): {ours:.3f} s")
-    print(f"    scipy X.mean(axis=0) (non-private): {base:.3f} s")
-    print(f"    ratio ours/scipy: {ours / base:.2f}  (target <= 1.0)")
+def speed(sizes=(2 * 10**5, 10**6), d=2**20, s=16, reps=7):
+    """Paired rounds (ours and each baseline interleaved in one process): min / median
+    / max of the per-round ratios, for a seeded fit and a ``random_state=None`` fit,
+    against SciPy's ``X.mean(axis=0)`` and against the honest baseline
+    ``X.sum(axis=0) / n`` plus one ``standard_normal(d)`` draw, with the bandwidth
+    floor (one pass over the data and the indices) printed beside them."""
+    from skdpsparse._kernels.sparse_rows import free_threads
+
+    gen = np.random.default_rng()
+    for n in sizes:
+        X, _ = make_sparse_vectors(n, d, s, random_state=0)
+        ests = {"seeded": DPSparseMeanEstimator(epsilon=EPS, delta=DELTA, sparsity=s,
+                                                random_state=0),
+                "None": DPSparseMeanEstimator(epsilon=EPS, delta=DELTA, sparsity=s)}
+        base = {"X.mean(axis=0)": lambda: X.mean(axis=0),
+                "X.sum(axis=0)/n + normal(d)":
+                    lambda: np.asarray(X.sum(axis=0)).ravel() / n + gen.standard_normal(d)}
+        for est in ests.values():
+            est.fit(X)  # warm-up: numba compile / cache load, excluded from timing
+        floor = min(_timed(lambda: (X.data.sum(), X.indices.sum())) for _ in range(3))
+        times = {k: [] for k in list(ests) + list(base)}
+        for _ in range(reps):
+            for k, est in ests.items():
+                times[k].append(_timed(lambda: est.fit(X)))
+            for k, fn in base.items():
+                times[k].append(_timed(fn))
+        times = {k: np.array(v) for k, v in times.items()}
+        print(f"\n[2] fit time, CSR n={n}, d={d}, {s} nonzeros/row, method "
+              f"{ests['None'].method_}, {reps} paired rounds; free threads now "
+              f"{free_threads()}; bandwidth floor {floor * 1e3:.1f} ms")
+        for k in base:
+            print(f"    {k:<28} median {np.median(times[k]):.3f} s")
+        for k in ests:
+            print(f"    fit random_state={k:<11} median {np.median(times[k]):.3f} s")
+            for b in base:
+                r = times[k] / times[b]
+                print(f"      / {b:<26} min {r.min():.2f}  median {np.median(r):.2f}  "
+                      f"max {r.max():.2f}  (target <= 1.0)")
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 def _scale_child(d, n, s):
@@ -111,6 +141,8 @@ def main():
     parser.add_argument("--part", type=int, choices=[1, 2, 3])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--child", nargs=3, type=int)
+    parser.add_argument("--sizes", default="200000,1000000")
+    parser.add_argument("--reps", type=int, default=7)
     args = parser.parse_args()
     if args.child:
         _scale_child(*args.child)
@@ -118,7 +150,7 @@ def main():
     if args.part in (None, 1):
         error_table(args.runs, [10**3, 10**4, 10**5, 10**6])
     if args.part in (None, 2):
-        speed()
+        speed(tuple(int(v) for v in args.sizes.split(",")), reps=args.reps)
     if args.part in (None, 3):
         scale()
 
