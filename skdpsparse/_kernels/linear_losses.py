@@ -652,6 +652,23 @@ def _csr_margins_and_max(indptr, indices, data, w, b, z, amax):
 
 
 @njit(cache=True)
+def _csr_margins_bounded(indptr, indices, data, w, b, z, amax, entry_max):
+    """z as :func:`_csr_margins_and_max`; amax[i] = ``entry_max`` when it is a valid
+    bound (≥ 0: the caller read it off these entries), else each row's own maximum."""
+    if not entry_max >= 0.0:
+        _csr_margins_and_max(indptr, indices, data, w, b, z, amax)
+        return
+    for i in range(indptr.shape[0] - 1):
+        acc = b
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            acc += np.float64(data[k]) * np.float64(w[np.uint64(indices[k])])
+        if not abs(acc) < math.inf:
+            acc = _csr_margin_rescaled(indptr, indices, data, i, w, b)
+        z[i] = acc
+        amax[i] = entry_max
+
+
+@njit(cache=True)
 def _losses_fixed(z, y, code, param, loss_scale, grad_scale, limit):
     """Σ round(ℓᵢ·2^Fₗ), Σ round(ℓ'ᵢ·2^F_g) and ok; z[i] is replaced by ℓ'ᵢ."""
     loss = np.int64(0)
@@ -672,14 +689,17 @@ def _losses_fixed(z, y, code, param, loss_scale, grad_scale, limit):
 
 @njit(cache=True)
 def csr_fixed_loss_gradient(indptr, indices, data, y, w, b, code, param, loss_scale,
-                            grad_scale, limit):
+                            grad_scale, limit, entry_max=-1.0):
     """Exact sums Σᵢ round(ℓᵢ·2^Fₗ), Σᵢ round(ℓ'ᵢxᵢⱼ·2^F_g) per column and
     Σᵢ round(ℓ'ᵢ·2^F_g) over the rows of a CSR matrix.
 
     Three passes (margins, losses, scatter): the per-row exp/log1p no longer waits
     for the row's gather, and the scatter's bound is checked once per row; the
     integers are those of the term-by-term definition (tests/kernels compare with a
-    row-by-row Python reference).
+    row-by-row Python reference). ``entry_max`` ≥ max |x_ij|, when the caller has
+    read it off these entries once (an in-memory fit evaluates many times), replaces
+    each row's maximum in that check; any bound that holds gives the same integers,
+    and a negative or NaN value (the default) means "compute it per row".
 
     Returns
     -------
@@ -694,7 +714,7 @@ def csr_fixed_loss_gradient(indptr, indices, data, y, w, b, code, param, loss_sc
     grad = np.zeros(w.shape[0], dtype=np.int64)
     z = np.empty(n)
     amax = np.empty(n)
-    _csr_margins_and_max(indptr, indices, data, w, np.float64(b), z, amax)
+    _csr_margins_bounded(indptr, indices, data, w, np.float64(b), z, amax, entry_max)
     loss, grad_b, ok = _losses_fixed(z, y, code, param, loss_scale, grad_scale, limit)
     if not ok:
         return loss, grad, grad_b, False
@@ -730,6 +750,22 @@ def _dense_margins_and_max(X, w, b, z, amax):
 
 
 @njit(cache=True)
+def _dense_margins_bounded(X, w, b, z, amax, entry_max):
+    """:func:`_csr_margins_bounded` for a dense array."""
+    if not entry_max >= 0.0:
+        _dense_margins_and_max(X, w, b, z, amax)
+        return
+    for i in range(X.shape[0]):
+        acc = b
+        for j in range(X.shape[1]):
+            acc += np.float64(X[i, j]) * np.float64(w[j])
+        if not abs(acc) < math.inf:
+            acc = _dense_margin_rescaled(X, i, w, b)
+        z[i] = acc
+        amax[i] = entry_max
+
+
+@njit(cache=True)
 def _dense_scatter_checked(X, i, u, scale, limit, out):
     for j in range(X.shape[1]):
         x = np.float64(X[i, j])
@@ -742,14 +778,15 @@ def _dense_scatter_checked(X, i, u, scale, limit, out):
 
 
 @njit(cache=True)
-def dense_fixed_loss_gradient(X, y, w, b, code, param, loss_scale, grad_scale, limit):
+def dense_fixed_loss_gradient(X, y, w, b, code, param, loss_scale, grad_scale, limit,
+                              entry_max=-1.0):
     """:func:`csr_fixed_loss_gradient` for a dense array (zeros add nothing)."""
     check_loss(code, param)
     n = X.shape[0]
     grad = np.zeros(X.shape[1], dtype=np.int64)
     z = np.empty(n)
     amax = np.empty(n)
-    _dense_margins_and_max(X, w, np.float64(b), z, amax)
+    _dense_margins_bounded(X, w, np.float64(b), z, amax, entry_max)
     loss, grad_b, ok = _losses_fixed(z, y, code, param, loss_scale, grad_scale, limit)
     if not ok:
         return loss, grad, grad_b, False
@@ -769,7 +806,7 @@ def dense_fixed_loss_gradient(X, y, w, b, code, param, loss_scale, grad_scale, l
 
 @njit(cache=True)
 def csr_fixed_hessian_product(indptr, indices, data, y, w, b, v_w, v_b, code, param,
-                              scale, limit):
+                              scale, limit, entry_max=-1.0):
     """Exact sums Σᵢ round(uᵢxᵢⱼ·2^F) per column and Σᵢ round(uᵢ·2^F), with
     uᵢ = ℓ''(zᵢ, yᵢ)·(⟨v_w, xᵢ⟩ + v_b): the data part of a Hessian-vector product.
 
@@ -785,7 +822,7 @@ def csr_fixed_hessian_product(indptr, indices, data, y, w, b, v_w, v_b, code, pa
     out_b = np.int64(0)
     z = np.empty(n)
     amax = np.empty(n)
-    _csr_margins_and_max(indptr, indices, data, w, np.float64(b), z, amax)
+    _csr_margins_bounded(indptr, indices, data, w, np.float64(b), z, amax, entry_max)
     for i in range(n):
         curv = loss_curvature(code, z[i], y[i], param)
         if curv == 0.0:
@@ -812,7 +849,8 @@ def csr_fixed_hessian_product(indptr, indices, data, y, w, b, v_w, v_b, code, pa
 
 
 @njit(cache=True)
-def dense_fixed_hessian_product(X, y, w, b, v_w, v_b, code, param, scale, limit):
+def dense_fixed_hessian_product(X, y, w, b, v_w, v_b, code, param, scale, limit,
+                                entry_max=-1.0):
     """:func:`csr_fixed_hessian_product` for a dense array."""
     check_loss(code, param)
     n = X.shape[0]
@@ -820,7 +858,7 @@ def dense_fixed_hessian_product(X, y, w, b, v_w, v_b, code, param, scale, limit)
     out_b = np.int64(0)
     z = np.empty(n)
     amax = np.empty(n)
-    _dense_margins_and_max(X, w, np.float64(b), z, amax)
+    _dense_margins_bounded(X, w, np.float64(b), z, amax, entry_max)
     for i in range(n):
         curv = loss_curvature(code, z[i], y[i], param)
         if curv == 0.0:

@@ -419,3 +419,38 @@ def test_fixed_sums_refuse_a_nan_entry_in_a_row():
     out = dense_fixed_loss_gradient(X.toarray(), np.zeros(2), np.zeros(2), 0.0, SQUARED,
                                     0.0, 1.0, 1.0, 1e13)
     assert not out[3]
+
+
+@pytest.mark.parametrize("code", [SQUARED, LOGISTIC, HUBER])
+def test_fixed_sums_with_a_known_entry_bound_are_the_same_integers(code):
+    # entry_max (read once by an in-memory fit) replaces each row's maximum in the
+    # check of the fast rounding; any valid bound gives the same integers, and a
+    # negative or NaN one means "per row".
+    rng = np.random.default_rng(40 + code)
+    X = sp.random(50, 8, density=0.5, random_state=rng, format="csr")
+    X.data = rng.standard_normal(X.nnz) * 30.0
+    dense = X.toarray()
+    y = _labels(code, rng, 50)
+    w, v = rng.standard_normal(8), rng.standard_normal(8)
+    param = PARAM.get(code, 0.0)
+    top = float(np.abs(X.data).max())
+    for gs in (2.0 ** 30, 2.0 ** 44):  # all fast; some terms beyond 2^51 (checked path)
+        base = csr_fixed_loss_gradient(X.indptr, X.indices, X.data, y, w, 0.3, code, param,
+                                       2.0 ** 30, gs, 2.0 ** 62 / 50)
+        assert base[3]
+        hbase = csr_fixed_hessian_product(X.indptr, X.indices, X.data, y, w, 0.3, v, 0.1,
+                                          code, param, gs, 2.0 ** 62 / 50)
+        for em in (top, 4.0 * top, np.inf, -1.0, np.nan):
+            for out in (csr_fixed_loss_gradient(X.indptr, X.indices, X.data, y, w, 0.3,
+                                                code, param, 2.0 ** 30, gs, 2.0 ** 62 / 50,
+                                                em),
+                        dense_fixed_loss_gradient(dense, y, w, 0.3, code, param, 2.0 ** 30,
+                                                  gs, 2.0 ** 62 / 50, em)):
+                assert out[3] == base[3] and out[0] == base[0] and out[2] == base[2]
+                np.testing.assert_array_equal(out[1], base[1])
+            for h in (csr_fixed_hessian_product(X.indptr, X.indices, X.data, y, w, 0.3, v,
+                                                0.1, code, param, gs, 2.0 ** 62 / 50, em),
+                      dense_fixed_hessian_product(dense, y, w, 0.3, v, 0.1, code, param, gs,
+                                                  2.0 ** 62 / 50, em)):
+                assert h[2] == hbase[2] and h[1] == hbase[1]
+                np.testing.assert_array_equal(h[0], hbase[0])
