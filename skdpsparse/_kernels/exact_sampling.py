@@ -18,8 +18,8 @@ NeurIPS, Section 5, on integers only:
   the size of den.
 
 The noise itself (:func:`discrete_noise`, :func:`add_discrete_noise`) comes from the
-faster table-inversion sampler of :mod:`.grid_noise`, exact by certified decisions
-with an exact fallback. The derivation of both is in
+faster table-inversion sampler of :mod:`.grid_noise`, exact by exact table words and
+certified float decisions, with an exact fallback. The derivation of both is in
 ``doc/derivations/exact_sampling.rst``.
 
 Streams. A call fills an array in chunks of ``chunk`` entries; chunk ``c`` reads the
@@ -347,7 +347,7 @@ def discrete_noise(size, kind, scale, key, domain, *, chunk=4096):
     ndarray of int64, saturated at ±2⁶² (probability below exp(−2²⁰)).
 
     The draws come from the table-inversion sampler of :mod:`.grid_noise`, whose law
-    is exact (its decisions are certified, with an exact fallback).
+    is exact (exact table words, certified float decisions and an exact fallback).
     """
     from .grid_noise import fill_noise
 
