@@ -43,11 +43,6 @@ evaluations for k blocks (more than 2⁸⁰ for k below 2²⁴ blocks, i.e. 1.7�
 And a collision alone shares no noise: every release's draw also hashes the exact
 statistic it is added to (:meth:`skdpsparse.utils.RandomSource.add_discrete_noise`).
 
-Who needs it: fits with a draw that is not keyed by the statistic it perturbs (the
-SGD loops' noise, permutations, a sensing operator). A fit whose every draw is keyed
-by its statistic (the sparse mean's row-level and user-level releases) skips the
-digest altogether (:mod:`skdpsparse.utils._random`, last point of its docstring).
-
 Nothing secret enters here: a worker sees only the data and public positions.
 """
 

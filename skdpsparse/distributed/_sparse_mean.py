@@ -21,8 +21,8 @@ from ..mechanisms.l1_recovery import (
     clipped_measurement_total, n_measurements, release_measurements, sensing_operator,
     uses_compressed_sensing,
 )
-from ..utils._random import fit_random_source_from_digests
-from ._digest import final_digest
+from ._core import fit_random_source_from_digests
+from ._digest import chunk_digest, final_digest, merge_digests
 from ._units import add_unit_totals, bound_unit_totals, unit_bucket, unit_totals
 
 __all__ = ["fit_sparse_mean_distributed", "fit_sparse_mean_units_in_memory"]
@@ -104,9 +104,7 @@ def _fit_l1_recovery(estimator, X, chunks, shape, input_attrs, s, delta, m):
     norm_bound = float(estimator.norm_bound)
     (digest_part,) = dask.compute(_digest_graph(chunks, n, d))
     digest = final_digest(digest_part, (n, d), _kernel(X), orientation="rows")
-    # The operator is drawn before the statistic: the in-memory fit's data-keyed key.
-    rng = fit_random_source_from_digests(estimator.random_state, estimator, [digest],
-                                         by_statistic=False)
+    rng = fit_random_source_from_digests(estimator.random_state, estimator, [digest])
     operator = sensing_operator(d, m, rng)
     task = dask.delayed(_chunk_measurements, pure=True)
     add = dask.delayed(np.add, pure=True)
@@ -127,6 +125,12 @@ def _fit_l1_recovery(estimator, X, chunks, shape, input_attrs, s, delta, m):
 
 
 # ---------------------------------------------------------------- user-level, in memory
+def _ids_and_rows(X, ids):
+    """The matrix [ids | X] whose digest keys a user-level fit (ids as float64)."""
+    column = sp.csr_matrix(np.asarray(ids, dtype=np.float64).reshape(-1, 1))
+    return sp.hstack([column, sp.csr_matrix(X)], format="csr")
+
+
 def fit_sparse_mean_units_in_memory(estimator, X, privacy_unit):
     """DPSparseMeanEstimator fitted with one privacy unit per id of ``privacy_unit``
     (an integer per row of the in-memory ``X``); sets ``privacy_unit_`` too.
@@ -144,23 +148,22 @@ def fit_sparse_mean_units_in_memory(estimator, X, privacy_unit):
     validate_params(estimator, estimator._parameter_constraints)
     X, input_attrs = fit_input(estimator, X)
     n, d = X.shape
-    # row_plan: the bounds, d and n; its F is not used, the rows' grid is F₁ of L
-    # alone (_units.unit_row_frac_bits), never of n.
+    # row_plan: the bounds, d and n (for the digest); its F is not used, the rows'
+    # grid is F₁ of L alone (_units.unit_row_frac_bits), never of n.
     row_plan = sparse_mean_plan(n, d, float(estimator.norm_bound),
                                 _unit_sparsity(estimator, d))
     ids, totals = unit_totals(X, privacy_unit, row_plan.l2_bound, row_plan.l1_bound)
-    return _release_units(estimator, totals, row_plan, len(ids), d, input_attrs)
+    digest = final_digest(chunk_digest(_ids_and_rows(X, privacy_unit), 0, n), (n, d + 1),
+                          orientation="rows")
+    return _release_units(estimator, totals, row_plan, len(ids), d, input_attrs, digest)
 
 
 def _unit_sparsity(estimator, d):
     return d if estimator.sparsity is None else min(int(estimator.sparsity), d)
 
 
-def _release_units(estimator, totals, row_plan, n_units, d, input_attrs, parts=None):
-    """The release of the units' bounded totals. Its one draw is the noise keyed by
-    that statistic, so the key needs no digest of the rows and ids
-    (``DPSparseMeanEstimator._noise_keyed_by_statistic``): the same seed gives the same
-    release in memory and on Dask."""
+def _release_units(estimator, totals, row_plan, n_units, d, input_attrs, digest,
+                   parts=None):
     method, s, _ = resolve_sparse_mean(estimator, n_units, d)
     _refuse_l1_recovery(method)
     plan = sparse_mean_plan(n_units, d, float(estimator.norm_bound), s)
@@ -169,23 +172,25 @@ def _release_units(estimator, totals, row_plan, n_units, d, input_attrs, parts=N
     else:  # the distributed buckets' parts, computed with this plan
         part = parts(plan)
     attrs = sparse_mean_attributes(estimator, part, plan, (n_units, d), input_attrs,
-                                   digests=())
+                                   digests=[digest])
     attrs["privacy_unit_"] = "privacy_unit"
     return release(estimator, attrs)
 
 
 # -------------------------------------------------------------- user-level, on dask
 def _unit_chunk(chunk, ids, row_plan, offset, rows, n_buckets):
-    """Phase 1 on a worker: per bucket, the exact partial totals of the units the
-    chunk holds rows of."""
+    """Phase 1 on a worker: the chunk's digest part of [ids | X] and, per bucket, the
+    exact partial totals of the units it holds rows of."""
     chunk = check_chunk(chunk, row_plan.n_features, offset)
     ids = np.asarray(ids)
     if chunk.shape[0] != rows or ids.shape[0] != rows:
         raise ValueError(f"the chunk at row {offset} has {chunk.shape[0]} rows and "
                          f"{ids.shape[0]} unit ids; its metadata said {rows}.")
+    digest = chunk_digest(_ids_and_rows(chunk, ids), offset, row_plan.n_rows)
     uids, totals = unit_totals(chunk, ids, row_plan.l2_bound, row_plan.l1_bound)
     bucket = unit_bucket(uids, n_buckets)
-    return tuple((uids[bucket == p], totals[bucket == p]) for p in range(n_buckets))
+    pieces = tuple((uids[bucket == p], totals[bucket == p]) for p in range(n_buckets))
+    return digest, pieces
 
 
 def _gather_bucket(p, *chunk_pieces):
@@ -217,15 +222,21 @@ def _fit_units_distributed(estimator, X, chunks, shape, input_attrs, privacy_uni
     row_plan = sparse_mean_plan(n, d, float(estimator.norm_bound),
                                 _unit_sparsity(estimator, d))
     n_buckets = max(1, min(len(chunks), _MAX_BUCKETS))
-    phase1 = [dask.delayed(_unit_chunk, pure=True)(c, u, row_plan, off, rows, n_buckets)
+    phase1 = [dask.delayed(_unit_chunk, nout=2, pure=True)(c, u, row_plan, off, rows,
+                                                           n_buckets)
               for (c, off, rows), u in zip(chunks, unit_blocks)]
-    buckets = [dask.delayed(_gather_bucket, pure=True)(p, *phase1)
+    digest = phase1[0][0]
+    for piece in phase1[1:]:
+        digest = dask.delayed(merge_digests, pure=True)(digest, piece[0], n)
+    buckets = [dask.delayed(_gather_bucket, pure=True)(p, *[piece[1] for piece in phase1])
                for p in range(n_buckets)]
     # U is needed before the bounded sums (it fixes F and the noise): keep the buckets
     # where they are (on the workers with a distributed client) and count first.
-    buckets = dask.persist(*buckets)
+    digest, *buckets = dask.persist(digest, *buckets)
     counts = dask.compute(*[dask.delayed(lambda b: len(b[0]))(b) for b in buckets])
     n_units = int(sum(counts))
+    (digest_part,) = dask.compute(digest)
+    digest_bytes = final_digest(digest_part, (n, d + 1), orientation="rows")
 
     def parts(plan):
         level = [dask.delayed(_bucket_part, pure=True)(b, plan)
@@ -237,4 +248,4 @@ def _fit_units_distributed(estimator, X, chunks, shape, input_attrs, privacy_uni
         return part
 
     return _release_units(estimator, None, row_plan, n_units, d, input_attrs,
-                          parts=parts)
+                          digest_bytes, parts=parts)

@@ -5,7 +5,6 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils import assert_all_finite
 
-from ..mechanisms.l1_recovery import n_measurements, uses_compressed_sensing
 from ..mechanisms.projection import row_bounds
 from ..mechanisms.sparse_mean import (
     METHODS, _project_nonnegative, choose_method, private_sparse_mean,
@@ -207,7 +206,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         mean, budget, info = private_sparse_mean(
             X, method, epsilon=float(self.epsilon), delta=delta,
             norm_bound=float(self.norm_bound), sparsity=s,
-            rng=self._random_source(X, method, s, delta), calibration=self.calibration,
+            rng=fit_random_source(self.random_state, self, X), calibration=self.calibration,
             recovery=self.recovery,
             max_iter=self.solver_max_iter, tol=self.solver_tol,
             nonnegative=bool(self.nonnegative),
@@ -221,22 +220,6 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         if "solver" in info:
             attrs["n_iter_"] = int(info["solver"]["n_iter"])
         return release(self, attrs)  # charges first; a refused fit releases nothing
-
-    #: Every draw of a fit is the one noise vector of the release, keyed by the exact
-    #: statistic it is added to (:meth:`skdpsparse.utils.RandomSource.add_discrete_noise`),
-    #: so the key skips the data digest (:mod:`skdpsparse.utils._random`, last point);
-    #: the compressed-sensing branch of ℓ1-recovery, which draws its sensing operator
-    #: before its statistic exists, asks for a data-keyed key (:meth:`_random_source`).
-    _noise_keyed_by_statistic = True
-
-    def _random_source(self, X, method, s, delta):
-        """The fit's source: keyed by the statistic, except for the compressed-sensing
-        branch of ℓ1-recovery (its operator is a draw made before the statistic)."""
-        n, d = X.shape
-        if method == "l1_recovery" and uses_compressed_sensing(
-                d, n_measurements(n, d, s, float(self.epsilon), delta)):
-            return fit_random_source(self.random_state, self, X, by_statistic=False)
-        return fit_random_source(self.random_state, self, X)
 
     def _declared_nonnegative(self, fitted):
         """``nonnegative`` on a fit that did not apply it itself (the distributed

@@ -26,26 +26,17 @@ Threat model (the user guide's "Randomness" section says the same in prose):
   samplers. Public randomness (the sensing operator of ℓ1-recovery, which may be
   published) comes from a separately derived key, so publishing it reveals nothing
   about the noise.
-* **Fits whose every draw is keyed by its statistic skip the data digest.** Every
-  noise draw, :meth:`RandomSource.add_discrete_noise`, already hashes the exact grid
-  values it is added to. For a fit whose *only* draws are such releases (the sparse
-  mean's row-level methods, which draw nothing before their statistic exists: one
-  noise vector, then public post-processing), the data digest adds nothing to the
-  guarantee above. Take two fits under one seed and one set of parameters: if their
-  statistics (grid values k, integer noise scale N) differ, their draws have
-  unrelated keys, hence independent noise; if they are equal, the two integer
-  releases k + Y are equal too, and the second releases nothing the first did not
-  (the float release is k + Y times the grid step, a public function of n and the
-  parameters). N is hashed with k because a fit on other data can have another n,
-  hence another N on equal k, and noise of two scales drawn from one keystream would
-  be correlated. Such an estimator declares ``_noise_keyed_by_statistic = True``;
-  its key is then a hash of (seed, class, parameters) alone, skipping a digest that
-  took most of a seeded fit's time, and it gets a :class:`StatisticKeyedSource`,
-  which refuses every other draw (a future draw made before the statistic would
-  raise rather than share noise across clones). A fit of such an estimator that does
-  draw before its statistic (the compressed-sensing branch of ℓ1-recovery, whose
-  sensing operator comes from the key's public stream) asks for a data-keyed key
-  explicitly (``by_statistic=False``).
+* **Why the key digests the data even when every draw is keyed by its statistic.**
+  Keying a fit by (seed, parameters) alone and each draw by its exact statistic
+  would give two fits with equal statistics equal releases, and *whether* two fold
+  models are equal is a function of single rows: two disjoint chunks of one-hot rows
+  with the same column counts give folds 0 and 1 of a ``KFold`` equal statistics, so
+  equal releases under one seed, and changing one row of one chunk makes them
+  independent; the pair identifies which neighbour was used with certainty. With the
+  digest in the key, releases coincide only when two fits got identical data, a far
+  smaller event (it needs identical training sets). The guarantee for seeded fits
+  under composition is still weaker than for ``random_state=None``, whose keys are
+  fresh per fit. (``tests/mean/test_sparse_mean_randomness.py`` runs this attack.)
 """
 
 import functools
@@ -54,7 +45,6 @@ import numbers
 import secrets
 import types
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
 import numpy as np
@@ -63,13 +53,11 @@ import scipy.sparse as sp
 from .._kernels import exact_sampling
 from .._kernels.chacha import key_words
 
-__all__ = ["RandomSource", "StatisticKeyedSource", "as_random_source", "check_generator",
-           "fit_random_source"]
+__all__ = ["RandomSource", "as_random_source", "check_generator", "fit_random_source"]
 
 _PERSON_FIT = b"skdps-fit-v1"
 _PERSON_DRAW = b"skdps-draw-v1"
 _PERSON_CHILD = b"skdps-child-v1"
-_PERSON_STATISTIC = b"skdps-stat-v1"
 
 
 def check_generator(random_state):
@@ -185,11 +173,8 @@ class RandomSource:
         """
         code = _NOISE_CODES[kind]
         grid_values = np.ascontiguousarray(grid_values)
-        key = self._noise_key(kind, grid_values, scale)
+        key = self._next_key(kind, context=grid_values.view(np.uint8))
         return exact_sampling.add_discrete_noise(grid_values, code, scale, key, 0)
-
-    def _noise_key(self, kind, grid_values, scale):
-        return self._next_key(kind, context=grid_values.view(np.uint8))
 
     def discrete_noise(self, size, kind, scale):
         """``size`` draws of discrete Laplace or discrete Gaussian noise on ℤ."""
@@ -285,83 +270,6 @@ class RandomSource:
 
 _NOISE_CODES = {"laplace": exact_sampling.DISCRETE_LAPLACE,
                 "gaussian": exact_sampling.DISCRETE_GAUSSIAN}
-
-
-_LEAF_BYTES = 1 << 20  # a fixed leaf size: the digest does not depend on the threads
-
-
-def _tree_digest(values):
-    """BLAKE2b of ``values``' bytes as a two-level tree of 1 MiB leaves.
-
-    The leaves are hashed on up to :func:`skdpsparse._kernels.sparse_rows.free_threads`
-    threads (hashlib releases the GIL on large buffers); the root hashes the length
-    and the leaf digests in order. A different function from a flat BLAKE2b, but a
-    collision-resistant one of the bytes all the same (each leaf digest fixes its
-    leaf; the length fixes the cut).
-    """
-    from .._kernels.sparse_rows import free_threads
-
-    data = memoryview(values.reshape(-1).view(np.uint8))
-    starts = range(0, len(data), _LEAF_BYTES)
-
-    def leaf(start):
-        return hashlib.blake2b(data[start:start + _LEAF_BYTES], digest_size=32,
-                               person=b"skdps-leaf-v1").digest()
-
-    n_threads = min(free_threads(), len(starts))
-    if n_threads > 1:
-        with ThreadPoolExecutor(max_workers=n_threads) as pool:
-            leaves = list(pool.map(leaf, starts))
-    else:
-        leaves = [leaf(start) for start in starts]
-    root = hashlib.blake2b(digest_size=32, person=b"skdps-root-v1")
-    root.update(len(data).to_bytes(8, "little"))
-    for digest in leaves:
-        root.update(digest)
-    return root.digest()
-
-
-class StatisticKeyedSource(RandomSource):
-    """A :class:`RandomSource` whose key was derived without the data: it only adds
-    noise keyed by the statistic (module docstring, last point).
-
-    :meth:`add_discrete_noise` hashes the integer noise scale with the exact grid
-    values (a tree hash of them, on the free cores), so equal statistics of fits with different scales (another n) never
-    share a keystream. Every other draw raises ``RuntimeError``: under a key shared
-    by fits on different data, a draw made before the statistic exists would be the
-    same in all of them.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from skdpsparse.utils._random import StatisticKeyedSource
-    >>> k = np.zeros(4, dtype=np.int64)
-    >>> a = StatisticKeyedSource(bytes(32)).add_discrete_noise(k.copy(), "gaussian", 1000)
-    >>> b = StatisticKeyedSource(bytes(32)).add_discrete_noise(k.copy(), "gaussian", 1001)
-    >>> bool((a == b).all())  # the same statistic at another scale: other noise
-    False
-    """
-
-    def __repr__(self):
-        return "StatisticKeyedSource(<secret key>)"
-
-    def _next_key(self, label, context=None):
-        if context is None:
-            raise RuntimeError(
-                f"a {type(self).__name__} only adds noise keyed by its statistic "
-                f"(add_discrete_noise); this fit asked for a {label!r} draw. Its key "
-                "was derived without the data, so the fit must ask fit_random_source "
-                "for a data-keyed key (by_statistic=False).")
-        return super()._next_key(label, context)
-
-    def _noise_key(self, kind, grid_values, scale):
-        # The scale with the values: equal statistics at two scales (two n) must not
-        # read one keystream.
-        context = int(scale).to_bytes(8, "little") + _tree_digest(grid_values)
-        return self._next_key(kind, context=context)
-
-    def public_generator(self, label):
-        return self._next_key("public generator " + label)  # raises
 
 
 def as_random_source(rng):
@@ -486,13 +394,7 @@ def _seed_material(random_state):
     )
 
 
-def _by_statistic(estimator, by_statistic):
-    if by_statistic is None:
-        return bool(getattr(estimator, "_noise_keyed_by_statistic", False))
-    return bool(by_statistic)
-
-
-def fit_random_source(random_state, estimator, *data, by_statistic=None):
+def fit_random_source(random_state, estimator, *data):
     """The :class:`RandomSource` of one fit (see the module docstring for the policy).
 
     Parameters
@@ -506,34 +408,25 @@ def fit_random_source(random_state, estimator, *data, by_statistic=None):
         The estimator being fitted (its parameters enter the key).
     *data : array-like or sparse matrix
         The data of the fit, as validated (X, y, ...).
-    by_statistic : bool, optional
-        True: every draw of this fit is noise keyed by its statistic, so ``data`` is
-        not digested and the source is a :class:`StatisticKeyedSource` (module
-        docstring). Default: the estimator's ``_noise_keyed_by_statistic``
-        declaration (False when absent).
 
     Returns
     -------
     RandomSource
     """
+    if random_state is None:
+        return RandomSource.from_entropy()
     return fit_random_source_from_digests(
         random_state, estimator, lambda: [_digest_array(a) if a is not None else b"None"
-                                          for a in data], stacklevel=4,
-        by_statistic=by_statistic)
+                                          for a in data], stacklevel=4)
 
 
-def fit_random_source_from_digests(random_state, estimator, digests, *, stacklevel=3,
-                                   by_statistic=None):
+def fit_random_source_from_digests(random_state, estimator, digests, *, stacklevel=3):
     """:func:`fit_random_source` with the data digests given (a list, or a callable
-    returning it, called only when a key is derived from the data): the derivation
-    of a fit whose data a cluster digested chunk by chunk
-    (:mod:`skdpsparse.distributed`), which gives the same key as the in-memory fit of
-    the same data. With ``by_statistic`` (by default the estimator's declaration) the
-    digests are not used: the key is the in-memory fit's, whatever the engine."""
-    statistic = _by_statistic(estimator, by_statistic)
-    source = StatisticKeyedSource if statistic else RandomSource
+    returning it, called only when a key is derived): the derivation of a fit whose
+    data a cluster digested chunk by chunk (:mod:`skdpsparse.distributed`), which
+    gives the same key as the in-memory fit of the same data."""
     if random_state is None:
-        return source.from_entropy()
+        return RandomSource.from_entropy()
     material = hashlib.blake2b(_seed_material(random_state), digest_size=32).digest()
     params = {k: v for k, v in estimator.get_params(deep=False).items()
               if k != "random_state"}
@@ -546,9 +439,6 @@ def fit_random_source_from_digests(random_state, estimator, digests, *, stacklev
         warnings.warn(f"{type(estimator).__name__}: random_state is ignored for this fit "
                       f"({exc}); its noise is drawn from fresh entropy and will not "
                       "reproduce.", RuntimeWarning, stacklevel=stacklevel)
-        return source.from_entropy()
-    if statistic:
-        # Another personalisation: never the key of a data-keyed fit.
-        return source(_blake(b"\x00".join(message), key=material, person=_PERSON_STATISTIC))
+        return RandomSource.from_entropy()
     message += list(digests() if callable(digests) else digests)
-    return source(_blake(b"\x00".join(message), key=material, person=_PERSON_FIT))
+    return RandomSource(_blake(b"\x00".join(message), key=material, person=_PERSON_FIT))

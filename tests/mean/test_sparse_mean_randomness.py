@@ -1,158 +1,95 @@
-"""The sparse mean's key skips the data digest: attacks on that path (issue 16 §1).
+"""Why the sparse mean's noise key digests the data (issue 16 §1).
 
-Every draw of a row-level sparse-mean fit is the one noise vector of its release, keyed
-by the exact statistic (grid values and integer noise scale) it is added to, so the
-fit's key is a hash of (seed, parameters) alone (``skdpsparse/utils/_random.py``,
-module docstring). Each attack below runs against a broken variant of that design,
-where it must succeed, and against the library, where it must fail.
+Every draw of a sparse-mean fit hashes the exact statistic it is added to, so a key
+of (seed, parameters) alone looks enough: fits with different statistics get
+independent noise, fits with equal statistics equal releases. The attack below shows
+it is not: *whether* two fold models are equal depends on one row. It runs against
+that variant (the key without the data digest), where it must succeed, and against the
+library, where it must fail (``skdpsparse/utils/_random.py``, module docstring).
 """
 
+import hashlib
+
 import numpy as np
-import pytest
 from sklearn.model_selection import KFold, cross_validate
 
-from skdpsparse._kernels import exact_sampling
+import skdpsparse.mean._sparse_mean as sparse_mean_module
 from skdpsparse.accounting.discrete import discrete_gaussian_sigma
-from skdpsparse.datasets import make_sparse_vectors
 from skdpsparse.mean import DPSparseMeanEstimator
-from skdpsparse.mechanisms.projection import bounded_mean, mean_noise
+from skdpsparse.mechanisms.projection import bounded_mean
 from skdpsparse.utils import RandomSource
-from skdpsparse.utils import _random
-from skdpsparse.utils._random import StatisticKeyedSource
-
-N, D = 200, 40
+from skdpsparse.utils._random import _canonical
 
 
-def _rows(seed=0, n=N, d=D):
-    rng = np.random.default_rng(seed)
-    return rng.uniform(-1, 1, (n, d)) / np.sqrt(d)
+def _key_without_data(random_state, estimator, *data):
+    """Broken: the key of (seed, class, parameters), the data left out."""
+    params = {k: v for k, v in estimator.get_params().items() if k != "random_state"}
+    message = repr(random_state).encode() + type(estimator).__qualname__.encode() \
+        + _canonical(params)
+    return RandomSource(hashlib.blake2b(message, digest_size=32).digest())
 
 
-def _unkeyed_draw(self, kind, grid_values, scale):
-    """Broken: the noise keyed by the source and a counter only, as if the digest had
-    been dropped without keying the draw by its statistic."""
-    return RandomSource._next_key(self, kind)
+def _one_hot(categories, d):
+    X = np.zeros((len(categories), d))
+    X[np.arange(len(categories)), categories] = 1.0
+    return X
 
 
-def _keyed_without_scale(self, kind, grid_values, scale):
-    """Broken: keyed by the grid values but not by the integer noise scale."""
-    return RandomSource._noise_key(self, kind, grid_values, scale)
+def _two_fold_models(X):
+    est = DPSparseMeanEstimator(method="gaussian", epsilon=1.0, delta=1e-5, sparsity=1,
+                                random_state=0)
+    out = cross_validate(est, X, cv=KFold(10), return_estimator=True,
+                         scoring=lambda e, X_, y_=None: 0.0)
+    return [e.mean_ for e in out["estimator"][:2]]
 
 
-def _fold_residual(est, X, sparsity):
-    """(μ̂₁ − μ̂₀) − (μ₁ − μ₀) for the first two folds of a 10-fold cross-validation:
-    zero when the two fold models share their noise."""
+def _neighbours(d=3, chunk=20):
+    """One-hot rows in 10 chunks; chunks 0 and 1 have the same column counts in D (so
+    folds 0 and 1, which leave them out, have equal statistics), not in D', which
+    changes the category of one row of chunk 1."""
+    rng = np.random.default_rng(0)
+    base = rng.integers(0, d, chunk)
+    categories = np.concatenate([base, rng.permutation(base),
+                                 rng.integers(0, d, 8 * chunk)])
+    D = _one_hot(categories, d)
+    changed = categories.copy()
+    changed[chunk] = (changed[chunk] + 1) % d
+    return D, _one_hot(changed, d)
+
+
+def test_equal_fold_models_betray_one_row_when_the_key_skips_the_data(monkeypatch):
+    D, D_prime = _neighbours()
+    train = [np.delete(np.arange(len(D)), np.arange(20 * f, 20 * f + 20)) for f in (0, 1)]
+    np.testing.assert_array_equal(bounded_mean(D[train[0]], 1.0, 1),
+                                  bounded_mean(D[train[1]], 1.0, 1))  # the setting
+
+    def releases_equal(X):
+        a, b = _two_fold_models(X)
+        return np.array_equal(a, b)
+
+    with monkeypatch.context() as m:  # broken: the key without the data
+        m.setattr(sparse_mean_module, "fit_random_source", _key_without_data)
+        # D: equal statistics, one key, equal noise: equal releases, always. D': the
+        # statistics differ, so do the draws' keys: equal releases with probability
+        # about 2^-29 per coordinate. The pair says which one was used.
+        assert releases_equal(D)
+        assert not releases_equal(D_prime)
+    # The library: the folds' data differ, so do their keys, for D as for D'.
+    assert not releases_equal(D)
+    assert not releases_equal(D_prime)
+
+
+def test_two_folds_with_one_int_seed_do_not_cancel_their_noise():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (200, 40)) / np.sqrt(40)
+    est = DPSparseMeanEstimator(method="gaussian", epsilon=1.0, delta=1e-5, random_state=0)
     out = cross_validate(est, X, cv=KFold(10), return_estimator=True,
                          scoring=lambda e, X_, y_=None: 0.0)
     folds = list(KFold(10).split(X))
     released = [e.mean_ for e in out["estimator"][:2]]
-    exact = [bounded_mean(X[train], 1.0, sparsity) for train, _ in folds[:2]]
-    return (released[1] - released[0]) - (exact[1] - exact[0])
-
-
-@pytest.mark.parametrize("method,delta", [("gaussian", 1e-5), ("laplace", 0.0)])
-def test_two_folds_with_one_int_seed_do_not_cancel_their_noise(method, delta, monkeypatch):
-    X = _rows()
-    est = DPSparseMeanEstimator(method=method, epsilon=1.0, delta=delta, norm_bound=1.0,
-                                random_state=0)
-    kind, scale, _ = mean_noise(N * 9 // 10, epsilon=1.0, delta=delta, norm_bound=1.0,
-                                sparsity=D)
-    with monkeypatch.context() as m:  # the digest dropped, the draw not keyed: broken
-        m.setattr(StatisticKeyedSource, "_noise_key", _unkeyed_draw)
-        # The two folds' noise vectors are equal and cancel: the difference of the
-        # releases is the difference of the statistics, up to the grid rounding
-        # (γ ≤ 2^-29 of the scale): one row's change, recovered.
-        assert np.max(np.abs(_fold_residual(est, X, D))) < 1e-6 * scale
-    residual = _fold_residual(est, X, D)  # the library: two independent noise vectors
-    # Each coordinate is the difference of two independent draws, of variance 2σ²
-    # (Gaussian) or 4b² (Laplace); a norm below σ√D/2 has probability under 1e-9
-    # (chi-square, D = 40), and the Laplace case is further from it.
-    assert np.linalg.norm(residual) > 0.5 * scale * np.sqrt(D)
-
-
-def test_equal_statistics_at_two_sample_sizes_draw_from_two_keystreams(monkeypatch):
-    # All-zero rows: the statistic is 0 at n = 100 and at n = 101 (equal grid values),
-    # but the integer noise scales differ (σ ∝ 1/n on a power-of-two grid). Noise of two
-    # scales from one keystream is a pair of dependent draws (with an inversion
-    # sampler, nearly proportional ones), and two dependent releases of one statistic
-    # can locate it better than either: the scale is part of the draw's key. The
-    # attack's precondition is that the two draws read one keystream; it is checked
-    # on the keys themselves, whatever the sampler does with them.
-    d = 2000
-    est = DPSparseMeanEstimator(method="gaussian", epsilon=1.0, delta=1e-5,
-                                random_state=0)
-    draws = []
-    original = exact_sampling.add_discrete_noise
-
-    def spy(grid_values, code, scale, key, counter):
-        draws.append((int(scale), bytes(np.asarray(key).tobytes())))
-        return original(grid_values, code, scale, key, counter)
-
-    monkeypatch.setattr(exact_sampling, "add_discrete_noise", spy)
-
-    def keys():
-        draws.clear()
-        for n in (100, 101):
-            est.fit(np.zeros((n, d)))
-        (scale_a, key_a), (scale_b, key_b) = draws
-        assert scale_a != scale_b
-        return key_a, key_b
-
-    with monkeypatch.context() as m:
-        m.setattr(StatisticKeyedSource, "_noise_key", _keyed_without_scale)
-        key_a, key_b = keys()
-        assert key_a == key_b  # broken: one keystream at two scales
-    key_a, key_b = keys()
-    assert key_a != key_b
-
-
-def test_the_same_seed_and_data_replay_and_other_data_changes_the_noise():
-    X = _rows()
-    est = DPSparseMeanEstimator(method="gaussian", epsilon=1.0, delta=1e-5, random_state=3)
-    first = est.fit(X).mean_.copy()
-    np.testing.assert_array_equal(est.fit(X.copy()).mean_, first)
-    X2 = X.copy()
-    X2[0] = -X2[0]
-    sigma = discrete_gaussian_sigma(2.0 / N, 1.0, 1e-5)
-    residual = (est.fit(X2).mean_ - first) - (bounded_mean(X2, 1.0, D)
-                                               - bounded_mean(X, 1.0, D))
-    assert np.linalg.norm(residual) > 0.5 * sigma * np.sqrt(D)
-
-
-@pytest.mark.parametrize("params", [
-    dict(method="threshold"), dict(method="projection"), dict(method="gaussian"),
-    dict(method="laplace", delta=0.0), dict(method="projection", delta=0.0),
-    dict(method="auto"), dict(method="threshold", nonnegative=True),
-    dict(method="projection", nonnegative=True, output="sparse"),
-    dict(method="l1_recovery"),  # below d ≥ m ln² m: the dense Gaussian branch
-])
-def test_every_row_level_method_draws_only_keyed_noise_and_never_digests(params,
-                                                                         monkeypatch):
-    def no_digest(*args):
-        raise AssertionError("the sparse mean's key must not digest the data")
-
-    monkeypatch.setattr(_random, "_digest_array", no_digest)
-    X, _ = make_sparse_vectors(300, 50, 4, random_state=0)
-    # A StatisticKeyedSource raises on any draw but keyed noise: a fit that draws
-    # anything else fails here instead of sharing that draw across clones.
-    est = DPSparseMeanEstimator(sparsity=4, random_state=0, **params).fit(X)
-    assert est.method_ != "l1_recovery"
-
-
-def test_the_compressed_sensing_branch_keeps_the_data_keyed_key(monkeypatch):
-    # Its sensing operator is drawn before the statistic exists: a key without the data
-    # would give every fold the same operator, so it keeps the digest.
-    calls = []
-    original = _random.fit_random_source_from_digests
-
-    def spy(random_state, estimator, digests, **kw):
-        source = original(random_state, estimator, digests, **kw)
-        calls.append(type(source))
-        return source
-
-    monkeypatch.setattr(_random, "fit_random_source_from_digests", spy)
-    X, _ = make_sparse_vectors(300, 2**14, 5, random_state=0)
-    est = DPSparseMeanEstimator(method="l1_recovery", sparsity=5, epsilon=0.5,
-                                solver_max_iter=5, random_state=0).fit(X)
-    assert est.method_ == "l1_recovery"
-    assert calls == [RandomSource]
+    exact = [bounded_mean(X[train], 1.0, 40) for train, _ in folds[:2]]
+    residual = (released[1] - released[0]) - (exact[1] - exact[0])
+    sigma = discrete_gaussian_sigma(2.0 / 180, 1.0, 1e-5)
+    # Two independent noise vectors: norm about σ√(2·40); below σ√40/2 has
+    # probability under 1e-9 (chi-square with 40 degrees of freedom).
+    assert np.linalg.norm(residual) > 0.5 * sigma * np.sqrt(40)

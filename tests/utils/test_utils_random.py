@@ -12,7 +12,6 @@ from skdpsparse.datasets import make_sparse_classification
 from skdpsparse.linear_model import DPOutputPerturbationClassifier
 from skdpsparse.mean import DPSparseMeanEstimator
 from skdpsparse.utils import RandomSource, check_generator, fit_random_source
-from skdpsparse.utils._random import StatisticKeyedSource
 
 
 def _key(source):
@@ -38,30 +37,24 @@ def test_fit_random_source_rejects_bad_seeds(bad):
         fit_random_source(bad, est, np.zeros((3, 2)))
 
 
-def _data_key(random_state, est, *data):
-    """The key of a data-keyed fit (the derivation every estimator but the
-    statistic-keyed ones uses)."""
-    return _key(fit_random_source(random_state, est, *data, by_statistic=False))
-
-
 def test_same_seed_parameters_and_data_give_the_same_key():
     X = np.arange(12.0).reshape(4, 3)
     est = DPSparseMeanEstimator(epsilon=2.0)
-    assert _data_key(7, est, X) == _data_key(7, clone(est), X)
+    assert _key(fit_random_source(7, est, X)) == _key(fit_random_source(7, clone(est), X))
     big = 2**200 + 3  # seeds wider than 64 bits are kept whole
-    assert _data_key(big, est, X) != _data_key(big + 1, est, X)
+    assert _key(fit_random_source(big, est, X)) != _key(fit_random_source(big + 1, est, X))
 
 
 def test_any_change_of_data_or_parameters_changes_the_key():
     X = np.arange(12.0).reshape(4, 3)
     est = DPSparseMeanEstimator(epsilon=2.0)
-    base = _data_key(7, est, X)
+    base = _key(fit_random_source(7, est, X))
     X2 = X.copy()
     X2[3, 2] = np.nextafter(X2[3, 2], np.inf)  # one ulp of one entry
-    assert _data_key(7, est, X2) != base
-    assert _data_key(7, est.set_params(epsilon=2.5), X) != base
-    assert _data_key(8, DPSparseMeanEstimator(epsilon=2.0), X) != base
-    assert _data_key(None, est, X) != _data_key(None, est, X)
+    assert _key(fit_random_source(7, est, X2)) != base
+    assert _key(fit_random_source(7, est.set_params(epsilon=2.5), X)) != base
+    assert _key(fit_random_source(8, DPSparseMeanEstimator(epsilon=2.0), X)) != base
+    assert _key(fit_random_source(None, est, X)) != _key(fit_random_source(None, est, X))
 
 
 def test_a_generator_deep_copied_by_clone_still_gives_distinct_keys_per_dataset():
@@ -70,82 +63,8 @@ def test_a_generator_deep_copied_by_clone_still_gives_distinct_keys_per_dataset(
     est = DPSparseMeanEstimator(random_state=np.random.default_rng())
     a, b = clone(est), clone(est)
     X = np.arange(12.0).reshape(4, 3)
-    assert _data_key(a.random_state, a, X[:2]) != _data_key(b.random_state, b, X[2:])
-
-
-# ------------------------------------------------------- statistic-keyed fits
-def test_a_statistic_keyed_key_ignores_the_data_but_not_seed_or_parameters(monkeypatch):
-    import skdpsparse.utils._random as module
-
-    def no_digest(*args):
-        raise AssertionError("a statistic-keyed fit must not digest its data")
-
-    monkeypatch.setattr(module, "_digest_array", no_digest)
-    X = np.arange(12.0).reshape(4, 3)
-    est = DPSparseMeanEstimator(epsilon=2.0)
-    src = fit_random_source(7, est, X)
-    assert isinstance(src, StatisticKeyedSource)
-    assert _key(fit_random_source(7, clone(est), X[:2] + 1)) == _key(src)
-    assert _key(fit_random_source(7, clone(est).set_params(epsilon=2.5), X)) != _key(src)
-    assert _key(fit_random_source(8, clone(est), X)) != _key(src)
-    monkeypatch.undo()
-    # Never the key of a data-keyed derivation (another personalisation).
-    assert _data_key(7, est, X) != _key(src)
-
-
-def test_a_statistic_keyed_source_refuses_every_draw_but_keyed_noise():
-    src = StatisticKeyedSource(bytes(32))
-    for draw in (lambda: src.integers(10), lambda: src.permutation(5),
-                 lambda: src.discrete_noise(3, "gaussian", 10), lambda: src.spawn(2),
-                 lambda: src.secret_int(), lambda: src.bernoulli(0.5),
-                 lambda: src.public_generator("sensing operator")):
-        with pytest.raises(RuntimeError, match="keyed by its statistic"):
-            draw()
-    grid = np.arange(5, dtype=np.int64)
-    src.add_discrete_noise(grid, "laplace", 100)  # allowed
-
-
-def _keyed_noise(grid, scale, key=bytes(32)):
-    out = np.array(grid, dtype=np.int64)
-    return StatisticKeyedSource(key).add_discrete_noise(out, "gaussian", scale) - grid
-
-
-def test_statistic_keyed_noise_is_a_function_of_the_statistic_and_its_scale():
-    d = 4096
-    base = np.zeros(d, dtype=np.int64)
-    noise = _keyed_noise(base, 1000)
-    np.testing.assert_array_equal(noise, _keyed_noise(base, 1000))  # replays
-    other = base.copy()
-    other[17] = 1  # one grid step of one coordinate: unrelated noise
-    for changed in (_keyed_noise(other, 1000), _keyed_noise(base, 1001)):
-        # Two independent draws of scale 1000 (or 1001): the difference of two
-        # unrelated vectors has norm about 1000·√(2d); shared bits would give ~0.
-        assert np.linalg.norm(changed - noise) > 0.5 * 1000 * np.sqrt(2 * d)
-        assert abs(np.corrcoef(changed, noise)[0, 1]) < 5 / np.sqrt(d)
-
-
-def test_the_statistic_digest_covers_every_byte_and_the_leaf_cut():
-    from skdpsparse.utils._random import _LEAF_BYTES, _tree_digest
-
-    values = np.zeros(3 * _LEAF_BYTES // 8 + 5, dtype=np.int64)
-    base = _tree_digest(values)
-    for i in (0, _LEAF_BYTES // 8 - 1, _LEAF_BYTES // 8, values.size - 1):
-        changed = values.copy()
-        changed[i] = 1
-        assert _tree_digest(changed) != base
-    assert _tree_digest(values[:-1]) != base
-    assert _tree_digest(np.zeros(0, dtype=np.int64)) != _tree_digest(values[:1])
-
-
-def test_the_statistic_digest_does_not_depend_on_the_threads(monkeypatch):
-    from skdpsparse.utils._random import _tree_digest
-
-    values = np.arange(700_000, dtype=np.int64)
-    digests = set()
-    for threads in ("1", "2", "3"):
-        monkeypatch.setenv("SKDPSPARSE_NUM_THREADS", threads)
-        digests.add(_tree_digest(values))
-    assert len(digests) == 1
+    assert _key(fit_random_source(a.random_state, a, X[:2])) != \
+        _key(fit_random_source(b.random_state, b, X[2:]))
 
 
 def test_public_generator_and_children_are_independent_of_the_noise():
