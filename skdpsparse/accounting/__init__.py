@@ -65,6 +65,10 @@ from .rdp import (
     rdp_to_epsilon,
     subsampled_without_replacement_gaussian_rdp,
 )
+from .wor_discrete_gaussian import (
+    subsampled_without_replacement_discrete_gaussian_rdp,
+    ternary_moment_bounds,
+)
 
 __all__ = [
     "ApproxDPEvent",
@@ -114,7 +118,9 @@ __all__ = [
     "laplace_scale",
     "poisson_subsampled_gaussian_rdp",
     "rdp_to_epsilon",
+    "subsampled_without_replacement_discrete_gaussian_rdp",
     "subsampled_without_replacement_gaussian_rdp",
+    "ternary_moment_bounds",
     "zcdp_gaussian_sigma",
     "zcdp_to_delta",
     "zcdp_to_epsilon",

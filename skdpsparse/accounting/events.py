@@ -62,6 +62,7 @@ from .rdp import (
     laplace_rdp,
     subsampled_without_replacement_gaussian_rdp,
 )
+from .wor_discrete_gaussian import subsampled_without_replacement_discrete_gaussian_rdp
 
 __all__ = [
     "ApproxDPEvent",
@@ -384,23 +385,34 @@ class ApproxDPEvent(PrivacyEvent):
 
 
 @functools.lru_cache(maxsize=256)
-def _wor_rdp(sample_size, population_size, noise_multiplier, orders_bytes):
+def _wor_rdp(sample_size, population_size, noise_multiplier, orders_bytes, discrete=False):
     orders = np.frombuffer(orders_bytes)
-    curve = subsampled_without_replacement_gaussian_rdp(
-        sample_size, population_size, noise_multiplier, orders)
+    if discrete:
+        curve = subsampled_without_replacement_discrete_gaussian_rdp(
+            sample_size, population_size, noise_multiplier, orders)
+    else:
+        curve = subsampled_without_replacement_gaussian_rdp(
+            sample_size, population_size, noise_multiplier, orders)
     return curve.epsilons
 
 
 @dataclass(frozen=True, slots=True)
 class SampledWithoutReplacementEvent(PrivacyEvent):
-    """A Gaussian release on a uniformly random subset of fixed size.
+    """A Gaussian or discrete Gaussian release on a uniformly random subset of fixed
+    size, replace-one neighbours (the library's).
 
-    (Wang, Balle and Kasiviswanathan 2019, "Subsampled Rényi differential privacy and
-    analytical moments accountant", Thm 9.)
-
-    Under replacement neighbours (the library's), as
-    :func:`~skdpsparse.accounting.subsampled_without_replacement_gaussian_rdp`
-    computes it. Only RDP applies; repeat it with :class:`SelfComposedEvent`.
+    A continuous :class:`GaussianEvent` is accounted as
+    :func:`~skdpsparse.accounting.subsampled_without_replacement_gaussian_rdp` computes
+    it (Wang, Balle and Kasiviswanathan 2019, "Subsampled Rényi differential privacy
+    and analytical moments accountant", Thm 9 with the strengthening of their Thm 27,
+    which uses the continuous Gaussian's central moments). A
+    :class:`DiscreteGaussianEvent` (noise N_Z(0, N²)^d on an integer-valued query) is
+    accounted by
+    :func:`~skdpsparse.accounting.subsampled_without_replacement_discrete_gaussian_rdp`,
+    whose bound uses only integer-order mixed moments of the three Gaussians of a
+    replace-one triple, which for integer shifts are the continuous Gaussian's
+    (derivation: ``doc/derivations/dp_sgd.rst``). Only RDP applies; repeat it with
+    :class:`SelfComposedEvent`.
 
     Parameters
     ----------
@@ -408,25 +420,28 @@ class SampledWithoutReplacementEvent(PrivacyEvent):
         m, with 0 ≤ m ≤ n.
     population_size : int
         n ≥ 1, public.
-    event : GaussianEvent
-        The release on the sample, with ``count=1``.
+    event : GaussianEvent or DiscreteGaussianEvent
+        The release on the sample, with ``count=1``; ``noise_multiplier`` is the
+        noise scale over the replace-one ℓ2 sensitivity of the batch query.
     """
 
     sample_size: int
     population_size: int
-    event: GaussianEvent
+    event: GaussianEvent | DiscreteGaussianEvent
 
     def __post_init__(self):
-        if not isinstance(self.event, GaussianEvent) or self.event.count != 1:
-            raise TypeError("SampledWithoutReplacementEvent wraps a GaussianEvent with "
-                            f"count=1, got {self.event!r}")
+        if (not isinstance(self.event, (GaussianEvent, DiscreteGaussianEvent))
+                or self.event.count != 1):
+            raise TypeError("SampledWithoutReplacementEvent wraps a GaussianEvent or a "
+                            f"DiscreteGaussianEvent with count=1, got {self.event!r}")
         subsampled_without_replacement_gaussian_rdp(  # validates m and n
             self.sample_size, self.population_size, 1.0, [2.0])
 
     def rdp(self, orders=DEFAULT_ORDERS):
         orders = _orders(orders, allow_one=False)
         return _wor_rdp(int(self.sample_size), int(self.population_size),
-                        self.event.noise_multiplier, orders.tobytes())
+                        self.event.noise_multiplier, orders.tobytes(),
+                        isinstance(self.event, DiscreteGaussianEvent))
 
 
 @dataclass(frozen=True, slots=True)
