@@ -17,7 +17,16 @@
 4. Multiclass test accuracy vs ε: the joint model (one run) against one-vs-rest as K
    binary fits at ε/K each, the same total budget.
 
+5. DPSGDClassifier/Regressor's accounting (batches sampled without replacement,
+   replace-one, discrete Gaussian): the noise multiplier z = σ/(2C) at the same
+   (ε, δ, T) by Wang, Balle and Kasiviswanathan's Theorem 9 alone (the bound used
+   before), with their Theorem 27 (continuous Gaussian only), and by the ternary
+   bound the library uses now; next to the σ/C of a Poisson-sampled continuous
+   Gaussian with add/remove neighbours (the DP-SGD recipe's accounting) and the
+   variance ratio (2z/(σ/C))². Pure computation, no timing.
+
 Run:  python benchmarks/bench_dp_sgd.py                 (all parts, a few minutes)
+      python benchmarks/bench_dp_sgd.py --part 5
       python benchmarks/bench_dp_sgd.py --part 2 --epochs 10 --opacus
 """
 
@@ -330,9 +339,40 @@ def multiclass(epsilons, seeds, n_classes=(3, 5, 10)):
             print(f"    {label:<44}" + "".join(f"{a:>9.3f}" for a in row))
 
 
+# ---------------------------------------------------------------------------- part 5
+def accounting_table(settings=((12_456, 2000, 125), (100_000, 2000, 1000),
+                               (20_000, 1000, 400)), epsilons=(0.5, 1.0, 2.0, 4.0, 8.0),
+                     delta=1e-6):
+    """Noise multipliers of the sampled-without-replacement accountants (part 5)."""
+    from skdpsparse.accounting import (
+        calibrate_noise_multiplier,
+        poisson_subsampled_gaussian_rdp,
+        subsampled_without_replacement_discrete_gaussian_rdp,
+        subsampled_without_replacement_gaussian_rdp,
+    )
+
+    print(f"\n[5] DP-SGD accounting: z = sigma/(2C) at the same (eps, T), delta={delta:g}")
+    print(f"    {'n':>7} {'b':>5} {'T':>5} {'eps':>5} {'Thm 9':>8} {'Thm 27':>8} "
+          f"{'ternary':>8} {'recipe s/C':>11} {'var ratio':>10} {'before':>8}")
+    for n, b, steps in settings:
+        for eps in epsilons:
+            def z_of(curve):
+                return calibrate_noise_multiplier(lambda z: steps * curve(z), eps, delta,
+                                                  rtol=1e-4)
+            thm9 = z_of(lambda z: subsampled_without_replacement_gaussian_rdp(
+                b, n, z, moments_bound=False))
+            thm27 = z_of(lambda z: subsampled_without_replacement_gaussian_rdp(b, n, z))
+            ternary = z_of(lambda z: subsampled_without_replacement_discrete_gaussian_rdp(
+                b, n, z))
+            recipe = z_of(lambda z: poisson_subsampled_gaussian_rdp(b / n, z))
+            print(f"    {n:>7} {b:>5} {steps:>5} {eps:>5g} {thm9:>8.3f} {thm27:>8.3f} "
+                  f"{ternary:>8.3f} {recipe:>11.3f} {(2 * ternary / recipe) ** 2:>10.2f} "
+                  f"{(2 * thm9 / recipe) ** 2:>8.1f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4])
+    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4, 5])
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=3)
@@ -350,6 +390,8 @@ def main():
         accuracy([0.5, 1.0, 2.0, 4.0, 8.0], args.seeds)
     if args.part in (None, 4):
         multiclass([0.25, 0.5, 1.0, 2.0], args.seeds)
+    if args.part in (None, 5):
+        accounting_table()
     print(f"\n({time.perf_counter() - start:.1f} s)")
 
 

@@ -1,6 +1,7 @@
 """DPSGDClassifier and DPSGDRegressor: DP-SGD with batches sampled without replacement
-(Abadi et al. 2016), accounted by subsampled Rényi DP (Wang, Balle and Kasiviswanathan
-2019, Theorem 9) for the library's exact discrete Gaussian noise."""
+(Abadi et al. 2016), accounted by subsampled Rényi DP (the expansion of Wang, Balle and
+Kasiviswanathan 2019 with the exact supremum of the Gaussian's ternary moments) for the
+library's exact discrete Gaussian noise."""
 
 import math
 import warnings
@@ -143,7 +144,8 @@ class DPSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseDPSGD):
     of the library: T steps, each on a batch of exactly b distinct rows drawn uniformly
     without replacement and independently of the other steps, per-example gradients
     clipped to norm C, exact discrete Gaussian noise on their sum, accounted by the
-    subsampled-RDP bound of Wang, Balle and Kasiviswanathan (2019). Every row is scaled
+    subsampled-RDP expansion of Wang, Balle and Kasiviswanathan (2019) with the exact
+    supremum of the Gaussian's ternary moments. Every row is scaled
     into ‖x‖₂ ≤ ``norm_bound`` (contribution bounding, never rejection); ``predict``
     applies the same public scaling. More than two declared classes give one joint
     softmax model (not one-vs-rest: one budget, one gradient per row).
@@ -154,16 +156,19 @@ class DPSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseDPSGD):
     replace-one, plus discrete Gaussian noise of std z·2C on a grid (Canonne, Kamath
     and Steinke 2020, "The discrete Gaussian for differential privacy", Theorem 14,
     the rounding charged in the scale; floating-point error of the sum charged too);
-    the batch sampling is amplified by Wang, Balle and Kasiviswanathan (2019,
-    "Subsampled Rényi differential privacy and analytical moments accountant",
-    Theorem 9, valid for any base mechanism with the Gaussian's RDP at integer orders),
+    the batch sampling is amplified by the expansion of Wang, Balle and Kasiviswanathan
+    (2019, "Subsampled Rényi differential privacy and analytical moments accountant")
+    with the exact supremum of its ternary moments for Gaussians whose means are
+    pairwise within 1/z standard deviations (integer-order moments only, equal for the
+    discrete Gaussian with integer means; about a quarter of their Theorem 9's leading
+    term: :func:`~skdpsparse.accounting.subsampled_without_replacement_discrete_gaussian_rdp`),
     the T steps compose in RDP (Mironov 2017, Proposition 1) and convert to (ε, δ)
     (Balle et al. 2020, Theorem 21). Assumes the randomness of the fit is secret
     (``random_state=None`` draws it from the operating system). Not covered: timing
     (a step's time depends on the number of nonzeros of its batch), ``classes=None``
     (reveals the label set, with a warning), and a tuned hyperparameter (each setting
-    tried spends another budget). The ledger composes the bare (ε, δ) of each fit
-    (basic composition): the library has no event for a sampled discrete Gaussian yet.
+    tried spends another budget). ``privacy_spent_`` carries the run's event (a
+    sampled discrete Gaussian composed T times), so the ledger composes fits in RDP.
 
     Read more in the user guide (:doc:`/user_guide/estimators/dp_sgd`); the derivation
     is ``doc/derivations/dp_sgd.rst``.

@@ -30,24 +30,25 @@ computed sum is a floating-point sum of b products; its error is charged through
 (:func:`batch_sum_sensitivity`).
 
 **Accounting.** (i) One release of S_t on a fixed batch is the discrete Gaussian
-mechanism on the grid, whose RDP is at most α/(2z²) at every order (Canonne, Kamath
-and Steinke 2020, "The discrete Gaussian for differential privacy", Theorem 14; the
-rounding to the grid is charged in the noise scale, see
-:mod:`skdpsparse.mechanisms.noise`). (ii) On a batch drawn uniformly without
-replacement, Theorem 9 of Wang, Balle and Kasiviswanathan (2019, "Subsampled Rényi
-differential privacy and analytical moments accountant", AISTATS) bounds the RDP at
-integer orders from the base mechanism's RDP at integer orders; the bound is monotone
-in that curve, so the continuous Gaussian's curve α/(2z²), an upper bound for the
-discrete Gaussian, gives a valid bound
-(:func:`~skdpsparse.accounting.subsampled_without_replacement_gaussian_rdp` with
-``moments_bound=False``; the strengthening of their Theorem 27 uses the central
-moments of the continuous Gaussian and is not used). Fractional orders use the chord
-of the convex cumulant generating function (their Corollary 10). (iii) The T steps
-compose adaptively (Mironov 2017, "Rényi differential privacy", Proposition 1), and
-(iv) the curve converts to (ε, δ) by
+mechanism on the grid: the integer vectors round(S_t/γ) of any two batches that
+differ in one row are at most N/z apart in ℓ2 (the rounding and the float error are
+charged in N, see :mod:`skdpsparse.mechanisms.noise`). (ii) On a batch drawn uniformly
+without replacement, the RDP at an integer order α is at most
+log(1 + Σ_{j≥2} C(α, j) γ^j M_j)/(α − 1), γ = b/n: the expansion of Wang, Balle and
+Kasiviswanathan (2019, "Subsampled Rényi differential privacy and analytical moments
+accountant"), whose ternary-abs(χ)^j divergence is bounded here by its exact supremum
+over triples of Gaussians with means pairwise within 1/z standard deviations
+(:func:`~skdpsparse.accounting.subsampled_without_replacement_discrete_gaussian_rdp`).
+Only integer-order mixed moments of the three Gaussians enter, and for discrete
+Gaussians with integer means these equal the continuous ones, so the bound holds for
+this noise. It is never above their Theorem 9, and about four times smaller in its
+leading term. Fractional orders use the chord of the convex cumulant generating
+function (their Corollary 10). (iii) The T steps compose adaptively (Mironov 2017,
+"Rényi differential privacy", Proposition 1), and (iv) the curve converts to (ε, δ) by
 :func:`~skdpsparse.accounting.rdp_to_epsilon` (Balle, Barthe, Gaboardi, Hsu and Sato
 2020, Theorem 21). z is the smallest noise multiplier (to a relative 1e-4) whose
-curve gives at most the target ε. The derivation is ``doc/derivations/dp_sgd.rst``.
+curve gives at most the target ε. The derivation, with the proof of (ii), is
+``doc/derivations/dp_sgd.rst``.
 """
 
 import math
@@ -57,7 +58,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit, softmax
 
-from ..accounting import ApproxDP, DEFAULT_ORDERS, subsampled_without_replacement_gaussian_rdp
+from ..accounting import (ApproxDP, DEFAULT_ORDERS,
+                          subsampled_without_replacement_discrete_gaussian_rdp)
 from ..accounting.rdp import rdp_to_epsilon
 from ..utils._random import as_random_source
 from .cyclic_sgd import bound_rows_l2, feature_bound
@@ -155,18 +157,21 @@ def dp_sgd_rdp(batch_size, n_samples, noise_multiplier, n_steps, orders=DEFAULT_
     **Privacy guarantee.** None needed: a function of public numbers only (no data
     enter it). What it guarantees: T steps of :func:`dp_sgd` with batches of b out of
     n rows and noise multiplier z (σ = z·2C on a batch sum of replace-one
-    sensitivity 2C) are (α, ε(α))-RDP at each returned order. The discrete Gaussian
-    is (α, α/(2z²))-RDP (Canonne, Kamath and Steinke 2020, "The discrete Gaussian for
-    differential privacy", Theorem 14); the bound of Wang, Balle and Kasiviswanathan
-    (2019, "Subsampled Rényi differential privacy and analytical moments
-    accountant", Theorem 9) is non-decreasing in the base curve, so the continuous
-    Gaussian's curve may be put in (fractional orders by their Corollary 10); the T
-    adaptive steps add up (Mironov 2017, "Rényi differential privacy", Proposition
-    1). Derivation: :ref:`derivation_dp_sgd`. Assumptions: replace-one neighbours
-    (not add/remove); batches of exactly b rows drawn uniformly without replacement,
-    independently of each other and of the data. Not covered: Poisson sampling or
-    shuffled epochs (other mechanisms), and the strengthening of their Theorem 27
-    (not used: not proven for discrete noise).
+    sensitivity 2C) are (α, ε(α))-RDP at each returned order. One step is the bound
+    of :func:`~skdpsparse.accounting.subsampled_without_replacement_discrete_gaussian_rdp`:
+    the expansion of Wang, Balle and Kasiviswanathan (2019, "Subsampled Rényi
+    differential privacy and analytical moments accountant") with the exact supremum
+    of its ternary moments for Gaussians whose means are pairwise within 1/z standard
+    deviations, moments that for the discrete Gaussian with integer means equal the
+    continuous one's (Canonne, Kamath and Steinke 2020, "The discrete Gaussian for
+    differential privacy", for the discrete Gaussian itself); fractional orders by
+    their Corollary 10; the T adaptive steps add up (Mironov 2017, "Rényi
+    differential privacy", Proposition 1). Derivation: :ref:`derivation_dp_sgd`.
+    Assumptions: replace-one neighbours (not add/remove); batches of exactly b rows
+    drawn uniformly without replacement, independently of each other and of the
+    data; the computed batch sums of any two batches that differ in one row are
+    within the charged sensitivity (:func:`batch_sum_sensitivity`). Not covered:
+    Poisson sampling or shuffled epochs (other mechanisms).
 
     Parameters
     ----------
@@ -183,11 +188,10 @@ def dp_sgd_rdp(batch_size, n_samples, noise_multiplier, n_steps, orders=DEFAULT_
     Returns
     -------
     RdpCurve
-        T times the curve of Wang, Balle and Kasiviswanathan (2019), Theorem 9.
+        T times the one-step curve.
     """
-    curve = subsampled_without_replacement_gaussian_rdp(
-        int(batch_size), int(n_samples), float(noise_multiplier), orders,
-        moments_bound=False)
+    curve = subsampled_without_replacement_discrete_gaussian_rdp(
+        int(batch_size), int(n_samples), float(noise_multiplier), orders)
     return curve * int(n_steps)
 
 
@@ -299,9 +303,11 @@ def plan_dp_sgd(n_samples, n_features, *, loss, n_outputs=1, norm_bound=1.0,
     its caller: :func:`dp_sgd` run with the returned plan is (``budget.epsilon``,
     δ)-DP for one row (features and target) under replace-one neighbours: batch sums
     of ℓ2 sensitivity 2C (clipping enforces C whatever ``clip_norm`` is), exact
-    discrete Gaussian noise, amplification by sampling without replacement (Wang,
-    Balle and Kasiviswanathan 2019, "Subsampled Rényi differential privacy and
-    analytical moments accountant", Theorem 9) and composition over the T steps
+    discrete Gaussian noise, amplification by sampling without replacement (the
+    expansion of Wang, Balle and Kasiviswanathan 2019, "Subsampled Rényi
+    differential privacy and analytical moments accountant", with the exact supremum
+    of its ternary moments for the Gaussian, :ref:`derivation_dp_sgd`) and
+    composition over the T steps
     (:func:`dp_sgd_rdp`), converted to ε at δ (Balle, Barthe, Gaboardi, Hsu and Sato
     2020, Theorem 21); ε is evaluated at the z used, given or calibrated. Derivation:
     :ref:`derivation_dp_sgd`. Assumptions: every argument is public (declared, not
@@ -382,8 +388,10 @@ def plan_dp_sgd(n_samples, n_features, *, loss, n_outputs=1, norm_bound=1.0,
     if not (math.isfinite(alpha) and alpha >= 0):
         raise ValueError(f"alpha must be non-negative, got {alpha!r}")
     k = int(n_outputs) if loss == "softmax" else 1
-    report = dict(theorem="Wang, Balle and Kasiviswanathan 2019, Theorem 9 (integer "
-                          "orders), composed over the steps",
+    report = dict(theorem="the expansion of Wang, Balle and Kasiviswanathan 2019 with "
+                          "the exact supremum of the Gaussian's ternary moments "
+                          "(integer orders; doc/derivations/dp_sgd.rst), composed over "
+                          "the steps",
                   order=order, sampling_rate=b / n, n_steps=steps,
                   gradient_bound=bound, clipping_can_bind=bool(clip < bound),
                   feature_bound=g, smoothness=smoothness(loss, g))
@@ -402,13 +410,11 @@ def _attach_event(budget, batch_size, n, z, steps):
     side).
 
     The run is T adaptive releases of a discrete Gaussian on a batch sampled without
-    replacement. :class:`~skdpsparse.accounting.SampledWithoutReplacementEvent`
-    accepts only a continuous :class:`~skdpsparse.accounting.GaussianEvent`, whose
-    curve includes the strengthening of Wang, Balle and Kasiviswanathan's Theorem 27
-    (the continuous Gaussian's central moments), which is not proven for the discrete
-    Gaussian: composing it would understate this run's loss. If the event accepts a
-    :class:`~skdpsparse.accounting.DiscreteGaussianEvent` (Theorem 9 alone, the
-    curve of :func:`dp_sgd_rdp`) it is attached, once checked to reproduce the curve.
+    replacement: :class:`~skdpsparse.accounting.SampledWithoutReplacementEvent` of a
+    :class:`~skdpsparse.accounting.DiscreteGaussianEvent`, composed ``steps`` times,
+    whose curve is that of :func:`dp_sgd_rdp`. It is attached once checked to give at
+    least that curve at every order (a mis-described event would understate the
+    run's loss when the ledger composes it); otherwise the bare budget is kept.
     """
     from ..accounting import (DiscreteGaussianEvent, SampledWithoutReplacementEvent,
                               SelfComposedEvent, with_event)
@@ -425,8 +431,8 @@ def _attach_event(budget, batch_size, n, z, steps):
     except TypeError:
         return budget
     leaf = event.event
-    mine = subsampled_without_replacement_gaussian_rdp(int(batch_size), int(n), z,
-                                                       DEFAULT_ORDERS, moments_bound=False)
+    mine = subsampled_without_replacement_discrete_gaussian_rdp(int(batch_size), int(n), z,
+                                                                DEFAULT_ORDERS)
     if not np.all(np.asarray(leaf.rdp(DEFAULT_ORDERS)) >= mine.epsilons * (1 - 1e-12)):
         return budget
     try:
@@ -460,9 +466,10 @@ def dp_sgd(X, targets, plan, rng, *, progress=None):
     sum has ℓ2 sensitivity 2C (:func:`batch_sum_sensitivity`, floating-point error
     charged); it is released with exact discrete Gaussian noise (Canonne, Kamath and
     Steinke 2020, "The discrete Gaussian for differential privacy", Theorem 14) on a
-    batch of b rows drawn uniformly without replacement (Wang, Balle and
-    Kasiviswanathan 2019, "Subsampled Rényi differential privacy and analytical
-    moments accountant", Theorem 9), the T steps composed (Mironov 2017, "Rényi
+    batch of b rows drawn uniformly without replacement (the expansion of Wang,
+    Balle and Kasiviswanathan 2019, "Subsampled Rényi differential privacy and
+    analytical moments accountant", with the exact supremum of its ternary moments
+    for the Gaussian: :func:`dp_sgd_rdp`), the T steps composed (Mironov 2017, "Rényi
     differential privacy", Proposition 1) and converted to (ε, δ) (Balle, Barthe,
     Gaboardi, Hsu and Sato 2020, Theorem 21); the iterates, the penalty and the
     averaging are post-processing. Derivation: :ref:`derivation_dp_sgd`.

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 from scipy.special import comb
 
-from skdpsparse.accounting import ApproxDP, DEFAULT_ORDERS, compose_events, event_of
+from skdpsparse.accounting import (
+    DEFAULT_ORDERS,
+    ApproxDP,
+    compose_events,
+    event_of,
+    subsampled_without_replacement_discrete_gaussian_rdp,
+    subsampled_without_replacement_gaussian_rdp,
+)
 from skdpsparse.accounting.rdp import rdp_to_epsilon
 from skdpsparse.mechanisms.dp_sgd import (
     batch_sum_sensitivity,
@@ -32,12 +39,28 @@ def _theorem9(m, n, z, alpha):
 
 
 @pytest.mark.parametrize("m,n,z", [(10, 1000, 1.0), (100, 1000, 3.0), (1, 50, 0.7)])
-def test_rdp_is_theorem_9_at_small_integer_orders(m, n, z):
+def test_rdp_is_the_ternary_bound_and_below_theorem_9(m, n, z):
+    """One step is the ternary-moment bound (checked against exact divergences in
+    tests/accounting/test_wor_discrete_gaussian.py), never above Theorem 9 written out
+    term by term, and strictly below it."""
     orders = [2.0, 3.0, 4.0, 5.0, 8.0]
     curve = dp_sgd_rdp(m, n, z, 1, orders)
+    want = subsampled_without_replacement_discrete_gaussian_rdp(m, n, z, orders)
+    assert np.array_equal(curve.epsilons, want.epsilons)
     for a, got in zip(orders, curve.epsilons):
-        want = min(_theorem9(m, n, z, int(a)), a / (2 * z * z))
-        assert got == pytest.approx(want, rel=1e-9)
+        theorem9 = min(_theorem9(m, n, z, int(a)), a / (2 * z * z))
+        assert got <= theorem9 * (1 + 1e-12)
+    assert curve.epsilons[0] < min(_theorem9(m, n, z, 2), 1 / (z * z))
+
+
+def test_calibrated_noise_is_smaller_than_with_theorem_9():
+    """At the derivation page's example (n = 12 456, b = 2000, T = 125, ε = 1,
+    δ = 1e-6) Theorem 9 alone needs z ≈ 51; the ternary bound about 8.9."""
+    z = calibrate_dp_sgd_noise(1.0, 1e-6, 2000, 12456, 125)
+    assert 8.5 < z < 9.5
+    curve = 125 * subsampled_without_replacement_gaussian_rdp(2000, 12456, z,
+                                                              moments_bound=False)
+    assert rdp_to_epsilon(curve.orders, curve.epsilons, 1e-6)[0] > 4.0
 
 
 def test_rdp_composes_linearly_in_steps():
@@ -116,6 +139,23 @@ def test_plan_reports_the_budget_and_refuses_bad_input():
         plan_dp_sgd(10, 2, loss="squared", batch_size=1, epochs=1, epsilon=1.0, delta=1e-6)
     with pytest.raises(ValueError, match="epsilon"):
         plan_dp_sgd(10, 2, loss="logistic", batch_size=1, epochs=1, delta=1e-6)
+
+
+def test_sampled_plan_charges_a_sampled_discrete_gaussian_event():
+    """The ledger composes DP-SGD fits in RDP: the plan's budget carries T sampled
+    discrete Gaussians, whose composition reproduces the budget, and two fits
+    compose to less than twice one."""
+    plan = plan_dp_sgd(5000, 10, loss="logistic", batch_size=100, epochs=2, epsilon=1.0,
+                       delta=1e-6)
+    event = plan.budget.event
+    assert type(event).__name__ == "SelfComposedEvent" and event.count == plan.n_steps
+    leaf = event.event
+    assert type(leaf.event).__name__ == "DiscreteGaussianEvent"
+    assert (leaf.sample_size, leaf.population_size) == (100, 5000)
+    assert leaf.event.noise_multiplier == plan.noise_multiplier
+    assert compose_events([event], 1e-6).epsilon == pytest.approx(plan.budget.epsilon,
+                                                                  rel=1e-9)
+    assert compose_events([event, event], 1e-6).epsilon < 2 * plan.budget.epsilon
 
 
 def test_full_batch_plan_charges_a_discrete_gaussian_event():
