@@ -269,27 +269,97 @@ def dense_gather_bounded_rows(X, order, norm_bound, out, norms):
     if order.shape[0] != n or out.shape[0] != n or out.shape[1] != d or norms.shape[0] != n:
         raise ValueError("order, out and norms must have one entry (row) per row of X")
     for k in range(n):
-        i = order[k]
-        if i < 0 or i >= n:
+        if order[k] < 0 or order[k] >= n:
             raise IndexError("order holds an index out of range")
-        # One read of the row: copy it and sum its squares (l2_norm_range_nb's first
-        # pass); only a row above the bound (or one whose sum of squares under- or
-        # overflows) is read again.
-        sumsq = 0.0
+    # Four rows per loop: the copy and the left-to-right sums of squares of four rows
+    # (l2_norm_range_nb's first pass, each the same floats as alone) overlap their
+    # additions and their cache misses. A row above the bound gets bounding_scale_nb's
+    # factor R/‖x‖ from that same norm and is scaled and re-measured (left to right
+    # again) with the others of its group, still in cache; a row whose sum of squares
+    # under- or overflows takes the one-row path below.
+    n4 = n - n % 4
+    sq = np.empty(4)
+    sc = np.empty(4)
+    for k in range(0, n4, 4):
+        i0, i1, i2, i3 = order[k], order[k + 1], order[k + 2], order[k + 3]
+        s0 = s1 = s2 = s3 = 0.0
         for j in range(d):
-            a = np.float64(X[i, j])
-            out[k, j] = a
-            sumsq += a * a
-        norm = math.sqrt(sumsq)
-        if not (_DBL_MIN <= sumsq < math.inf):
-            norm = l2_norm_range_nb(out[k], 0, d)
-        if norm > norm_bound:
-            s = bounding_scale_nb(X[i], 0, d, norm_bound, math.inf)
-            for j in range(d):
-                out[k, j] = s * np.float64(X[i, j])
-            norm = l2_norm_range_nb(out[k], 0, d)
-        norms[k] = norm
+            a0 = np.float64(X[i0, j])
+            a1 = np.float64(X[i1, j])
+            a2 = np.float64(X[i2, j])
+            a3 = np.float64(X[i3, j])
+            out[k, j] = a0
+            out[k + 1, j] = a1
+            out[k + 2, j] = a2
+            out[k + 3, j] = a3
+            s0 += a0 * a0
+            s1 += a1 * a1
+            s2 += a2 * a2
+            s3 += a3 * a3
+        sq[0], sq[1], sq[2], sq[3] = s0, s1, s2, s3
+        rescale = False
+        for r in range(4):
+            sc[r] = 1.0
+            if not (_DBL_MIN <= sq[r] < math.inf):
+                _gather_one_row(X, order[k + r], k + r, norm_bound, out, norms)
+                sq[r] = -1.0  # done
+                continue
+            norm = math.sqrt(sq[r])
+            norms[k + r] = norm
+            if norm > norm_bound:
+                sc[r] = norm_bound / norm  # bounding_scale_nb's factor, same norm
+                rescale = True
+        if not rescale:
+            continue
+        t0 = t1 = t2 = t3 = 0.0
+        for j in range(d):  # scale factor 1 rewrites the same values
+            b0 = sc[0] * np.float64(X[i0, j])
+            b1 = sc[1] * np.float64(X[i1, j])
+            b2 = sc[2] * np.float64(X[i2, j])
+            b3 = sc[3] * np.float64(X[i3, j])
+            if sq[0] >= 0.0:
+                out[k, j] = b0
+            if sq[1] >= 0.0:
+                out[k + 1, j] = b1
+            if sq[2] >= 0.0:
+                out[k + 2, j] = b2
+            if sq[3] >= 0.0:
+                out[k + 3, j] = b3
+            t0 += b0 * b0
+            t1 += b1 * b1
+            t2 += b2 * b2
+            t3 += b3 * b3
+        t = (t0, t1, t2, t3)
+        for r in range(4):
+            if sq[r] < 0.0 or sc[r] == 1.0:
+                continue
+            if _DBL_MIN <= t[r] < math.inf:
+                norms[k + r] = math.sqrt(t[r])
+            else:
+                norms[k + r] = l2_norm_range_nb(out[k + r], 0, d)
+    for k in range(n4, n):
+        _gather_one_row(X, order[k], k, norm_bound, out, norms)
     return out, norms
+
+
+@njit(cache=True)
+def _gather_one_row(X, i, k, norm_bound, out, norms):
+    # dense_gather_bounded_rows for one row, with the robust norm and overflow bounding.
+    d = X.shape[1]
+    sumsq = 0.0
+    for j in range(d):
+        a = np.float64(X[i, j])
+        out[k, j] = a
+        sumsq += a * a
+    norm = math.sqrt(sumsq)
+    if not (_DBL_MIN <= sumsq < math.inf):
+        norm = l2_norm_range_nb(out[k], 0, d)
+    if norm > norm_bound:
+        s = bounding_scale_nb(X[i], 0, d, norm_bound, math.inf)
+        for j in range(d):
+            out[k, j] = s * np.float64(X[i, j])
+        norm = l2_norm_range_nb(out[k], 0, d)
+    norms[k] = norm
 
 
 @njit(cache=True, fastmath={"reassoc"})
