@@ -436,3 +436,19 @@ def test_permuted_steps_bound_every_contribution():
         g = -np.append(x, 1.0)
         expected -= g * min(1.0, 0.5 / np.linalg.norm(g)) / n
     np.testing.assert_allclose(theta, expected, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("n", [1, 3, 43])
+def test_gather_groups_of_four_and_the_tail(n):
+    """The gather copies four rows per loop and the remaining n mod 4 one by one: every
+    row, wherever it falls, is bound_rows_l2's, with its norm; a row that overflows in
+    a group takes the one-row path without disturbing the other three."""
+    rng = np.random.default_rng(n)
+    X = rng.standard_normal((n, 9)) * rng.uniform(0.1, 3.0, (n, 1))
+    X[n // 2] *= 1e300
+    order = rng.permutation(n)
+    for R in (1.0, 0.0, 50.0):
+        out, norms = dense_gather_bounded_rows(X, order, R, np.empty((n, 9)), np.empty(n))
+        expected = bound_rows_l2(X, R, order=order)
+        np.testing.assert_array_equal(out, expected)
+        np.testing.assert_array_equal(norms, [l2_norm_nb(row) for row in expected])
