@@ -143,3 +143,30 @@ def test_parameters_are_encoded_faithfully_or_the_seed_is_refused():
         a = fit_random_source(7, DPSparseMeanEstimator(method=Opaque()), X)
         b = fit_random_source(7, DPSparseMeanEstimator(method=Opaque()), X)
     assert _key(a) != _key(b)  # fresh entropy, not a shared key
+
+
+def test_the_data_digest_is_one_function_of_the_data_for_every_path_and_thread_count():
+    import scipy.sparse as sp
+
+    from skdpsparse.distributed import _digest
+    from skdpsparse.utils._random import _digest_array
+
+    X = sp.random(3000, 200, density=0.05, format="csr", random_state=0)
+    n = X.shape[0]
+    whole = {_digest.chunk_digest(X, 0, n, n_threads=t).total for t in (1, 2, 3)}
+    assert len(whole) == 1  # the threads hash blocks, the sum does not care
+    # A non-canonical container of the same data (duplicates, a stored zero, unsorted
+    # indices) takes the copying path and gets the digest of the canonical slices.
+    coo = X.tocoo()
+    rows = np.r_[coo.row, coo.row, 5]
+    cols = np.r_[coo.col, coo.col, 7 if X[5, 7] == 0 else 8]
+    vals = np.r_[coo.data / 2, coo.data / 2, 0.0]
+    messy = sp.csr_matrix((vals, (rows, cols)), shape=X.shape)
+    messy.has_canonical_format = False
+    assert not _digest._is_canonical(messy)
+    assert _digest.chunk_digest(messy, 0, n).total in whole
+    assert _digest_array(messy) == _digest_array(X)
+    assert _digest_array(X.astype(np.float32)) != _digest_array(X)  # the dtype tag
+    changed = X.copy()
+    changed.data[-1] = np.nextafter(changed.data[-1], 2.0)
+    assert _digest_array(changed) != _digest_array(X)
