@@ -1,26 +1,27 @@
-"""Shared fixtures, and one numba cache per pytest-xdist worker."""
+"""Shared fixtures, and the numba cache of pytest-xdist workers."""
 
 import importlib
 import os
 import shutil
 import tempfile
 
-# Under pytest-xdist (the CI command runs ``-n 2``), each worker compiles into a numba
-# cache of its own. numba's on-disk cache is not safe for two processes compiling one
-# function at once: IndexDataCacheFile.save reads the index, picks the first free data
-# file number and writes index and data without a lock, so two workers compiling two
-# signatures of one kernel can both pick ``name.1.nbc`` and leave the index naming one
-# signature beside the other's machine code, which a later load runs on the wrong
-# types. The controller makes a temporary folder (pytest_configure below, before it
-# starts the workers, which inherit its environment) and removes it at the end; each
-# worker sets NUMBA_CACHE_DIR to a subfolder before skdpsparse (and numba) is imported
-# below, as a dispatcher chooses its cache folder when it is created. The workers'
-# subprocesses inherit it, as a serial run's share its cache.
-_XDIST_CACHES = "SKDPSPARSE_XDIST_NUMBA_CACHES"
+# Under pytest-xdist (the CI command runs ``-n 2``) the workers share one numba cache,
+# in a temporary folder that the controller makes (pytest_configure below, before it
+# starts the workers, which inherit its environment) and removes at the end: each
+# kernel is compiled about once per run, not once per worker (compilation is more than
+# half of the CPU time of the audits). numba's own saving is not safe for two processes
+# compiling one function at once; the workers save with numba_cache_sharing.save_unique
+# (its docstring says why that is). NUMBA_CACHE_DIR is set before skdpsparse (and numba)
+# is imported below, as a dispatcher chooses its cache folder when it is created; the
+# workers' subprocesses inherit it and save as numba does, as the subprocesses of a
+# serial run share its cache.
+_XDIST_CACHE = "SKDPSPARSE_XDIST_NUMBA_CACHE"
 _WORKER_CACHE = None
-if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_XDIST_CACHES):
-    _WORKER_CACHE = os.path.join(os.environ[_XDIST_CACHES], os.environ["PYTEST_XDIST_WORKER"])
-    os.environ["NUMBA_CACHE_DIR"] = _WORKER_CACHE
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_XDIST_CACHE):
+    _WORKER_CACHE = os.environ["NUMBA_CACHE_DIR"] = os.environ[_XDIST_CACHE]
+    import numba_cache_sharing
+
+    numba_cache_sharing.install()
 
 import pytest  # noqa: E402
 
@@ -34,16 +35,18 @@ _OWN_CACHES = []  # the controller's temporary folder, removed at the end
 def pytest_configure(config):
     if os.environ.get("PYTEST_XDIST_WORKER"):
         from numba.core import config as numba_config
+        from numba_cache_sharing import installed
 
-        if _WORKER_CACHE is None or numba_config.CACHE_DIR != _WORKER_CACHE:
+        if (_WORKER_CACHE is None or numba_config.CACHE_DIR != _WORKER_CACHE
+                or not installed()):
             # numba was imported before this file (by a plugin) or the controller did
-            # not run pytest_configure: the workers would share one cache. Refuse.
+            # not run pytest_configure: the workers would race on the in-tree cache.
             raise pytest.UsageError(
-                "this xdist worker has no numba cache of its own "
-                f"(NUMBA_CACHE_DIR={numba_config.CACHE_DIR!r})")
+                "this xdist worker does not use the run's numba cache with unique data "
+                f"files (NUMBA_CACHE_DIR={numba_config.CACHE_DIR!r})")
     elif getattr(config.option, "numprocesses", None):  # the xdist controller
         _OWN_CACHES.append(tempfile.mkdtemp(prefix="skdpsparse-numba-"))
-        os.environ[_XDIST_CACHES] = _OWN_CACHES[0]
+        os.environ[_XDIST_CACHE] = _OWN_CACHES[0]
 
 
 def pytest_unconfigure(config):

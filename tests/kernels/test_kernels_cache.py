@@ -95,3 +95,68 @@ def test_second_process_loads_kernels_from_cache(tmp_path):
     # callers' cached code).
     assert all(second[name][0] > 0 for name in CALLED), second
     assert all(misses == 0 for hits, misses in second.values()), second
+
+
+# --------------------------------------------- the cache shared by pytest-xdist workers
+def _replay(save, tmp_path):
+    """Two processes save two signatures of one function at once, in the order that
+    breaks numba's own saving: both read the (empty) index; A writes its index; B
+    writes its index and its data; A writes its data. Returns what each key loads."""
+    from numba.core.caching import IndexDataCacheFile
+
+    def cache_file():
+        return IndexDataCacheFile(str(tmp_path), "kernel-10.py311", (1.0, 100))
+
+    a, b = cache_file(), cache_file()
+    stale = a._load_index()  # B read the index before A wrote anything
+    b._load_index = lambda: dict(stale)
+    a_save_index = a._save_index
+
+    def a_writes_its_index_then_b_saves(overloads):
+        a_save_index(overloads)
+        save(b, "signature B", "code of B")
+
+    a._save_index = a_writes_its_index_then_b_saves
+    save(a, "signature A", "code of A")
+    reader = cache_file()
+    return {key: reader.load(key) for key in ("signature A", "signature B")}
+
+
+def test_numba_saving_can_name_one_signature_beside_another_signatures_code(tmp_path):
+    """The race numba_cache_sharing exists for, replayed on numba's own save: the index
+    names B's signature beside A's code (if this fails, numba's saving changed: check
+    numba_cache_sharing.save_unique against the new code before dropping it)."""
+    import numba_cache_sharing
+
+    loaded = _replay(numba_cache_sharing.NUMBA_SAVE, tmp_path)
+    assert loaded["signature B"] == "code of A"
+
+
+def test_shared_cache_saving_never_names_another_signatures_code(tmp_path):
+    """save_unique in the same order, and with B's save at every step of A's: each
+    key loads its own code or nothing (a dropped entry is compiled again)."""
+    from numba.core.caching import IndexDataCacheFile
+
+    import numba_cache_sharing
+
+    (tmp_path / "replay").mkdir()
+    loaded = _replay(numba_cache_sharing.save_unique, tmp_path / "replay")
+    assert loaded == {"signature A": None, "signature B": "code of B"}  # A's entry dropped
+    for step in ("_save_data", "_load_index", "_save_index"):
+        folder = tmp_path / step
+        folder.mkdir()
+        a = IndexDataCacheFile(str(folder), "kernel-10.py311", (1.0, 100))
+        b = IndexDataCacheFile(str(folder), "kernel-10.py311", (1.0, 100))
+        original = getattr(a, step)
+
+        def then_b(*args, original=original, b=b):
+            result = original(*args)
+            numba_cache_sharing.save_unique(b, "signature B", "code of B")
+            return result
+
+        setattr(a, step, then_b)
+        numba_cache_sharing.save_unique(a, "signature A", "code of A")
+        reader = IndexDataCacheFile(str(folder), "kernel-10.py311", (1.0, 100))
+        assert reader.load("signature A") in ("code of A", None), step
+        assert reader.load("signature B") in ("code of B", None), step
+        assert {reader.load("signature A"), reader.load("signature B")} != {None}, step
