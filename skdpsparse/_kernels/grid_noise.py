@@ -45,7 +45,6 @@ the noise. The library does not defend against such timing measurements.
 """
 
 import math
-import math
 from decimal import ROUND_HALF_EVEN, Context, Decimal
 from functools import lru_cache
 
@@ -298,6 +297,45 @@ def _geometric_part(io, r, upper, m, max_depth):
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
+def _table_parts(io, r, upper, m, lower, guide, log_k, max_depth):
+    """(H, L) as :func:`_geometric_part` then :func:`_count_l` would find them, and the
+    same bits consumed, from one look at the stream when it suffices: H's count and read
+    depth d on the 63 bits v, then L's on the 63 − d bits after them, with the words'
+    first 63 − d bits (which decide as the full words do unless a neighbouring word
+    agrees with them all). Otherwise, and when H reaches its table's end, the two
+    general functions take over from the same position; (−1, −1) if undecided."""
+    v, nxt, r = _peek(io, r)
+    c = upper[_H_PAD + (v >> (63 - _H_BITS))]
+    while upper[c] > v:
+        c += 1
+    big = np.int64(1) << 62
+    x = min((upper[c - 1] ^ v) if c > 0 else big, (upper[c] ^ v) if c < m else big)
+    d = _H_BITS
+    while 0 < x and d <= 63 and x < (np.int64(1) << (63 - d)):  # x = 0: see below
+        d += GROUP
+    first = log_k + GROUP
+    known = 63 - d
+    if x != 0 and c < m and d <= max_depth and known >= first + GROUP:
+        v2 = (v << d) & ((np.int64(1) << 63) - 1)  # the next 63 − d bits, zero-padded
+        c2 = np.int64(guide[v2 >> (63 - first)])
+        while lower[c2] > v2:
+            c2 += 1
+        x2 = min((lower[c2 - 1] ^ v2) if c2 > 0 else big,
+                 (lower[c2] ^ v2) if c2 < (np.int64(1) << log_k) - 1 else big)
+        if x2 >= (np.int64(1) << d):  # a neighbour differs from V within the known bits
+            d2 = first
+            while x2 < (np.int64(1) << (63 - d2)):
+                d2 += GROUP
+            if d2 <= known and d2 <= max_depth:
+                return c, c2, _skip(r, nxt, d + d2)
+    h, r = _geometric_part(io, r, upper, m, max_depth)
+    if h < 0:
+        return -1, -1, r
+    bucket, r = _count_l(io, r, lower, (np.int64(1) << log_k) - 1, guide, log_k, max_depth)
+    return h, bucket, r
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
 def _remainder_part(io, r, n, b, margin):
     """R in [0, 2^b) with P(R = r) ∝ exp(−r/N): a uniform R accepted with probability
     exp(−R/N) (nothing more read when R = 0); −1 if undecided."""
@@ -332,12 +370,8 @@ def _draw(io, r, gaussian, n, inv_n, b, log_k, lower, guide, upper, h_max, margi
     """One draw, or (0, False) when a decision is undecided (the chunk aborts)."""
     big_b = np.int64(1) << b
     while True:
-        h, r = _geometric_part(io, r, upper, h_max, max_depth)
-        if h < 0:
-            return 0, False, r
-        bucket, r = _count_l(io, r, lower, (np.int64(1) << log_k) - 1, guide, log_k,
-                             max_depth)
-        if bucket < 0:
+        h, bucket, r = _table_parts(io, r, upper, h_max, lower, guide, log_k, max_depth)
+        if h < 0 or bucket < 0:
             return 0, False, r
         # R, the first cell of its acceptance, the sign and the first cell of the
         # Gaussian's acceptance are read from one look at the next 63 bits (at most

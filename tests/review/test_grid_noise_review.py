@@ -414,6 +414,42 @@ def test_kernel_table_decisions_at_every_word_and_nearby_dyadic_point(n):
         assert _disagreements(n, lambda kind, words: _float_words(kind, words, n))
 
 
+@pytest.mark.parametrize("n", [3, 2047, N_HALF, N_LEVEL10, 2**50 - 1])
+def test_one_look_table_parts_at_the_truncated_words(n):
+    # _table_parts decides L on the 55 bits left after H's first byte, against the
+    # words' first 55 bits. Probes: H's byte 0xFF (H = 0, decided at 8 bits), then 55
+    # bits at, or one unit from, the first 55 bits of L's words (where the truncated
+    # comparison cannot decide and the general path must take over), a 1, then zeros.
+    # (H, L) and the bits consumed must be the specification's on the same bits.
+    b, log_k, lower, guide, upper = _tables(n)
+    exact_lower, exact_upper = gx._tables(n, b, log_k, upper.size)
+    table_l = np.append(lower, np.int64(-1))
+    table_h = np.concatenate([upper, np.full(gn._H_PAD - upper.size, -1, np.int64),
+                              gn._guide(upper, gn._H_BITS)])
+    guide_l = gn._guide(lower, log_k + gx.GROUP).astype(np.int16)
+    words = [int(t) for t in lower]
+    for t in words[:: max(1, len(words) // 150)] + words[-3:]:
+        for top in (t >> 8) - 1, t >> 8, (t >> 8) + 1:
+            if not 0 <= top < 2**55:
+                continue
+            head = (0xFF << 56) | (top << 1) | 1
+            buf = np.zeros(es._WORDS, np.uint32)
+            buf[0], buf[1] = head >> 32, head & 0xFFFFFFFF
+            scratch = np.zeros((16, es._WORDS // 16), np.uint32)
+            io = (KEY, buf, scratch, scratch.copy(), 0, 0, 0)
+            r = (np.int64(0), np.int64(0), np.int64(0), np.int64(0))
+            h, ell, after = gn._table_parts(io, r, table_h, upper.size, table_l, guide_l,
+                                            log_k, gn._MAX_DEPTH)
+            if h < 0 or ell < 0:
+                continue  # aborted: the fallback decides exactly
+            bits = _Prefix(format(head, "064b") + "0" * 256)
+            want_h = gx.count_above(bits, exact_upper, gx.H_BITS)
+            assert want_h < upper.size
+            want_l = gx.count_above(bits, exact_lower, log_k + gx.GROUP)
+            consumed = int(after[2]) * 32 - int(after[1])
+            assert (int(h), int(ell), consumed) == (want_h, want_l, bits.offset), (n, t)
+
+
 @pytest.mark.parametrize("n", [3, 2047, N_HALF, 2**50 - 1])
 def test_kernel_float_decisions_at_the_margin(n):
     # R's acceptance exp(−r/N) is still decided in floating point: any decision the
