@@ -83,7 +83,10 @@ def _reference_fit(X, y01, *, lr, b, epochs, z, clip, seed):
     return theta
 
 
-def test_fit_matches_a_numpy_run_of_algorithm_1(monkeypatch):
+# Two passes bound each row at its visit, three bound a permuted copy first
+# (mechanisms.cyclic_sgd._MAX_EPOCHS_WITHOUT_COPY): both paths against one reference.
+@pytest.mark.parametrize("epochs", [2, 3])
+def test_fit_matches_a_numpy_run_of_algorithm_1(monkeypatch, epochs):
     key = bytes(range(32))
     monkeypatch.setattr("skdpsparse.linear_model._cyclic_sgd.fit_random_source",
                         lambda *args: RandomSource(key))
@@ -91,13 +94,13 @@ def test_fit_matches_a_numpy_run_of_algorithm_1(monkeypatch):
     X[:5] *= 4.0  # rows above norm_bound: scaled by fit (and here by hand)
     R = 1.5
     Xs = X * np.minimum(1.0, R / np.linalg.norm(X, axis=1))[:, None]
-    est = DPCyclicSGD(penalty=None, norm_bound=R, batch_size=8, epochs=3, learning_rate=0.4,
-                      clip_norm=0.9, noise_multiplier=1.3, classes=[0, 1],
+    est = DPCyclicSGD(penalty=None, norm_bound=R, batch_size=8, epochs=epochs,
+                      learning_rate=0.4, clip_norm=0.9, noise_multiplier=1.3, classes=[0, 1],
                       random_state=5).fit(X, y)
-    theta = _reference_fit(Xs, y, lr=0.4, b=8, epochs=3, z=1.3, clip=0.9, seed=key)
+    theta = _reference_fit(Xs, y, lr=0.4, b=8, epochs=epochs, z=1.3, clip=0.9, seed=key)
     np.testing.assert_allclose(est.coef_.ravel(), theta[:-1], rtol=0, atol=1e-10)
     assert est.intercept_[0] == pytest.approx(theta[-1], abs=1e-10)
-    assert est.n_steps_ == math.ceil(3 * 37 / 8) and est.n_iter_ == 3
+    assert est.n_steps_ == math.ceil(epochs * 37 / 8) and est.n_iter_ == epochs
 
 
 def _claimed(est, n, d):
