@@ -78,7 +78,8 @@ def draws(count=10**7, reps=5):
         rows["lap"][1].append(_timed(lambda: gen.laplace(0.0, 1.0, count)))
         rows["lap"][2].append(_timed(lambda: es.cks_discrete_noise(
             count, es.DISCRETE_LAPLACE, scale, key, r)))
-    print(f"\n[1] {count:.0e} draws, {reps} rounds, {os.cpu_count()} CPUs")
+    print(f"\n[1] {count:.0e} draws, {reps} rounds, {os.cpu_count()} CPUs, "
+          f"{numba.get_num_threads()} numba thread(s)")
     _report("exact discrete Gaussian (ChaCha20)", rows["gauss"][0], rows["gauss"][1],
             "numpy standard_normal")
     _report("exact discrete Laplace (ChaCha20)", rows["lap"][0], rows["lap"][1],
