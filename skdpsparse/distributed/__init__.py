@@ -36,7 +36,8 @@ def is_distributed_input(X):
             or (root == "pyspark" and hasattr(X, "mapInArrow")))
 
 
-def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None):
+def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None,
+                    row_order=None):
     """Fit ``estimator`` on the Dask collection ``X``; returns the fitted estimator.
 
     **Privacy guarantee.** Exactly the in-memory fit's (``estimator.fit`` on the same
@@ -82,6 +83,13 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None)
         scaled into the row bounds, and n is the number of units.
     n_features : int, optional
         d of a Spark DataFrame with list columns (public: never read from the data).
+    row_order : {"multiset", "partitions"}, optional
+        Spark only: how the rows are digested when the noise key is derived from the
+        data. ``"multiset"`` (the default) hashes them without an order: the same
+        seed gives the same release for every partitioning, but other noise than in
+        memory. ``"partitions"`` reads them in the DataFrame's order (partition, then
+        position), which must be deterministic (no shuffle since the data was read):
+        the same seed then gives the in-memory release of the matrix in that order.
 
     Returns
     -------
@@ -91,6 +99,9 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None)
     """
     name = type(estimator).__name__
     spark = (type(X).__module__ or "").startswith("pyspark")
+    if row_order is not None and not spark:
+        raise ValueError("row_order applies to a Spark DataFrame only: a Dask "
+                         "collection has a row order (its chunks').")
     if name in _SEQUENTIAL:
         raise ValueError(
             f"{name} cannot fit a Dask collection: it takes many small noisy steps, each "
@@ -113,7 +124,8 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None)
             raise NotImplementedError("privacy_unit on Spark is not implemented.")
         from ._spark import fit_sparse_mean_spark
 
-        return fit_sparse_mean_spark(estimator, X, n_features=n_features)
+        return fit_sparse_mean_spark(estimator, X, n_features=n_features,
+                                     row_order=row_order or "multiset")
     if spark:
         raise NotImplementedError(f"{name} has no Spark fit: a Spark DataFrame is "
                                   "supported by DPSparseMeanEstimator only (the other "

@@ -173,6 +173,13 @@ def fit_random_source_from_digests(random_state, estimator, digests):
     return _fit_key(random_state, estimator, digests, stacklevel=4)
 
 
+def key_needs_data(estimator):
+    """Whether the fit's key is derived from a digest of the data: False only for an
+    estimator that declares every draw keyed by its statistic
+    (``_noise_keyed_by_statistic``); a chunk pass may then skip the digest."""
+    return not getattr(estimator, "_noise_keyed_by_statistic", False)
+
+
 # ------------------------------------------------------------------ the sparse mean
 def resolve_sparse_mean(estimator, n, d):
     """(method, s, δ) of a DPSparseMeanEstimator for n rows and d columns, with the
@@ -239,9 +246,8 @@ def sparse_mean_attributes(estimator, part, plan, shape, input_attrs, digests=No
     :func:`skdpsparse.base.release`. ``shape`` is (n, d) with n the number of privacy
     units (rows, or users for a user-level fit). The key takes the data digests (by
     default the merged part's, with the ``kernel`` tag of the data as the in-memory
-    fit validates it) only if it is derived from the data: the sparse mean's noise is
-    keyed by its statistic (``DPSparseMeanEstimator._noise_keyed_by_statistic``), so
-    its parts carry no digest and none is computed.
+    fit validates it), computed only if the key is derived from the data (see
+    :func:`key_needs_data`).
     """
     n, d = shape
     resolved, s, delta = resolve_sparse_mean(estimator, n, d)

@@ -85,13 +85,13 @@ def row_chunks(X):
     return list(zip(parts, offsets, lengths)), (n, d), attrs
 
 
-def bounded_sum_graph(chunks, plan, digest=False):
+def bounded_sum_graph(chunks, plan, digest=True):
     """A Delayed of the merged :class:`~skdpsparse.distributed._core.BoundedSumPart`:
     one ``partial_bounded_sum`` task per chunk, then a binary tree of ``merge_parts``.
     The partial sums travel only as task results (never through a shared
     accumulator), so a retried task replaces its result instead of adding to it.
-    With ``digest`` the parts carry the data digest too (for a key derived from the
-    data; the sparse mean's is keyed by its statistic and needs none)."""
+    With ``digest`` (the default) the parts carry the data digest too, for a key
+    derived from the data; a fit whose key is not can pass False."""
     partial = dask.delayed(partial_bounded_sum, pure=True)
     merge = dask.delayed(merge_parts, pure=True)
     level = [partial(chunk, plan, offset, rows, digest)
@@ -102,7 +102,7 @@ def bounded_sum_graph(chunks, plan, digest=False):
     return level[0]
 
 
-def compute_bounded_sum(chunks, plan, digest=False):
+def compute_bounded_sum(chunks, plan, digest=True):
     """Run :func:`bounded_sum_graph` on the current scheduler; the merged part."""
     (part,) = dask.compute(bounded_sum_graph(chunks, plan, digest))
     return part

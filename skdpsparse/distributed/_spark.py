@@ -6,26 +6,51 @@ The parts travel as the rows of the mapped DataFrame (task results), never throu
 Spark accumulator: a recomputed stage would add its rows to an accumulator twice,
 while a retried or recomputed task's result replaces the lost one. The function
 shipped to the executors closes over a
-:class:`~skdpsparse.distributed._core.BoundedSumPlan` and column names: public
-numbers only, no seed, key or estimator. The noise is drawn once, on the driver.
+:class:`~skdpsparse.distributed._core.BoundedSumPlan`, column names and (with
+``row_order="partitions"``) the partitions' first row indices: public numbers only,
+no seed, key or estimator. The noise is drawn once, on the driver.
 
 The statistic is the in-memory one exactly: exact int64 sums of the same bounded,
-rounded rows, whatever the partitioning, the order of the rows (Spark keeps none
-after a shuffle) or a retried task. The sparse mean's noise is keyed by the seed,
-the parameters and the exact statistic it is added to, never by a digest of the
-rows (``DPSparseMeanEstimator._noise_keyed_by_statistic``), so the same seed gives
-the in-memory release bit for bit, on every layout, and no row is hashed here.
+rounded rows, whatever the partitioning, the order of the rows or a retried task.
+When the fit's key is derived from a digest of the data
+(:func:`~skdpsparse.distributed._core.key_needs_data`), that digest depends on the
+rows' order, which Spark keeps only for some DataFrames:
+
+``row_order="multiset"`` (default)
+    The rows are hashed as a multiset
+    (:func:`~skdpsparse.distributed._digest.row_multiset_part`): the same key for
+    every partitioning and shuffle, so the same seed gives the same release on any
+    layout of the same rows, but other noise (of the same distribution) than the
+    in-memory or Dask fit, whose digest is positional.
+``row_order="partitions"``
+    The rows are read in the DataFrame's order (partition index, then position in
+    the partition), each partition's first row index taken from a count pass, and
+    digested by position as in memory
+    (:func:`~skdpsparse.distributed._digest.chunk_digest`): the same seed gives the
+    in-memory release of the matrix in that order, bit for bit. For a DataFrame whose
+    order is deterministic (a local collection or a file scan, no shuffle since); a
+    partition whose row count changed between the two passes fails the fit.
+
+A key that is not derived from the data needs no digest: the rows are then not
+hashed, and both orders give the in-memory release.
 """
+
+import pickle
 
 import numpy as np
 import scipy.sparse as sp
 
-from ._core import BoundedSumPart, check_chunk, partial_bounded_sum
+from ._core import BoundedSumPart, check_chunk, key_needs_data, partial_bounded_sum
+from ._digest import DigestPart, chunk_digest, merge_digests, multiset_digest, \
+    row_multiset_part
 
 __all__ = ["fit_sparse_mean_spark", "is_spark_dataframe"]
 
+ROW_ORDERS = ("multiset", "partitions")
+
 #: The schema of the one row each partition returns (its task result).
-PART_SCHEMA = "partition long, sums binary, rows long"
+PART_SCHEMA = ("partition long, sums binary, rows long, digest binary, "
+               "fragments binary")
 
 
 def is_spark_dataframe(X):
@@ -52,37 +77,71 @@ def _batch_to_chunk(batch, n_features, indices, values, columns):
                           indptr), shape=(len(indptr) - 1, n_features))
 
 
-def _partition_parts(plan, indices, values, columns):
+def _partition_parts(plan, indices, values, columns, digest=None, first_rows=None,
+                     counts=None):
     """The function run by ``mapInArrow`` on each partition: public inputs only.
 
-    It yields one row, the partition's exact int64 sums and row count: a task
-    result, which a retried task replaces."""
+    It yields one row: the partition's exact int64 sums, its row count and, with
+    ``digest`` ("multiset" or "partitions"), its share of the data digest. With
+    "partitions", ``first_rows`` (partition → index of its first row) and ``counts``
+    (partition → rows) come from the count pass.
+    """
 
     def run(batches):
         import pyarrow as pa
         from pyspark import TaskContext
 
         partition = TaskContext.get().partitionId()
+        positional = digest == "partitions"
+        start = first_rows.get(partition, 0) if positional else 0
+        expected = counts.get(partition, 0) if positional else None
         sums = np.zeros(plan.n_features, dtype=np.int64)
-        rows = 0
+        rows, total, part_digest = 0, 0, DigestPart()
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             try:
                 chunk = check_chunk(_batch_to_chunk(batch, plan.n_features, indices,
                                                     values, columns),
-                                    plan.n_features, rows)
+                                    plan.n_features, start + rows)
             except ValueError as exc:  # the driver re-raises it as a ValueError
-                raise ValueError(f"{exc} (rows counted from the start of Spark "
-                                 f"partition {partition})") from None
-            part = partial_bounded_sum(chunk, plan, rows, digest=False)
+                where = "" if positional else \
+                    f" (rows counted from the start of Spark partition {partition})"
+                raise ValueError(f"{exc}{where}") from None
+            part = partial_bounded_sum(chunk, plan, start + rows, digest=False)
+            if positional:
+                if rows + part.n_rows > expected:
+                    rows += part.n_rows
+                    break  # refused below, without reading the rest
+                part_digest = merge_digests(
+                    part_digest, chunk_digest(chunk, start + rows, plan.n_rows),
+                    plan.n_rows)
+            elif digest == "multiset":
+                total = (total + row_multiset_part(chunk)[0]) % 2**2048
             sums += part.sums
             rows += part.n_rows
+        if positional and rows != expected:
+            raise ValueError(
+                f"Spark partition {partition} held {expected} rows when they were "
+                "counted and other rows when they were read: the DataFrame's order is "
+                "not deterministic (a shuffle since it was read?). Use "
+                "row_order='multiset', or checkpoint the DataFrame first.")
+        if positional:
+            total = part_digest.total
         yield pa.RecordBatch.from_pydict({
             "partition": [partition], "sums": [sums.astype("<i8").tobytes()],
-            "rows": [rows]})
+            "rows": [rows], "digest": [int(total).to_bytes(256, "little")],
+            "fragments": [pickle.dumps(part_digest.fragments if positional else {})]})
 
     return run
+
+
+def _partition_counts(df):
+    """{partition index: rows} of ``df``, counted in the JVM (no Python worker)."""
+    from pyspark.sql import functions as F
+
+    counted = df.select(F.spark_partition_id().alias("p")).groupBy("p").count()
+    return {int(r["p"]): int(r["count"]) for r in counted.collect()}
 
 
 def _worker_error(exc):
@@ -120,27 +179,37 @@ def _check_columns(df, n_features, indices, values, columns):
 
 
 def fit_sparse_mean_spark(estimator, df, *, n_features=None, indices="indices",
-                          values="values", columns=None):
+                          values="values", columns=None, row_order="multiset"):
     """DPSparseMeanEstimator.fit on a Spark DataFrame (list columns ``indices`` /
-    ``values`` with ``n_features`` given, or numeric ``columns``)."""
+    ``values`` with ``n_features`` given, or numeric ``columns``); ``row_order`` as
+    in the module's docstring."""
     from ..utils import validate_params
     from ..base import release
     from ._core import resolve_sparse_mean, sparse_mean_attributes, sparse_mean_plan
+    from ._digest import kernel_tag
     from ._sparse_mean import _refuse_l1_recovery
 
     validate_params(estimator, estimator._parameter_constraints)
-    if not getattr(estimator, "_noise_keyed_by_statistic", False):
-        # Fail closed: this path digests no rows, so a key that needs them is refused.
-        raise NotImplementedError(f"{type(estimator).__name__}: the Spark fit needs "
-                                  "noise keyed by its statistic.")
+    if row_order not in ROW_ORDERS:
+        raise ValueError(f"row_order must be one of {ROW_ORDERS}, got {row_order!r}.")
     columns, d = _check_columns(df, n_features, indices, values, columns)
-    n = int(df.count())  # public under replacement neighbours
+    digest = row_order if key_needs_data(estimator) else None
+    first_rows = counts = None
+    if digest == "partitions":
+        counts = _partition_counts(df)
+        n = sum(counts.values())
+        first_rows, start = {}, 0
+        for p in sorted(counts):
+            first_rows[p], start = start, start + counts[p]
+    else:
+        n = int(df.count())  # public under replacement neighbours
     if n < 1:
         raise ValueError("Found array with 0 sample(s) while a minimum of 1 is required.")
     method, s, _ = resolve_sparse_mean(estimator, n, d)
     _refuse_l1_recovery(method)
     plan = sparse_mean_plan(n, d, float(estimator.norm_bound), s)
-    mapped = df.mapInArrow(_partition_parts(plan, indices, values, columns), PART_SCHEMA)
+    mapped = df.mapInArrow(_partition_parts(plan, indices, values, columns, digest,
+                                            first_rows, counts), PART_SCHEMA)
     try:
         results = mapped.collect()  # one small row per partition: the task results
     except Exception as exc:
@@ -149,12 +218,28 @@ def fit_sparse_mean_spark(estimator, df, *, n_features=None, indices="indices",
             raise
         raise error from exc
     sums = np.zeros(d, dtype=np.int64)
-    for row in results:  # integer addition: the order does not matter
+    rows, total, merged = 0, 0, DigestPart()
+    for row in results:  # integer (and modular) additions: the order does not matter
         sums += np.frombuffer(row["sums"], dtype="<i8")
-    part = BoundedSumPart(sums, sum(int(row["rows"]) for row in results), None)
+        rows += int(row["rows"])
+        if digest == "partitions":
+            merged = merge_digests(merged, DigestPart(
+                int.from_bytes(row["digest"], "little"), pickle.loads(row["fragments"]),
+                int(row["rows"])), n)
+        else:
+            total += int.from_bytes(row["digest"], "little")
     attrs = {"n_features_in_": d}
     if columns is not None and all(isinstance(c, str) for c in columns):
         attrs["feature_names_in_"] = np.asarray(columns, dtype=object)
-    attrs = sparse_mean_attributes(estimator, part, plan, (n, d), attrs, digests=(),
-                                   method=method)
+    if digest == "partitions":  # the in-memory digest of the matrix in this order
+        part = BoundedSumPart(sums, rows, merged)
+        attrs = sparse_mean_attributes(estimator, part, plan, (n, d), attrs,
+                                       kernel=kernel_tag(columns is None, np.float64),
+                                       method=method)
+    else:
+        part = BoundedSumPart(sums, rows, None)
+        digests = () if digest is None else \
+            [b"spark" + multiset_digest(total, (n, d))]
+        attrs = sparse_mean_attributes(estimator, part, plan, (n, d), attrs,
+                                       digests=digests, method=method)
     return release(estimator, attrs)

@@ -5,8 +5,9 @@ What the Spark path must keep of the in-memory guarantee (issue 20):
 * ``mapInArrow`` → CSR → the core's ``partial``: the merged statistic is the
   in-memory one, bit for bit, for every partitioning and row order (exact int64
   sums: the summation bound is zero);
-* so the same seed gives the in-memory release, bit for bit (the sparse mean's
-  noise is keyed by the seed, the parameters and the statistic, not by the rows);
+* so the same seed gives the in-memory release, bit for bit, when the rows are
+  digested in the DataFrame's order (``row_order="partitions"``), and the same
+  release for every partitioning with the default multiset digest;
 * the noise is drawn once, on the driver: the function shipped to the executors
   holds no seed, key or estimator, and a Python worker whose ``RandomSource`` raises
   on creation never trips it (a broken variant that draws there does);
@@ -108,20 +109,23 @@ def _captured_part(monkeypatch):
 # ------------------------------------------------------------- the same statistic
 def test_same_statistic_and_same_seed_same_release_as_in_memory(spark, monkeypatch):
     # The merged part is partial_bounded_sum of the in-memory matrix bit for bit (exact
-    # int64 sums: the summation bound is zero), in any partitioning and row order, so
-    # the release with the same seed is the in-memory one.
+    # int64 sums: the summation bound is zero) in any partitioning and row order; with
+    # the rows digested in the DataFrame's order the key is the in-memory one too.
     X = sparse_rows(n=2500, d=300)
     reference = _est().fit(X).mean_
     np.testing.assert_array_equal(fit_sparse_mean_in_memory(_est(), X).mean_, reference)
     seen = _captured_part(monkeypatch)
-    for frame in (_ordered(spark, X, 1), _shuffled(spark, X, 7)):
-        est = fit_distributed(_est(), frame, n_features=300)
+    for partitions in (1, 7):
+        est = fit_distributed(_est(), _ordered(spark, X, partitions), n_features=300,
+                              row_order="partitions")
         np.testing.assert_array_equal(est.mean_, reference)
+    fit_distributed(_est(), _shuffled(spark, X, 4), n_features=300)  # multiset digest
+    assert len(seen) == 3
     for part, plan in seen:
         assert part.n_rows == plan.n_rows == X.shape[0]
         np.testing.assert_array_equal(part.sums, _core.partial_bounded_sum(X, plan, 0).sums)
     other = fit_distributed(_est(random_state=SEED + 1), _ordered(spark, X, 3),
-                            n_features=300)
+                            n_features=300, row_order="partitions")
     assert not np.array_equal(other.mean_, reference)  # the seed does key the noise
 
 
@@ -130,9 +134,36 @@ def test_numeric_columns_give_the_dense_in_memory_release(spark):
     names = [f"f{j}" for j in range(12)]
     rdd = spark.sparkContext.parallelize([tuple(map(float, r)) for r in X], 3)
     frame = spark.createDataFrame(rdd, ", ".join(f"{c} double" for c in names))
-    est = _est(sparsity=3).fit(frame)  # the estimator's own fit routes here
+    est = fit_distributed(_est(sparsity=3), frame, row_order="partitions")
     np.testing.assert_array_equal(est.mean_, _est(sparsity=3).fit(X).mean_)
     assert list(est.feature_names_in_) == names and est.n_features_in_ == 12
+    by_fit = _est(sparsity=3).fit(frame)  # the estimator's own fit routes here
+    assert list(by_fit.feature_names_in_) == names and by_fit.mean_.shape == (12,)
+
+
+def test_multiset_release_is_the_same_for_every_partitioning(spark):
+    X = sparse_rows(n=600, d=100)
+    a = fit_distributed(_est(), _shuffled(spark, X, 2), n_features=100)
+    b = fit_distributed(_est(), _shuffled(spark, X, 5), n_features=100)
+    np.testing.assert_array_equal(a.mean_, b.mean_)
+
+
+def test_parquet_files_read_by_spark_give_the_in_memory_statistic(spark, tmp_path,
+                                                                  monkeypatch):
+    # The realistic input: Parquet files of list columns (int64 indices, as pyarrow
+    # writes them), several row groups, read by Spark's own reader.
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    X = sparse_rows(n=1500, d=300)
+    for name, rows in (("a", slice(0, 1000)), ("b", slice(1000, 1500))):
+        part = _rows(X[rows])
+        pq.write_table(pa.table({"indices": [r[0] for r in part],
+                                 "values": [r[1] for r in part]}),
+                       tmp_path / f"{name}.parquet", row_group_size=256)
+    seen = _captured_part(monkeypatch)
+    fit_distributed(_est(), spark.read.parquet(str(tmp_path)), n_features=300)
+    (part, plan), = seen
+    np.testing.assert_array_equal(part.sums, _core.partial_bounded_sum(X, plan, 0).sums)
 
 
 # ------------------------------------------------------ the noise, on the driver
@@ -154,8 +185,9 @@ def test_one_map_in_arrow_ships_public_numbers_only(spark, monkeypatch):
 
     frame = _shuffled(spark, sparse_rows(n=600, d=100))
     shipped = _spy_map_in_arrow(monkeypatch, frame)
-    fit_distributed(_est(), frame, n_features=100)
-    assert [schema for _, schema in shipped] == [_spark.PART_SCHEMA]
+    for row_order in ("multiset", "partitions"):
+        fit_distributed(_est(), frame, n_features=100, row_order=row_order)
+    assert [schema for _, schema in shipped] == [_spark.PART_SCHEMA] * 2
     for func, _ in shipped:
         blob = cloudpickle.dumps(func)
         for forbidden in (b"RandomSource", b"random_state", b"DPSparseMeanEstimator",
@@ -256,7 +288,8 @@ def test_a_retried_task_changes_nothing(spark, monkeypatch, by_value):
                         _failing_first_attempt(_spark._partition_parts))
     # Partition 0's first attempt always fails: the fit completes only if Spark reran
     # it, and the rerun's part replaced the lost one (the in-memory release).
-    est = fit_distributed(_est(), _shuffled(spark, X, 3), n_features=200)
+    est = fit_distributed(_est(), _ordered(spark, X, 3), n_features=200,
+                          row_order="partitions")
     np.testing.assert_array_equal(est.mean_, _est().fit(X).mean_)
     assert accumulators == []  # the parts never go through an accumulator
 
@@ -278,20 +311,21 @@ def test_an_accumulator_would_count_a_recomputed_stage_twice(spark):
 
 
 # ------------------------------------------------------------------ bad input
-@pytest.mark.parametrize("bad, message", [(np.nan, "Input X contains NaN"),
-                                          (np.inf, "Input X contains infinity")])
-def test_nan_and_inf_are_refused_as_in_memory(spark, bad, message):
+@pytest.mark.parametrize("bad, message, row_order", [
+    (np.nan, "Input X contains NaN", "multiset"),
+    (np.inf, "Input X contains infinity", "partitions")])
+def test_nan_and_inf_are_refused_as_in_memory(spark, bad, message, row_order):
     X = sparse_rows(n=400, d=50)
     X.data[7 * 6 + 2] = bad  # row 7
     with pytest.raises(ValueError, match=message):
         _est().fit(X)
     est = _est()
     with pytest.raises(ValueError, match=message):
-        fit_distributed(est, _ordered(spark, X, 2), n_features=50)
+        fit_distributed(est, _ordered(spark, X, 2), n_features=50, row_order=row_order)
     assert not hasattr(est, "mean_")  # nothing released
 
 
-def test_malformed_layouts_name_the_parameter(spark):
+def test_malformed_layouts_name_the_parameter(spark, monkeypatch):
     X = sparse_rows(n=100, d=50)
     frame = _ordered(spark, X, 2)
     with pytest.raises(ValueError, match="n_features must be given"):
@@ -302,3 +336,10 @@ def test_malformed_layouts_name_the_parameter(spark):
         fit_distributed(_est(), frame.select("indices"), n_features=50)
     with pytest.raises(NotImplementedError, match="privacy_unit on Spark"):
         fit_distributed(_est(), frame, n_features=50, privacy_unit=np.arange(100))
+    with pytest.raises(ValueError, match="row_order must be one of"):
+        fit_distributed(_est(), frame, n_features=50, row_order="sorted")
+    if _core.key_needs_data(_est()):
+        # Partitions whose rows changed between the count and the read are refused.
+        monkeypatch.setattr(_spark, "_partition_counts", lambda df: {0: 60, 1: 40})
+        with pytest.raises(ValueError, match="not deterministic"):
+            fit_distributed(_est(), frame, n_features=50, row_order="partitions")
