@@ -34,16 +34,19 @@ _OWN_CACHES = []  # the controller's temporary folder, removed at the end
 
 def pytest_configure(config):
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        from numba.core import config as numba_config
+        from numba.core.registry import CPUDispatcher
         from numba_cache_sharing import installed
 
-        if (_WORKER_CACHE is None or numba_config.CACHE_DIR != _WORKER_CACHE
-                or not installed()):
+        kernel = next((f for f in vars(exact_sampling).values()
+                       if isinstance(f, CPUDispatcher)), None)  # None: NUMBA_DISABLE_JIT
+        where = getattr(getattr(kernel, "_cache", None), "_cache_path", None) or ""
+        if kernel is not None and (_WORKER_CACHE is None or not installed()
+                                   or not where.startswith(_WORKER_CACHE)):
             # numba was imported before this file (by a plugin) or the controller did
-            # not run pytest_configure: the workers would race on the in-tree cache.
+            # not run pytest_configure: the kernels would use the in-tree cache.
             raise pytest.UsageError(
-                "this xdist worker does not use the run's numba cache with unique data "
-                f"files (NUMBA_CACHE_DIR={numba_config.CACHE_DIR!r})")
+                f"this xdist worker's kernels are cached in {where!r}, not in the run's "
+                "shared cache, or numba_cache_sharing is not installed")
     elif getattr(config.option, "numprocesses", None):  # the xdist controller
         _OWN_CACHES.append(tempfile.mkdtemp(prefix="skdpsparse-numba-"))
         os.environ[_XDIST_CACHE] = _OWN_CACHES[0]
