@@ -562,17 +562,22 @@ def test_fallback_saturates_and_clamps_unbounded_exact_draws(monkeypatch):
     assert np.all(np.abs(added) <= 2**61)
 
 
+#: Long enough for the pool (grid_noise._MIN_THREADED_DRAWS), cut in uneven chunks.
+_THREADED_SIZE = 7 * 10_000 + 7
+
+
 def test_draws_do_not_depend_on_threads_or_fork():
     # The same key gives the same array with one thread, with the pool, and in a forked
     # child (where the threaded build must not run).
-    ref = es.discrete_noise(5 * 1000 + 7, GAUSSIAN, 2**40 + 3, KEY, 41, chunk=1000)
+    ref = es.discrete_noise(_THREADED_SIZE, GAUSSIAN, 2**40 + 3, KEY, 41, chunk=10_000)
     previous = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
-        one = es.discrete_noise(5 * 1000 + 7, GAUSSIAN, 2**40 + 3, KEY, 41, chunk=1000)
+        one = es.discrete_noise(_THREADED_SIZE, GAUSSIAN, 2**40 + 3, KEY, 41, chunk=10_000)
     finally:
         numba.set_num_threads(previous)
     np.testing.assert_array_equal(ref, one)
+    assert _THREADED_SIZE > gn._MIN_THREADED_DRAWS  # the reference did use the pool
     if "fork" not in multiprocessing.get_all_start_methods():
         return
     with multiprocessing.get_context("fork").Pool(1) as pool:
@@ -581,7 +586,7 @@ def test_draws_do_not_depend_on_threads_or_fork():
 
 
 def _child_noise():
-    return es.discrete_noise(5 * 1000 + 7, GAUSSIAN, 2**40 + 3, KEY, 41, chunk=1000)
+    return es.discrete_noise(_THREADED_SIZE, GAUSSIAN, 2**40 + 3, KEY, 41, chunk=10_000)
 
 
 # --------------------------------------------------------------------------------------
