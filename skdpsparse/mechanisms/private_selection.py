@@ -38,6 +38,7 @@ References
 """
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -488,3 +489,125 @@ def gamma_for_failure_prob(beta, *, success_prob=0.5):
     if p == 1:
         return 0.5
     return min(0.5, 0.5 * beta * p / (1.0 - p))
+
+
+# ------------------------------------------------------------ the plan of the stopping
+@dataclass(frozen=True)
+class RandomStoppingPlan:
+    """The plan of Liu–Talwar random stopping (public numbers only): the stopping
+    rule, the truncation, the budget of each run and the total it will charge; built
+    by :func:`plan_random_stopping` (from a target) or :meth:`for_runs` (from a run
+    budget), run by :func:`random_stopping`.
+
+    The number of runs κ is Geom(γ) truncated at T: P(κ = k) = γ(1 − γ)^{k−1} for
+    k < T and P(κ = T) = (1 − γ)^{T−1} (:meth:`run_count_pmf`; untruncated when T is
+    None). The coins are drawn from the fit's secret key, independently of the data.
+
+    **Privacy guarantee.** A plan is public (no field depends on the data).
+    ``budget`` is the guarantee of the candidate :func:`random_stopping` returns when
+    every run is the same ``run_budget``-DP mechanism (candidate and score together)
+    with fresh randomness: ``PureDP(3ε₁)`` for pure runs, untruncated (Liu and Talwar
+    2019, "Private selection from private candidates", Theorem 3.2), or
+    (3ε₁ + 3√(2δ₁), √(2δ₁)·T + δ₂)-DP truncated at T = ⌈ln(1/δ₂)/γ⌉, so that
+    (1 − γ)^T ≤ δ₂ (their Theorem 3.4). The privacy event charged is ``budget`` itself
+    (it carries no Rényi curve, so a ledger composes it by basic composition). Not
+    covered: κ, the unselected runs, and a plan whose T exceeds ⌈ln(1/δ₂)/γ⌉ or whose
+    runs are not pure while untruncated.
+
+    Attributes
+    ----------
+    gamma : float
+        γ, the stopping probability after every run.
+    max_runs : int or None
+        T (None: untruncated).
+    delta2 : float or None
+        δ₂ of the truncation.
+    run_budget : PureDP or ApproxDP
+        (ε₁, δ₁): one run, candidate and score together.
+    budget : PureDP or ApproxDP
+        The total.
+    fit_epsilon, fit_delta, score_epsilon : float or None
+        The split of ε₁ between a run's fit and its score (from
+        :func:`plan_random_stopping`; None from :meth:`for_runs`).
+    """
+
+    gamma: float
+    max_runs: int | None
+    delta2: float | None
+    run_budget: object
+    budget: object
+    fit_epsilon: float | None = None
+    fit_delta: float | None = None
+    score_epsilon: float | None = None
+
+    @classmethod
+    def for_runs(cls, run_budget, *, gamma, delta2=None):
+        """The plan for runs of budget ``run_budget`` (:func:`random_stopping_budget`;
+        truncated at :func:`random_stopping_max_runs` (γ, δ₂) when ``delta2`` is
+        given)."""
+        gamma = _gamma(gamma)
+        budget = random_stopping_budget(run_budget, gamma=gamma, delta2=delta2)
+        T = None if delta2 is None else random_stopping_max_runs(gamma, delta2)
+        return cls(gamma, T, None if delta2 is None else float(delta2), run_budget, budget)
+
+    def run_count_pmf(self, k):
+        """P(κ = k), k ≥ 1."""
+        k = int(k)
+        if k < 1 or (self.max_runs is not None and k > self.max_runs):
+            return 0.0
+        if self.max_runs is not None and k == self.max_runs:
+            return (1.0 - self.gamma) ** (k - 1)
+        return self.gamma * (1.0 - self.gamma) ** (k - 1)
+
+    @property
+    def expected_runs(self):
+        """E κ = (1 − (1 − γ)^T)/γ (1/γ untruncated)."""
+        if self.max_runs is None:
+            return 1.0 / self.gamma
+        return (1.0 - (1.0 - self.gamma) ** self.max_runs) / self.gamma
+
+
+def plan_random_stopping(epsilon, delta, *, gamma, split="paper", score_fraction=0.5):
+    """The random-stopping plan that meets (ε, δ) in total: the per-run split of
+    :func:`split_budget_for_random_stopping` (Ghazi et al. 2024 v2, Algorithm 5 and
+    Theorem 6.1, or the tight split; pure untruncated runs for δ = 0).
+
+    **Privacy guarantee.** Public numbers in, a public plan out; what the plan
+    guarantees is its ``budget`` (:class:`RandomStoppingPlan`), never above (ε, δ).
+
+    Returns
+    -------
+    RandomStoppingPlan
+
+    Examples
+    --------
+    >>> from skdpsparse.mechanisms.private_selection import plan_random_stopping
+    >>> plan = plan_random_stopping(1.0, 1e-6, gamma=0.25)
+    >>> plan.max_runs, plan.budget.epsilon <= 1.0, plan.budget.delta <= 1e-6
+    (59, True, True)
+    """
+    s = split_budget_for_random_stopping(epsilon, delta, gamma=gamma, split=split,
+                                         score_fraction=score_fraction)
+    pair = s["run_epsilon"] + s["score_epsilon"]
+    run_budget = PureDP(pair) if s["run_delta"] == 0 else ApproxDP(pair, s["run_delta"])
+    return RandomStoppingPlan(_gamma(gamma), s["max_runs"], s["delta2"], run_budget,
+                              s["total"], s["run_epsilon"], s["run_delta"],
+                              s["score_epsilon"])
+
+
+def random_stopping(draw_candidate, plan, rng):
+    """Run a :class:`RandomStoppingPlan`: :func:`random_stopping_selection` with the
+    plan's γ and truncation.
+
+    **Privacy guarantee.** ``plan.budget`` for the returned candidate when every call
+    of ``draw_candidate`` is the same ``plan.run_budget``-DP mechanism with fresh
+    randomness (:class:`RandomStoppingPlan`; Liu and Talwar 2019, Theorems 3.2 and
+    3.4). Not covered: the number of runs and the unselected runs.
+
+    Returns
+    -------
+    best, best_score, n_runs
+        As :func:`random_stopping_selection` (``n_runs`` is never to be released).
+    """
+    return random_stopping_selection(draw_candidate, gamma=plan.gamma,
+                                     max_runs=plan.max_runs, rng=rng)

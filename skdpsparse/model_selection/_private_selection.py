@@ -23,8 +23,8 @@ from ..ledger import _charges_suspended
 from ..base import check_fit_params, distributed_fit, release
 from ..mechanisms.private_selection import (
     gamma_for_failure_prob,
-    random_stopping_selection,
-    split_budget_for_random_stopping,
+    plan_random_stopping,
+    random_stopping,
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress
@@ -322,10 +322,10 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
         m = len(plans)
         gamma = (gamma_for_failure_prob(self.failure_prob, success_prob=1.0 / m)
                  if self.gamma == "auto" else float(self.gamma))
-        split = split_budget_for_random_stopping(
+        plan = plan_random_stopping(
             float(self.epsilon), delta, gamma=gamma, split=self.budget_split,
             score_fraction=float(self.score_fraction))
-        run_eps, run_delta = split["run_epsilon"], split["run_delta"]
+        run_eps, run_delta = plan.fit_epsilon, plan.fit_delta
         n = np.asarray(y).shape[0]  # public; the inner estimator checks it against X
         rng = fit_random_source(self.random_state, self, X, y)
         progress = Progress(self.verbose, type(self).__name__)
@@ -350,20 +350,19 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
                     f"{type(est).__name__} reported privacy_spent_={spent!r} for a run "
                     f"budget of (epsilon={run_eps:.4g}, delta={run_delta:.4g}); the "
                     "selection's guarantee needs every fit within it. Nothing was released.")
-            score = scoring.private_loss(est, X, y, epsilon=split["score_epsilon"], rng=rng)
+            score = scoring.private_loss(est, X, y, epsilon=plan.score_epsilon, rng=rng)
             progress.report("run", k + 1, None, f"{params} fitted in {seconds:.2f} s")
             return (params, est, seed_names), score
 
-        (params, best, seed_names), _, _ = random_stopping_selection(
-            draw, gamma=gamma, max_runs=split["max_runs"], rng=rng)
+        (params, best, seed_names), _, _ = random_stopping(draw, plan, rng)
         best.set_params(**{s: None for s in seed_names})  # the seed would reveal the noise
-        total = split["total"]
+        total = plan.budget
         # Charges first; a refusal leaves the selection unfitted (an earlier fit too).
         release(self, dict(
             best_estimator_=best, best_params_=dict(params), privacy_spent_=total,
             run_budget_=PureDP(run_eps) if run_delta == 0 else ApproxDP(run_eps, run_delta),
-            score_noise_scale_=scoring.sensitivity(n) / split["score_epsilon"], gamma_=gamma,
-            max_runs_=split["max_runs"], n_candidates_=m))
+            score_noise_scale_=scoring.sensitivity(n) / plan.score_epsilon, gamma_=gamma,
+            max_runs_=plan.max_runs, n_candidates_=m))
         # The released model was chosen among runs: skdpsparse.privacy_spent reports
         # the selection's total for it (and for its private step) while it is not refit.
         owner = _owner(best, _privacy_names(best)[0])

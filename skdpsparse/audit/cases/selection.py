@@ -67,15 +67,15 @@ def random_stopping_tiers(score, scale, low, high, gamma):
 
 def case_random_stopping(epsilon=0.75, delta=0.0, gamma=0.1, sensitivity=1.0, low=0.0,
                          high=2.25):
-    """:func:`~skdpsparse.mechanisms.private_selection.random_stopping_selection`
+    """:func:`~skdpsparse.mechanisms.private_selection.random_stopping` with the plan
+    :meth:`~skdpsparse.mechanisms.private_selection.RandomStoppingPlan.for_runs`
     (Liu and Talwar 2019, "Private selection from private candidates"; untruncated,
     pure runs) whose run is :func:`~skdpsparse.mechanisms.private_selection.noisy_score`
     at ε₁ = ``epsilon`` (Lap(Δ/ε₁)) of one score, 0 in D and Δ in D', followed by a
     public post-processing, its tier: 0 (best) below ``low``·Δ, 1 above ``high``·Δ, 2
-    between. A post-processed ε₁-DP run is an ε₁-DP run, so the claim is
-    :func:`~skdpsparse.mechanisms.private_selection.random_stopping_budget` of
-    PureDP(ε₁), 3ε₁. Release: the best tier; statistic: its exact log-likelihood ratio
-    (:func:`random_stopping_tiers`).
+    between. A post-processed ε₁-DP run is an ε₁-DP run, so the claim is the plan's
+    budget for PureDP(ε₁) runs, 3ε₁. Release: the best tier; statistic: its exact
+    log-likelihood ratio (:func:`random_stopping_tiers`).
 
     This is the construction where Liu–Talwar's 3ε₁ is nearly attained: tier 1 is
     e^{ε₁} times as likely on D' while the better tier 0 is e^{−ε₁} times as likely,
@@ -96,8 +96,7 @@ def case_random_stopping(epsilon=0.75, delta=0.0, gamma=0.1, sensitivity=1.0, lo
     draws each.
     """
     from ...accounting import PureDP
-    from ...mechanisms.private_selection import (
-        noisy_score, random_stopping_budget, random_stopping_selection)
+    from ...mechanisms.private_selection import RandomStoppingPlan, noisy_score, random_stopping
 
     if delta != 0:
         raise ValueError("this case audits the untruncated, pure-DP random stopping.")
@@ -114,13 +113,13 @@ def case_random_stopping(epsilon=0.75, delta=0.0, gamma=0.1, sensitivity=1.0, lo
             tier = 0 if v < low * sensitivity else (1 if v > high * sensitivity else 2)
             return tier, tier
 
-        tier, _, _ = random_stopping_selection(draw, gamma=gamma, max_runs=None, rng=source)
+        tier, _, _ = random_stopping(draw, plan, source)
         return float(llr[tier])
 
-    budget = random_stopping_budget(PureDP(epsilon), gamma=gamma)
+    plan = RandomStoppingPlan.for_runs(PureDP(epsilon), gamma=gamma)  # untruncated
     return Case("random_stopping_selection (pure, tiers)", mechanism,
                 (np.array([0.0]), np.array([sensitivity])),
-                tuple(claimed_epsilons(budget, (0.0,))), {"noise/2": (0.0,)})
+                tuple(claimed_epsilons(plan.budget, (0.0,))), {"noise/2": (0.0,)})
 
 
 def case_private_parameter_selection(epsilon=2.0, delta=0.0, n=20, d=3, alpha=100.0, R=1.0,
