@@ -54,6 +54,7 @@ seed says; it is here as the pure-DP method for nonsmooth losses and as a refere
 
 import itertools
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -361,6 +362,148 @@ def choose_tau(n, n_params, epsilon, *, sensitivity, lipschitz_l1, radius,
     return best_tau
 
 
+@dataclass(frozen=True)
+class SparseExponentialPlan:
+    """Everything :func:`sparse_exponential` runs with, fixed before the data are read
+    (built by :func:`plan_sparse_exponential` from n, d, K and the declared bounds).
+
+    **Privacy guarantee.** A plan is public (no field depends on the data).
+    ``budget`` = ε-DP is the guarantee of :func:`sparse_exponential` run with it, for
+    one row (x, y) replaced (n, d and the bounds public): for each of the K problems
+    the exponential mechanism at ``epsilon_each`` = ε/K over the public net 𝒩_τ with
+    the score n·F_S(θ) of sensitivity ``score_sensitivity`` (McSherry and Talwar
+    2007, "Mechanism design via differential privacy"; Dwork and Roth 2014, Theorem
+    3.10), composed over the K problems (Dwork and Roth 2014, Theorem 3.16). A plan
+    whose ``score_sensitivity`` is below :func:`score_sensitivity` of its bounds, or
+    whose ``epsilon_each`` exceeds ε/K, is not covered by ``budget``.
+
+    Attributes
+    ----------
+    loss : str
+    loss_param : float
+    n_samples, n_features, n_problems : int
+        n, d and K.
+    n_params : int
+        p = d (+ 1 with an intercept column).
+    sparsity : float
+        s (rows scaled into ‖x‖₁ ≤ √s·R).
+    norm_bound, intercept_scaling, label_bound, radius : float
+        R, c, B and D.
+    tau : float
+        The net's step.
+    net_size : int
+        |𝒩_τ|.
+    score_sensitivity : float
+        Δ_u.
+    epsilon_each : float
+        ε/K.
+    budget : PureDP
+    """
+
+    loss: str
+    loss_param: float
+    n_samples: int
+    n_features: int
+    n_problems: int
+    n_params: int
+    sparsity: float
+    norm_bound: float
+    intercept_scaling: float
+    label_bound: float
+    radius: float
+    tau: float
+    net_size: int
+    score_sensitivity: float
+    epsilon_each: float
+    budget: PureDP
+
+
+def plan_sparse_exponential(n_samples, n_features, n_problems=1, *, loss, loss_param=1.0,
+                            epsilon, radius, tau="auto", norm_bound=1.0, sparsity=None,
+                            intercept_scaling=1.0, label_bound=1.0,
+                            max_net_size=MAX_NET_SIZE):
+    """The net, score sensitivity and guarantee of Ghazi et al. (2024 v1) Algorithm 4
+    for K linear problems, from public numbers (arguments as
+    :func:`sparse_exponential_mechanism`).
+
+    **Privacy guarantee.** Public numbers in, a public plan out; what the plan
+    guarantees is its ``budget``, ε-DP (:class:`SparseExponentialPlan`): Δ_u from
+    :func:`score_sensitivity` for rows scaled into {‖x‖₂ ≤ R, ‖x‖₁ ≤ √s·R} with the
+    intercept column c and targets clipped into [−B, B], ε/K per problem; τ from
+    :func:`choose_tau` (public numbers only) when ``"auto"``.
+
+    Returns
+    -------
+    SparseExponentialPlan
+
+    Raises
+    ------
+    ValueError
+        Without ``radius``, or when the net has more than ``max_net_size`` points.
+    """
+    if radius is None:
+        raise ValueError("The sparse exponential mechanism needs a bounded domain: set "
+                         "radius (the l2 ball the net covers).")
+    n, d, K = int(n_samples), int(n_features), int(n_problems)
+    s = d if sparsity is None else min(float(sparsity), d)
+    c = float(intercept_scaling)
+    p = d + (c > 0)
+    g2 = math.hypot(norm_bound, c)
+    g1 = math.sqrt(s) * norm_bound + c
+    delta_u = score_sensitivity(loss, loss_param, feature_l2=g2, radius=radius,
+                                label_bound=label_bound)
+    eps_k = epsilon / K  # basic composition over the K one-vs-rest problems
+    if isinstance(tau, str) and tau == "auto":
+        lip1 = _derivative_bound(loss, loss_param, radius * g2, label_bound) * g1
+        tau = choose_tau(n, p, eps_k, sensitivity=delta_u, lipschitz_l1=lip1,
+                         radius=radius, max_size=max_net_size)
+    size = sparse_net_size(p, float(tau), float(radius))
+    if size > max_net_size:  # the message of enumerate_net, before the data are read
+        enumerate_net(p, float(tau), float(radius), max_net_size)
+    return SparseExponentialPlan(
+        loss=loss, loss_param=float(loss_param), n_samples=n, n_features=d, n_problems=K,
+        n_params=p, sparsity=s, norm_bound=float(norm_bound), intercept_scaling=c,
+        label_bound=float(label_bound), radius=float(radius), tau=float(tau),
+        net_size=int(size), score_sensitivity=delta_u, epsilon_each=eps_k,
+        budget=PureDP(epsilon))
+
+
+def sparse_exponential(X, targets, plan, rng):
+    """Run a :class:`SparseExponentialPlan`: bound the rows and targets, then one
+    exponential-mechanism draw over the net per problem.
+
+    **Privacy guarantee.** ``plan.budget`` (ε-DP) for one row (x, y) replaced (n, d and
+    the bounds public), for a plan from :func:`plan_sparse_exponential`
+    (:class:`SparseExponentialPlan`). Assumptions: the draw is exact from a secret
+    key. Not covered: the noise when the key is known; the running time, which is
+    that of scoring the whole net.
+
+    Returns
+    -------
+    ndarray of shape (K, p)
+    """
+    n, d = X.shape
+    targets = np.atleast_2d(targets)
+    K, p = plan.n_problems, plan.n_params
+    if (n, d) != (plan.n_samples, plan.n_features) or targets.shape[0] != K:
+        raise ValueError(f"X of shape {X.shape} and {targets.shape[0]} target rows do not "
+                         f"match the plan ({plan.n_samples}, {plan.n_features}; {K} "
+                         "problems).")
+    Xb, yb = bound_inputs(X, targets, plan.loss, norm_bound=plan.norm_bound,
+                          sparsity=plan.sparsity, label_bound=plan.label_bound)
+    blocks = enumerate_net(p, plan.tau, plan.radius, plan.net_size)
+    c = plan.intercept_scaling
+    if c > 0:
+        Xb = sp.hstack([sp.csr_matrix(Xb), np.full((n, 1), c)], format="csr")
+    code = _kernels.LOSS_CODES[plan.loss]
+    theta = np.empty((K, p))
+    for k in range(K):
+        scores = net_scores(Xb, yb[k], blocks, code, plan.loss_param)
+        theta[k] = decode(exponential_mechanism(scores, plan.score_sensitivity,
+                                                plan.epsilon_each, rng), blocks, p)
+    return theta
+
+
 def sparse_exponential_mechanism(X, targets, *, loss, loss_param=1.0, epsilon, radius,
                                  tau="auto", norm_bound=1.0, sparsity=None,
                                  intercept_scaling=1.0, label_bound=1.0, rng,
@@ -404,33 +547,12 @@ def sparse_exponential_mechanism(X, targets, *, loss, loss_param=1.0, epsilon, r
     info : dict
         ``tau``, ``net_size``, ``score_sensitivity``.
     """
-    if radius is None:
-        raise ValueError("The sparse exponential mechanism needs a bounded domain: set "
-                         "radius (the l2 ball the net covers).")
     n, d = X.shape
-    K = np.atleast_2d(targets).shape[0]
-    s = d if sparsity is None else min(float(sparsity), d)
-    c = float(intercept_scaling)
-    p = d + (c > 0)
-    Xb, yb = bound_inputs(X, targets, loss, norm_bound=norm_bound, sparsity=s,
-                          label_bound=label_bound)
-    g2 = math.hypot(norm_bound, c)
-    g1 = math.sqrt(s) * norm_bound + c
-    delta_u = score_sensitivity(loss, loss_param, feature_l2=g2, radius=radius,
-                                label_bound=label_bound)
-    eps_k = epsilon / K  # basic composition over the K one-vs-rest problems
-    if tau == "auto":
-        lip1 = _derivative_bound(loss, loss_param, radius * g2, label_bound) * g1
-        tau = choose_tau(n, p, eps_k, sensitivity=delta_u, lipschitz_l1=lip1,
-                         radius=radius, max_size=max_net_size)
-    blocks = enumerate_net(p, float(tau), float(radius), max_net_size)
-    if c > 0:
-        Xb = sp.hstack([sp.csr_matrix(Xb), np.full((n, 1), c)], format="csr")
-    code = _kernels.LOSS_CODES[loss]
-    theta = np.empty((K, p))
-    for k in range(K):
-        scores = net_scores(Xb, yb[k], blocks, code, float(loss_param))
-        theta[k] = decode(exponential_mechanism(scores, delta_u, eps_k, rng), blocks, p)
-    size = 1 + sum(a.shape[0] * v.shape[0] for a, v in blocks)
-    return theta, PureDP(epsilon), {"tau": float(tau), "net_size": size,
-                                    "score_sensitivity": delta_u}
+    plan = plan_sparse_exponential(
+        n, d, np.atleast_2d(targets).shape[0], loss=loss, loss_param=loss_param,
+        epsilon=epsilon, radius=radius, tau=tau, norm_bound=norm_bound, sparsity=sparsity,
+        intercept_scaling=intercept_scaling, label_bound=label_bound,
+        max_net_size=max_net_size)
+    theta = sparse_exponential(X, targets, plan, rng)
+    return theta, plan.budget, {"tau": plan.tau, "net_size": plan.net_size,
+                                "score_sensitivity": plan.score_sensitivity}
