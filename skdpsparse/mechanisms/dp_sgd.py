@@ -58,6 +58,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit, softmax
 
+from .._kernels.row_margins import dense_row_margins
 from ..accounting import (ApproxDP, DEFAULT_ORDERS,
                           subsampled_without_replacement_discrete_gaussian_rdp)
 from ..accounting.rdp import rdp_to_epsilon
@@ -520,7 +521,11 @@ def dp_sgd(X, targets, plan, rng, *, progress=None):
     for t in range(plan.n_steps):
         idx = np.sort(src.choice(n, b, replace=False))  # a uniform b-subset
         Xb = X[idx]
-        margins = np.asarray(Xb @ W).reshape(b, k) + c
+        # A dense row's margins must not depend on its place in the batch (the
+        # replace-one sensitivity compares two batches holding it); a CSR product
+        # reads each row's entries in its own order already.
+        margins = (np.asarray(Xb @ W).reshape(b, k) if sparse
+                   else dense_row_margins(X, idx, W)) + c
         grad, norms = _per_example(plan.loss, margins, targets[idx])
         norms = norms * row_norm[idx]
         with np.errstate(divide="ignore"):
