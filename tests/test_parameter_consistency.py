@@ -44,8 +44,6 @@ SHARED_DEFAULTS = {
 
 #: (estimator, parameter) -> why its default differs. Exactly today's deviations.
 KNOWN_DEVIATIONS = {
-    ("DPNoisySGDRegressor", "label_bound"):
-        "1.0 without a warning (to align: None, B = 1 with the warning of the others)",
     ("DPSGDRegressor", "label_bound"):
         "'private' (a private quantile at bound_fraction of ε); the others default to "
         "None (B = 1, warned)",
@@ -87,19 +85,13 @@ FORMER_NAMES = {
 }
 
 #: Estimators whose parameters are not keyword-only after the primary ones, today.
-POSITIONAL_DEVIATIONS = {
-    "DPSparseMeanEstimator": "every parameter positional (to align: keyword-only "
-                             "after the first, with a FutureWarning for one release, "
-                             "as DPHeavyTailedRegressor did)",
-    "DPHeavyTailedMean": "as DPSparseMeanEstimator",
-}
+POSITIONAL_DEVIATIONS = {}
 
 #: The primary parameters that may come by position (scikit-learn's convention).
 PRIMARY = {"loss", "estimator", "param_grid"}
 
 #: Estimators that do not put ``verbose`` right before ``random_state``, today.
 ORDER_DEVIATIONS = {
-    ("PrivateParameterSelection", "verbose"): "verbose after random_state",
 }
 
 
@@ -207,3 +199,16 @@ def test_each_rule_catches_a_deviating_estimator(monkeypatch, check):
     monkeypatch.setattr(module, "all_estimators", lambda: [*listed, ("_Deviating", _Deviating)])
     with pytest.raises(AssertionError):
         check()
+
+
+@pytest.mark.parametrize("name", ["DPSparseMeanEstimator", "DPHeavyTailedMean"])
+def test_the_means_former_positional_calls_still_work_with_a_warning(name):
+    import skdpsparse
+
+    cls = getattr(skdpsparse, name)
+    with pytest.warns(FutureWarning, match="epsilon, delta as keyword arguments"):
+        est = cls(0.5, 1e-7)
+    assert (est.epsilon, est.delta) == (0.5, 1e-7)
+    with pytest.raises(TypeError, match="multiple values for epsilon"):
+        with pytest.warns(FutureWarning):
+            cls(0.5, epsilon=1.0)

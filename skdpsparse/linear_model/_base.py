@@ -1,10 +1,7 @@
 """What the one-vs-rest private linear classifiers share: the declared label set and
 the prediction methods on the released ``coef_`` / ``intercept_`` (post-processing)."""
 
-import functools
-import inspect
 import math
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -18,54 +15,6 @@ from ..exceptions import warn_privacy_leak
 #: The quantile that a bound declared ``"private"`` releases (rows above it are
 #: scaled or clipped to it, never dropped).
 BOUND_QUANTILE = 0.95
-
-
-def keyword_only_since(version, legacy_order):
-    """Make the parameters after the first keyword-only, warning for one release.
-
-    The decorated ``__init__`` declares them after ``*``; a call that still passes
-    them by position (in ``legacy_order``, the former signature's order) gets them
-    by name with a ``FutureWarning`` naming them (scikit-learn's deprecation of
-    positional arguments, done here without its private helper). The signature
-    that ``get_params`` and ``clone`` read is the new one (``functools.wraps``).
-
-    Parameters
-    ----------
-    version : str
-        The release in which the positional use stops working.
-    legacy_order : sequence of str
-        The keyword-only names, in the order they used to take by position.
-    """
-    legacy_order = tuple(legacy_order)
-
-    def decorate(init):
-        n_positional = sum(p.kind == p.POSITIONAL_OR_KEYWORD
-                           for p in inspect.signature(init).parameters.values())
-
-        @functools.wraps(init)
-        def wrapper(*args, **kwargs):
-            extra = args[n_positional:]
-            if extra:
-                names = legacy_order[:len(extra)]
-                if len(extra) > len(legacy_order):
-                    raise TypeError(f"{init.__qualname__} takes at most "
-                                    f"{n_positional + len(legacy_order) - 1} positional "
-                                    f"arguments, got {len(args) - 1}.")
-                warnings.warn(
-                    f"Pass {', '.join(names)} as keyword arguments: from {version} "
-                    f"passing them by position will be an error (every estimator of "
-                    "skdpsparse takes its parameters after the first by keyword).",
-                    FutureWarning, stacklevel=2)
-                clash = sorted(set(names) & set(kwargs))
-                if clash:
-                    raise TypeError(f"{init.__qualname__} got multiple values for "
-                                    f"{', '.join(clash)}.")
-                kwargs.update(zip(names, extra))
-            return init(*args[:n_positional], **kwargs)
-
-        return wrapper
-
-    return decorate
 
 
 def row_l2_norms(X):

@@ -14,8 +14,8 @@ from ..mechanisms.heavy_tailed_sco import ORACLES, heavy_tailed_sco, sco_schedul
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..utils._data import check_fit_input
+from ..utils._params import keyword_only_since
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress
-from ._base import keyword_only_since
 
 _AUTO_ITER_CAP = 1000
 _DEFAULT_RADIUS = 10.0  # used, with a warning, when radius is not declared

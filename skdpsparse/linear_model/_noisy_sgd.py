@@ -303,8 +303,10 @@ class DPNoisySGDRegressor(RegressorMixin, _BaseNoisySGD):
         is at most DG + B, so L = (DG + B)·G (G = √(R_x² + 1), or R_x without
         intercept). Scale the targets to [−B, B] beforehand and keep D modest.
     {shared}
-    label_bound : float, default=1.0
-        B (squared loss only; Huber needs no clipping).
+    label_bound : float or None, default=None
+        B (squared loss only; Huber needs no clipping). ``None``: B = 1, with a
+        warning before anything is read (targets larger than 1 are clipped, which
+        destroys the fit); declare a bound from public knowledge.
     huber_threshold : float, default=1.0
         κ of the Huber loss.
 
@@ -312,6 +314,8 @@ class DPNoisySGDRegressor(RegressorMixin, _BaseNoisySGD):
     ----------
     coef_ : ndarray of shape (n_features,)
     intercept_ : float
+    label_bound_ : float
+        The B the targets were clipped to (1 when ``label_bound`` is None).
     {attrs}
 
     Examples
@@ -321,7 +325,7 @@ class DPNoisySGDRegressor(RegressorMixin, _BaseNoisySGD):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.standard_normal((4000, 5)) / np.sqrt(5)
     >>> y = X @ np.array([0.5, -0.5, 0.0, 0.0, 0.0])
-    >>> reg = DPNoisySGDRegressor(epsilon=1.0, random_state=0).fit(X, y)
+    >>> reg = DPNoisySGDRegressor(epsilon=1.0, label_bound=1.0, random_state=0).fit(X, y)
     >>> reg.coef_.shape, reg.privacy_spent_.epsilon <= 1.0
     ((5,), True)
     """.format(algorithm=_ALGORITHM_DOC, shared=_SHARED_DOC,
@@ -331,12 +335,12 @@ class DPNoisySGDRegressor(RegressorMixin, _BaseNoisySGD):
     _parameter_constraints = {
         **_COMMON_CONSTRAINTS,
         "loss": [Options("squared", "huber")],
-        "label_bound": [_POSITIVE],
+        "label_bound": [_POSITIVE, None],
         "huber_threshold": [_POSITIVE],
     }
 
     def __init__(self, loss="squared", *, epsilon=1.0, delta=1e-6, norm_bound=1.0,
-                 radius=1.0, label_bound=1.0, huber_threshold=1.0, fit_intercept=True,
+                 radius=1.0, label_bound=None, huber_threshold=1.0, fit_intercept=True,
                  noise_calibration="provable", learning_rate="paper", verbose=0,
                  random_state=None):
         self.loss = loss
@@ -373,15 +377,22 @@ class DPNoisySGDRegressor(RegressorMixin, _BaseNoisySGD):
         if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
             return fitted
         validate_params(self, self._parameter_constraints)
+        squared = self.loss == "squared"
+        if squared and self.label_bound is None:
+            # Data-independent: said before anything is read, as the other regressors do.
+            warnings.warn(
+                "label_bound was not declared: targets are clipped to [-1, 1], which "
+                "destroys the fit when they are larger. Declare a bound from public "
+                "knowledge (label_bound=...).", UserWarning, stacklevel=2)
         self._check_y(y)
         (X, y), inputs = fit_input(self, X, y, y_numeric=True)  # sets nothing: see release
-        squared = self.loss == "squared"
+        Y = 1.0 if self.label_bound is None else float(self.label_bound)
         coef, intercept, n_iter, attrs = self._fit_runs(
             X, np.asarray(y, dtype=np.float64)[None, :], self.loss,
-            1.0 if squared else float(self.huber_threshold),
-            float(self.label_bound) if squared else None)
+            1.0 if squared else float(self.huber_threshold), Y if squared else None)
         return release(self, dict(attrs, **inputs, coef_=coef[0],
-                                  intercept_=float(intercept[0]), n_iter_=int(n_iter[0])))
+                                  intercept_=float(intercept[0]), n_iter_=int(n_iter[0]),
+                                  label_bound_=Y))
 
     def predict(self, X):
         """Predictions X w + b.

@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from ..utils._params import keyword_only_since
 from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..mechanisms.heavy_tailed import SCALE_FRACTION
 from ..mechanisms.heavy_tailed_mean import (  # noqa: F401 (check_* re-exported)
@@ -22,6 +23,12 @@ from ..mechanisms.heavy_tailed_mean import (  # noqa: F401 (check_* re-exported)
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ._base import PrivateMeanMixin
+
+
+#: The former positional order of the parameters (by position: a FutureWarning until 0.2).
+_LEGACY_ORDER = ("epsilon", "delta", "moment", "moment_bound", "method", "bounds",
+                 "scale_fraction", "clip_level", "noise", "truncation", "failure_prob",
+                 "n_groups", "center", "smoothing_variance", "shuffle", "random_state")
 
 
 class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
@@ -217,7 +224,8 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         # center is checked against n_features in fit; random_state by fit_random_source.
     }
 
-    def __init__(self, epsilon=1.0, delta=1e-6, moment=2, moment_bound=1.0,
+    @keyword_only_since("0.2", _LEGACY_ORDER)
+    def __init__(self, *, epsilon=1.0, delta=1e-6, moment=2, moment_bound=1.0,
                  method="auto", bounds=None, scale_fraction=SCALE_FRACTION,
                  clip_level="auto", noise="auto", truncation="auto", failure_prob=0.1,
                  n_groups="auto",

@@ -10,8 +10,15 @@ from ..mechanisms.sparse_mean import (
     METHODS, _project_nonnegative, choose_method, private_sparse_mean,
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
+from ..utils._params import keyword_only_since
 from ..base import check_fit_params, distributed_fit, fit_input, release
 from ._base import PrivateMeanMixin
+
+
+#: The former positional order of the parameters (by position: a FutureWarning until 0.2).
+_LEGACY_ORDER = ("epsilon", "delta", "sparsity", "norm_bound", "method", "calibration",
+                 "recovery", "nonnegative", "output", "solver_max_iter", "solver_tol",
+                 "random_state")
 
 
 class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
@@ -145,7 +152,8 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         # random_state is validated by fit_random_source.
     }
 
-    def __init__(self, epsilon=1.0, delta=1e-6, sparsity=None, norm_bound=1.0,
+    @keyword_only_since("0.2", _LEGACY_ORDER)
+    def __init__(self, *, epsilon=1.0, delta=1e-6, sparsity=None, norm_bound=1.0,
                  method="auto", calibration="analytic", recovery="denoising",
                  nonnegative=False, output="dense", solver_max_iter=500, solver_tol=1e-4,
                  random_state=None):

@@ -176,9 +176,6 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
     score_fraction : float, default=0.5
         f in (0, 1), the share of each run's ε₁ spent on its score (1/2 in
         Algorithm 5).
-    random_state : None, int or numpy.random.Generator, default=None
-        ``None`` draws fresh noise; an int makes the noise (and the inner seeds)
-        reproducible by anyone who knows it: for tests and reports only.
     verbose : bool or int, default=0
         ``True``/``1`` (or more): one line per run, in the one progress format
         (:class:`~skdpsparse.utils._progress.Progress`): the run's index, the setting
@@ -188,6 +185,9 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
         release. The lines do reveal the number of runs, which the guarantee does not
         cover either, as the fit's duration does: progress output is for the person
         running the search, never for publication.
+    random_state : None, int or numpy.random.Generator, default=None
+        ``None`` draws fresh noise; an int makes the noise (and the inner seeds)
+        reproducible by anyone who knows it: for tests and reports only.
 
     Attributes
     ----------
@@ -247,7 +247,7 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-6, scoring="accuracy",
                  score_bound=1.0, score_range=(0.0, 1.0), score_chunks="auto", gamma="auto",
                  failure_prob=0.1, budget_split="tight", score_fraction=0.5,
-                 random_state=None, verbose=0):
+                 verbose=0, random_state=None):
         self.estimator = estimator
         self.param_grid = param_grid
         self.epsilon = epsilon
