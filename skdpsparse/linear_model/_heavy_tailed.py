@@ -352,7 +352,8 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = check_fit_input(self, X, reset=False)
-        return np.asarray(X @ self.coef_, dtype=np.float64).ravel() + self.intercept_
+        # In float64 (float32 coef_ times an extreme float32 row would overflow).
+        return np.asarray(X @ self.coef_.astype(np.float64)).ravel() + self.intercept_
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

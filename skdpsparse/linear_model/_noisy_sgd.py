@@ -177,7 +177,9 @@ class _BaseNoisySGD(BaseEstimator):
     def _decision(self, X):
         check_is_fitted(self)
         X = check_fit_input(self, X, reset=False)
-        return np.asarray(X @ np.atleast_2d(self.coef_).T, dtype=np.float64) + self.intercept_
+        # In float64 (float32 coef_ times an extreme float32 row would overflow).
+        return (np.asarray(X @ np.atleast_2d(self.coef_).astype(np.float64).T)
+                + self.intercept_)
 
     def _check_y(self, y):
         if y is None:
