@@ -12,6 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from ..utils._params import keyword_only_since
+from ..utils._progress import VERBOSE_CONSTRAINT, Progress
 from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..mechanisms.heavy_tailed import SCALE_FRACTION
 from ..mechanisms.heavy_tailed_mean import (  # noqa: F401 (check_* re-exported)
@@ -162,6 +163,11 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         groups keep the sizes of the consecutive split: the sensitivity holds for
         every assignment, hence for the mixture (Rényi divergence and the ε-DP
         likelihood ratio are jointly quasi-convex). ``False``: consecutive rows.
+    verbose : bool or int, default=0
+        ``True``/``1`` (or more): progress lines in the one format of the package
+        (``[DPHeavyTailedMean] plan: ...``): the method and n, d (public numbers)
+        before the data are read, then the budget spent once the mean is released. A
+        fit the ledger refuses prints no ``done`` line.
     random_state : None, int or numpy.random.Generator, default=None
         ``None`` draws fresh noise from the operating system. A fixed seed makes the
         noise known to whoever knows the seed: use it for tests and reports only.
@@ -221,6 +227,7 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         "n_groups": [Options("auto"), Interval("integer", 1, None, closed="left")],
         "smoothing_variance": [Interval("real", 0, None, closed="left")],
         "shuffle": [InstanceOf(bool, np.bool_, description="bool")],
+        "verbose": VERBOSE_CONSTRAINT,
         # center is checked against n_features in fit; random_state by fit_random_source.
     }
 
@@ -229,7 +236,8 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
                  method="auto", bounds=None, scale_fraction=SCALE_FRACTION,
                  clip_level="auto", noise="auto", truncation="auto", failure_prob=0.1,
                  n_groups="auto",
-                 center=0.0, smoothing_variance=1.0, shuffle=True, random_state=None):
+                 center=0.0, smoothing_variance=1.0, shuffle=True, verbose=0,
+                 random_state=None):
         self.epsilon = epsilon
         self.delta = delta
         self.moment = moment
@@ -245,6 +253,7 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         self.center = center
         self.smoothing_variance = smoothing_variance
         self.shuffle = shuffle
+        self.verbose = verbose
         self.random_state = random_state
 
     def _resolved_method(self):
@@ -278,12 +287,18 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         # of X instead of two.
         X, input_attrs = fit_input(self, X, ensure_all_finite=False)  # sets nothing
         params = self.get_params()
-        del params["random_state"]
+        del params["random_state"], params["verbose"]
         plan = plan_heavy_tailed_mean(*X.shape, **params)
         if plan.warning is not None:  # public numbers only
             warnings.warn(plan.warning, UserWarning, stacklevel=2)
+        progress = Progress(self.verbose, type(self).__name__)
+        progress.report("plan", detail=f"method={self._resolved_method()}, "
+                        f"n={X.shape[0]}, d={X.shape[1]}, epsilon={self.epsilon}, "
+                        f"delta={self.delta}", seconds=False)
         mean, info = heavy_tailed_mean(X, plan, fit_random_source(self.random_state, self, X))
-        return release(self, dict(input_attrs, **_fitted_attributes(plan, mean, info)))
+        release(self, dict(input_attrs, **_fitted_attributes(plan, mean, info)))
+        progress.report("done", detail=f"released, privacy spent {self.privacy_spent_}")
+        return self
 
 
 def _fitted_attributes(plan, mean, info):

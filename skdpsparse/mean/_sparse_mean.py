@@ -11,6 +11,7 @@ from ..mechanisms.sparse_mean import (
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..utils._params import keyword_only_since
+from ..utils._progress import VERBOSE_CONSTRAINT, Progress
 from ..base import check_fit_params, distributed_fit, fit_input, release
 from ._base import PrivateMeanMixin
 
@@ -103,6 +104,13 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         Iterations of the basis-pursuit solver (``l1_recovery``); post-processing.
     solver_tol : float, default=1e-4
         Relative tolerance of the basis-pursuit solver.
+    verbose : bool or int, default=0
+        ``True``/``1`` (or more): progress lines in the one format of the package
+        (``[DPSparseMeanEstimator] plan: ...``): the method chosen and n, d, s (public
+        numbers) before the data are summed, then the budget spent once the mean is
+        released, with the basis-pursuit iterations of ``l1_recovery`` (post-processing
+        of the released measurements, printed only after the release). A fit the
+        ledger refuses prints no ``done`` line.
     random_state : None, int or numpy.random.Generator, default=None
         ``None`` draws fresh noise from the operating system. A fixed seed makes the
         noise known to whoever knows the seed: use it for tests and reports only.
@@ -149,6 +157,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         "output": [Options("dense", "sparse")],
         "solver_max_iter": [Interval("integer", 1, None, closed="left")],
         "solver_tol": [Interval("real", 0, None, closed="neither")],
+        "verbose": VERBOSE_CONSTRAINT,
         # random_state is validated by fit_random_source.
     }
 
@@ -156,7 +165,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
     def __init__(self, *, epsilon=1.0, delta=1e-6, sparsity=None, norm_bound=1.0,
                  method="auto", calibration="analytic", recovery="denoising",
                  nonnegative=False, output="dense", solver_max_iter=500, solver_tol=1e-4,
-                 random_state=None):
+                 verbose=0, random_state=None):
         self.epsilon = epsilon
         self.delta = delta
         self.sparsity = sparsity
@@ -168,6 +177,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         self.output = output
         self.solver_max_iter = solver_max_iter
         self.solver_tol = solver_tol
+        self.verbose = verbose
         self.random_state = random_state
 
     def fit(self, X, y=None, **fit_params):
@@ -207,6 +217,11 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         if delta > 0 and method == "laplace":
             raise ValueError("method='laplace' is the pure-DP baseline: it needs "
                              f"delta=0, got delta={self.delta!r}.")
+        # Public numbers only before the release (n, d, s and the method chosen from
+        # them); anything computed from the data waits until the ledger has charged.
+        progress = Progress(self.verbose, type(self).__name__)
+        progress.report("plan", detail=f"method={method}, n={n}, d={d}, s={s}, "
+                        f"epsilon={self.epsilon}, delta={delta}", seconds=False)
         if not (sp.issparse(X) and method != "l1_recovery"):
             # Sparse input of the other methods is checked by the exact sums'
             # kernel in its pass (bounded_fixed_sum raises on NaN or infinity).
@@ -227,7 +242,12 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
                      privacy_spent_=budget)
         if "solver" in info:
             attrs["n_iter_"] = int(info["solver"]["n_iter"])
-        return release(self, attrs)  # charges first; a refused fit releases nothing
+        release(self, attrs)  # charges first; a refused fit releases nothing
+        recovery = (f", {self.n_iter_} basis-pursuit iterations" if "solver" in info
+                    else "")
+        progress.report("done", detail=f"released ({method}{recovery}), privacy spent "
+                        f"{budget}")
+        return self
 
     def _declared_nonnegative(self, fitted):
         """``nonnegative`` on a fit that did not apply it itself (the distributed
