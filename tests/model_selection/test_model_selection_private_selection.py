@@ -359,16 +359,17 @@ def test_scikit_learn_scorers_select_the_better_setting(scoring):
 
     if scoring == "make_scorer(f1_score)":
         scoring = make_scorer(f1_score)
-    X, y = _data(4000)
+    X, y = _data(1000)
     # F1 1 against about 0.1; the search misses the better setting only if it never
-    # draws it, with probability at most failure_prob/2 = 5e-4 (gamma="auto"), or if
-    # the chunk-score noise, of scale about 0.03, swaps the two.
-    search = _search(scoring=scoring, epsilon=4.0, failure_prob=1e-3,
+    # draws it, with probability at most failure_prob/2 = 5e-3 (gamma="auto"), or if
+    # the chunk-score noise, of scale about 0.1, swaps the two. (A smaller
+    # failure_prob draws hundreds of runs, each scored by scikit-learn: minutes.)
+    search = _search(scoring=scoring, epsilon=4.0, failure_prob=1e-2,
                      random_state=0).fit(X, y)
     assert search.best_params_ == {"threshold": 0.0}
-    # k = 4000 // 50 = 80 chunks, range (0, 1): Laplace scale (1/80)/ε_score.
+    # k = 1000 // 50 = 20 chunks, range (0, 1): Laplace scale (1/20)/ε_score.
     eps_score = search.run_budget_.epsilon * 1.0  # score_fraction 0.5 of ε₁ each
-    assert search.score_noise_scale_ == pytest.approx((1 / 80) / eps_score)
+    assert search.score_noise_scale_ == pytest.approx((1 / 20) / eps_score)
 
 
 def test_chunked_scorer_sensitivity_holds_for_f1_on_neighbours():
