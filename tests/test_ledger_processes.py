@@ -168,7 +168,7 @@ from skdpsparse._kernels import exact_sampling
 from skdpsparse._kernels.chacha import key_words
 
 KEY = key_words(bytes(range(32)))
-LARGE = 1 << 16  # 16 chunks of the default 4096 entries: the threaded fill
+LARGE = 1 << 17  # 32 chunks of 4096 entries: above grid_noise._MIN_THREADED_DRAWS, threaded
 
 def draw(size):
     return exact_sampling.discrete_noise(size, exact_sampling.DISCRETE_LAPLACE, 1 << 30,
