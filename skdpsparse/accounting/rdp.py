@@ -56,6 +56,19 @@ _WOR_MAX_TIGHT_ORDER = 256
 
 
 # ----------------------------------------------------------------------------- helpers
+def _check_sample_sizes(sample_size, population_size):
+    """Integers with 0 ≤ sample_size ≤ population_size ≥ 1 (sampling without
+    replacement), else a TypeError or ValueError naming them."""
+    for name, v in (("sample_size", sample_size), ("population_size", population_size)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"{name} must be an int, got {v!r}")
+    if population_size < 1 or not 0 <= sample_size <= population_size:
+        raise ValueError(
+            "need 0 <= sample_size <= population_size and population_size >= 1, got "
+            f"sample_size={sample_size!r}, population_size={population_size!r}"
+        )
+
+
 def _orders(orders, *, allow_one=True):
     a = np.array(orders, dtype=float)
     if a.ndim != 1 or a.size == 0:
@@ -559,14 +572,7 @@ def subsampled_without_replacement_gaussian_rdp(
     -------
     RdpCurve
     """
-    for name, v in (("sample_size", sample_size), ("population_size", population_size)):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
-            raise TypeError(f"{name} must be an int, got {v!r}")
-    if population_size < 1 or not 0 <= sample_size <= population_size:
-        raise ValueError(
-            "need 0 <= sample_size <= population_size and population_size >= 1, got "
-            f"sample_size={sample_size!r}, population_size={population_size!r}"
-        )
+    _check_sample_sizes(sample_size, population_size)
     sigma = _positive(noise_multiplier, "noise_multiplier")
     alphas = _orders(orders, allow_one=False)
     if sample_size == 0:

@@ -38,7 +38,6 @@ References
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 from scipy.special import gammaln
@@ -47,6 +46,7 @@ from .budget import _positive
 from .rdp import (
     DEFAULT_ORDERS,
     RdpCurve,
+    _check_sample_sizes,
     _interpolate_cgf,
     _log_comb,
     _log_expm1,
@@ -223,14 +223,7 @@ def subsampled_without_replacement_discrete_gaussian_rdp(
     >>> round(new.to_epsilon(1e-6)[0], 2), round(old.to_epsilon(1e-6)[0], 2)
     (0.99, 5.63)
     """
-    for name, v in (("sample_size", sample_size), ("population_size", population_size)):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
-            raise TypeError(f"{name} must be an int, got {v!r}")
-    if population_size < 1 or not 0 <= sample_size <= population_size:
-        raise ValueError(
-            "need 0 <= sample_size <= population_size and population_size >= 1, got "
-            f"sample_size={sample_size!r}, population_size={population_size!r}"
-        )
+    _check_sample_sizes(sample_size, population_size)
     z = _positive(noise_multiplier, "noise_multiplier")
     alphas = _orders(orders, allow_one=False)
     if sample_size == 0:
