@@ -50,6 +50,12 @@ def _privacy_names(estimator):
     return eps[0], (delta if delta in params else None), _names(params, "random_state")
 
 
+def _verbose_names(estimator):
+    """The ``verbose`` parameters of an estimator (nested ones too, e.g. a Pipeline's
+    and its steps'): the runs are fitted with all of them False."""
+    return _names(estimator.get_params(deep=True), "verbose")
+
+
 def _owner(estimator, eps_name):
     """The (fitted) object whose parameter ``eps_name`` is, e.g. a Pipeline's step."""
     prefix = eps_name[: -len("epsilon")].removesuffix("__")
@@ -112,8 +118,9 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
     worst score, so no exception or warning depends on one row; the settings and
     the stopping coins are data-independent draws from a secret key
     (``random_state=None``). Not covered: the number of runs (which the fit's
-    duration and ``verbose`` output also reveal), the noise when ``random_state`` is
-    fixed, and any release of ``estimator`` made outside this search.
+    duration and this search's own ``verbose`` output also reveal; the runs are
+    fitted with every ``verbose`` of ``estimator`` set to False, so that no inner
+    progress line counts them), the noise when ``random_state`` is fixed, and any release of ``estimator`` made outside this search.
 
     Ledger: the search charges its total once (:func:`~skdpsparse.ledger.charge_budget`)
     and the inner fits, made in this thread with charging suspended, are not charged
@@ -340,6 +347,8 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
                 est.set_params(**{delta_name: run_delta})
             # 256-bit seeds: each run's key is as hard to search as the outer key.
             est.set_params(**{s: rng.secret_int() for s in seed_names})
+            # Silent runs: an inner progress line per run would count them (κ).
+            est.set_params(**{v: False for v in verbose_names})  # bool: Pipeline's too
             start = time.perf_counter()
             with _charges_suspended():  # charged once below, as part of the total
                 est.fit(X, y)
@@ -354,8 +363,11 @@ class PrivateParameterSelection(MetaEstimatorMixin, BaseEstimator):
             progress.report("run", k + 1, None, f"{params} fitted in {seconds:.2f} s")
             return (params, est, seed_names), score
 
+        verbose_names = _verbose_names(self.estimator)
         (params, best, seed_names), _, _ = random_stopping(draw, plan, rng)
         best.set_params(**{s: None for s in seed_names})  # the seed would reveal the noise
+        given = self.estimator.get_params(deep=True)
+        best.set_params(**{v: given[v] for v in verbose_names})  # as it was given
         total = plan.budget
         # Charges first; a refusal leaves the selection unfitted (an earlier fit too).
         release(self, dict(

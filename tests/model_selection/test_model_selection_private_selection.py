@@ -39,8 +39,9 @@ class _ThresholdDP(ClassifierMixin, BaseEstimator):
     reports and charges ``spend_factor`` × its budget like a library estimator."""
 
     def __init__(self, threshold=0.0, epsilon=1.0, delta=1e-6, spend_factor=1.0,
-                 random_state=None):
+                 verbose=0, random_state=None):
         self.threshold = threshold
+        self.verbose = verbose
         self.epsilon = epsilon
         self.delta = delta
         self.spend_factor = spend_factor
@@ -51,6 +52,8 @@ class _ThresholdDP(ClassifierMixin, BaseEstimator):
         eps = self.spend_factor * self.epsilon
         budget = ApproxDP(eps, self.delta) if self.delta else PureDP(eps)
         charge_budget(self, budget)
+        if self.verbose:
+            print(f"[_ThresholdDP] fitted, threshold {self.threshold}")
         self.classes_ = np.array([0, 1])
         self.n_features_in_ = X.shape[1]
         self.privacy_spent_ = budget
@@ -417,6 +420,25 @@ def test_chunked_scorer_never_exceeds_its_sensitivity_on_random_neighbours():
         gap = abs(scorer.chunk_losses(est, X, y, order).mean()
                   - scorer.chunk_losses(est, X2, y2, order).mean())
         assert gap <= scorer.sensitivity(64) + 1e-12
+
+
+def test_the_inner_estimators_verbose_does_not_count_the_runs(capsys):
+    # An inner verbose=1 printed one line per run: the number of runs κ, which Liu and
+    # Talwar's guarantee does not cover (given κ = k the choice is a best-of-k). The
+    # runs are silenced; the released estimator keeps the setting it was given.
+    X, y = _data(500)
+    search = PrivateParameterSelection(_ThresholdDP(verbose=1), {"threshold": [0.0, 2.0]},
+                                       random_state=0).fit(X, y)
+    assert capsys.readouterr().out == ""
+    assert search.best_estimator_.verbose == 1
+    assert search.estimator.verbose == 1
+    # A Pipeline's own verbose prints each step's time on every fit: silenced too.
+    pipe = Pipeline([("id", FunctionTransformer()), ("clf", _ThresholdDP(verbose=1))],
+                    verbose=True)
+    search = PrivateParameterSelection(pipe, {"clf__threshold": [0.0, 2.0]},
+                                       random_state=0).fit(X, y)
+    assert capsys.readouterr().out == ""
+    assert search.best_estimator_.get_params()["verbose"] is True
 
 
 def test_verbose_prints_one_line_per_run(capsys):
