@@ -10,18 +10,15 @@ import tempfile
 # starts the workers, which inherit its environment) and removes at the end: each
 # kernel is compiled about once per run, not once per worker (compilation is more than
 # half of the CPU time of the audits). numba's own saving is not safe for two processes
-# compiling one function at once; the workers save with numba_cache_sharing.save_unique
-# (its docstring says why that is). NUMBA_CACHE_DIR is set before skdpsparse (and numba)
-# is imported below, as a dispatcher chooses its cache folder when it is created; the
-# workers' subprocesses inherit it and save as numba does, as the subprocesses of a
-# serial run share its cache.
+# compiling one function at once; the package saves its kernels through
+# skdpsparse._kernels._cache_safety (its docstring says why), which pytest_configure
+# checks is in place for the shared folder. NUMBA_CACHE_DIR is set before skdpsparse
+# (and numba) is imported below, as a dispatcher chooses its cache folder when it is
+# created; the workers' subprocesses inherit it.
 _XDIST_CACHE = "SKDPSPARSE_XDIST_NUMBA_CACHE"
 _WORKER_CACHE = None
 if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_XDIST_CACHE):
     _WORKER_CACHE = os.environ["NUMBA_CACHE_DIR"] = os.environ[_XDIST_CACHE]
-    import numba_cache_sharing
-
-    numba_cache_sharing.install()
 
 import pytest  # noqa: E402
 
@@ -34,19 +31,23 @@ _OWN_CACHES = []  # the controller's temporary folder, removed at the end
 
 def pytest_configure(config):
     if os.environ.get("PYTEST_XDIST_WORKER"):
+        from numba.core.caching import IndexDataCacheFile
         from numba.core.registry import CPUDispatcher
-        from numba_cache_sharing import installed
+
+        from skdpsparse._kernels import _cache_safety
 
         kernel = next((f for f in vars(exact_sampling).values()
                        if isinstance(f, CPUDispatcher)), None)  # None: NUMBA_DISABLE_JIT
-        where = getattr(getattr(kernel, "_cache", None), "_cache_path", None) or ""
-        if kernel is not None and (_WORKER_CACHE is None or not installed()
+        where = _cache_safety.kernel_cache_path(kernel) or ""
+        safe = (IndexDataCacheFile.save is _cache_safety.scoped_save
+                and _cache_safety._STATE["ours"] == os.path.normpath(where))
+        if kernel is not None and (_WORKER_CACHE is None or not safe
                                    or not where.startswith(_WORKER_CACHE)):
             # numba was imported before this file (by a plugin) or the controller did
             # not run pytest_configure: the kernels would use the in-tree cache.
             raise pytest.UsageError(
                 f"this xdist worker's kernels are cached in {where!r}, not in the run's "
-                "shared cache, or numba_cache_sharing is not installed")
+                "shared cache, or their saves do not go through _cache_safety")
     elif getattr(config.option, "numprocesses", None):  # the xdist controller
         _OWN_CACHES.append(tempfile.mkdtemp(prefix="skdpsparse-numba-"))
         os.environ[_XDIST_CACHE] = _OWN_CACHES[0]

@@ -18,12 +18,22 @@ Conventions:
 * CSR inputs are assumed canonical SciPy parts (column indices in range, no
   duplicates); the loops do not bounds-check them.
 
+Concurrent compilation: the saves of these kernels go through ``_cache_safety`` (two
+processes compiling at once cannot pair one signature with another's machine code).
+
 Caveat for editing: numba invalidates a cached kernel when *its own* source file
 changes, not when a compiled function it calls (from ``_common`` or another module)
 does. After editing a helper, delete ``skdpsparse/_kernels/__pycache__/*.nb[ic]``.
 """
 
-from .linear_losses import (
+from . import _cache_safety, _common
+
+# Every kernel file is in this directory, so numba caches them all in the folder it
+# chose for _common's: route the saves into it through a save that two processes
+# compiling at once cannot corrupt (see _cache_safety).
+_cache_safety.install(_cache_safety.kernel_cache_path(_common.on_grid_nb))
+
+from .linear_losses import (  # noqa: E402
     HINGE,
     HUBER,
     LOGISTIC,
@@ -44,7 +54,7 @@ from .linear_losses import (
     per_example_derivatives,
     per_example_losses,
 )
-from .projections import (
+from .projections import (  # noqa: E402
     l1_ball_threshold,
     linf_distance_to_l2_ball,
     linf_nearest_in_l2_ball,
@@ -52,8 +62,8 @@ from .projections import (
     project_l1_ball,
     project_l2_ball,
 )
-from .prox import prox_elastic_net, prox_l1, prox_l2_squared, soft_threshold
-from .sparse_rows import (
+from .prox import prox_elastic_net, prox_l1, prox_l2_squared, soft_threshold  # noqa: E402
+from .sparse_rows import (  # noqa: E402
     csr_bounded_column_sum,
     csr_bounded_column_sum_rows,
     csr_bounded_column_sum_threaded,

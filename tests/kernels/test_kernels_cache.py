@@ -6,9 +6,18 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from numba.core.registry import CPUDispatcher
 
-from skdpsparse._kernels import _common, linear_losses, projections, prox, sparse_rows
+from skdpsparse._kernels import (
+    _cache_safety,
+    _common,
+    linear_losses,
+    projections,
+    prox,
+    sparse_rows,
+)
 
 MODULES = (_common, projections, prox, sparse_rows, linear_losses)
 
@@ -123,24 +132,21 @@ def _replay(save, tmp_path):
 
 
 def test_numba_saving_can_name_one_signature_beside_another_signatures_code(tmp_path):
-    """The race numba_cache_sharing exists for, replayed on numba's own save: the index
-    names B's signature beside A's code (if this fails, numba's saving changed: check
-    numba_cache_sharing.save_unique against the new code before dropping it)."""
-    import numba_cache_sharing
-
-    loaded = _replay(numba_cache_sharing.NUMBA_SAVE, tmp_path)
+    """The race _cache_safety exists for, replayed on numba's own save: the index names
+    B's signature beside A's code (if this fails, numba's saving changed: check
+    _cache_safety.save_unique against the new code before dropping it)."""
+    loaded = _replay(_cache_safety.NUMBA_SAVE, tmp_path)
     assert loaded["signature B"] == "code of A"
 
 
-def test_shared_cache_saving_never_names_another_signatures_code(tmp_path):
+def test_unique_saving_never_names_another_signatures_code(tmp_path):
     """save_unique in the same order, and with B's save at every step of A's: each
     key loads its own code or nothing (a dropped entry is compiled again)."""
     from numba.core.caching import IndexDataCacheFile
 
-    import numba_cache_sharing
-
+    save_unique = _cache_safety.save_unique
     (tmp_path / "replay").mkdir()
-    loaded = _replay(numba_cache_sharing.save_unique, tmp_path / "replay")
+    loaded = _replay(save_unique, tmp_path / "replay")
     assert loaded == {"signature A": None, "signature B": "code of B"}  # A's entry dropped
     for step in ("_save_data", "_load_index", "_save_index"):
         folder = tmp_path / step
@@ -151,12 +157,36 @@ def test_shared_cache_saving_never_names_another_signatures_code(tmp_path):
 
         def then_b(*args, original=original, b=b):
             result = original(*args)
-            numba_cache_sharing.save_unique(b, "signature B", "code of B")
+            save_unique(b, "signature B", "code of B")
             return result
 
         setattr(a, step, then_b)
-        numba_cache_sharing.save_unique(a, "signature A", "code of A")
+        save_unique(a, "signature A", "code of A")
         reader = IndexDataCacheFile(str(folder), "kernel-10.py311", (1.0, 100))
         assert reader.load("signature A") in ("code of A", None), step
         assert reader.load("signature B") in ("code of B", None), step
         assert {reader.load("signature A"), reader.load("signature B")} != {None}, step
+
+
+def test_the_package_routes_its_own_kernels_saves_through_the_unique_save(tmp_path):
+    """Importing skdpsparse makes numba's class-level save the scoped one: the replayed
+    race cannot corrupt this package's cache folder (whatever folder numba chose for
+    it), and another library's folder is saved exactly as numba saves it."""
+    from numba.core.caching import IndexDataCacheFile
+
+    assert IndexDataCacheFile.save is _cache_safety.scoped_save
+    ours = _cache_safety.kernel_cache_path(_common.on_grid_nb)
+    if ours is None:
+        pytest.skip("NUMBA_DISABLE_JIT: nothing is compiled or cached")
+    assert _cache_safety._STATE["ours"] == os.path.normpath(ours)
+    state = dict(_cache_safety._STATE)
+    try:
+        _cache_safety._STATE["ours"] = os.path.normpath(str(tmp_path / "ours"))
+        (tmp_path / "ours").mkdir()
+        (tmp_path / "theirs").mkdir()
+        assert _replay(_cache_safety.scoped_save, tmp_path / "ours") == {
+            "signature A": None, "signature B": "code of B"}
+        assert _replay(_cache_safety.scoped_save, tmp_path / "theirs")["signature B"] == (
+            "code of A")  # numba's behaviour, unchanged for other libraries
+    finally:
+        _cache_safety._STATE.update(state)
