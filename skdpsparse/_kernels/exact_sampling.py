@@ -45,6 +45,7 @@ __all__ = [
     "cks_discrete_noise",
     "discrete_noise",
     "permutation",
+    "shuffled",
     "uniform_integers",
 ]
 
@@ -412,9 +413,23 @@ def uniform_integers(bound, size, key, domain, *, chunk=1 << 16):
 
 @numba.njit(cache=True, _nrt=False)
 def _shuffle_with(io, r, out):
-    for i in range(out.size - 1, 0, -1):  # Fisher–Yates: each of n! orders equally likely
-        j, r = _uniform_below(io, r, i + 1)
+    # Fisher–Yates: each of n! orders equally likely. Step i draws j = _uniform_below(
+    # io, r, i + 1), whose rejection loop reads k = bit length of i bits per try; k is
+    # kept here as i decreases (it drops by one when i falls below a power of two)
+    # instead of recounted bit by bit at every step, which was about a third of the
+    # shuffle's time at n = 10^6. The same bits are read, so the same permutation.
+    i = out.size - 1
+    if i < 1:
+        return
+    k = _bit_length(i)
+    low = np.int64(1) << (k - 1)  # the smallest i with bit length k
+    while i >= 1:
+        if i < low:
+            k -= 1
+            low >>= 1
+        j, r = _uniform_below_bits(io, r, i + 1, k)
         out[i], out[j] = out[j], out[i]
+        i -= 1
 
 
 @numba.njit(cache=True)
@@ -426,6 +441,20 @@ def _shuffle(out, key, domain):
 def permutation(n, key, domain):
     """A uniformly random permutation of ``range(n)`` (Fisher–Yates on exact integers)."""
     out = np.arange(int(n), dtype=np.int64)
+    _shuffle(out, key, int(domain))
+    return out
+
+
+def shuffled(items, key, domain):
+    """``items[permutation(len(items), key, domain)]`` for an integer array, bit for bit,
+    without the index array and the gather: the swaps of Fisher–Yates move the items
+    themselves (the swaps depend on positions only, so the item at position i ends
+    where index i would). Returns a new int64 array; ``items`` is not modified.
+    """
+    items = np.asarray(items)
+    if items.ndim != 1 or items.dtype.kind not in "iu":
+        raise ValueError("items must be a 1-D integer array.")
+    out = np.array(items, dtype=np.int64)  # a copy: the shuffle is in place
     _shuffle(out, key, int(domain))
     return out
 

@@ -64,6 +64,14 @@ def consecutive_groups(n_rows, n_groups):
     return np.repeat(np.arange(bounds.shape[0] - 1, dtype=np.int64), np.diff(bounds))
 
 
+def _groups_shape(groups, n_rows):
+    # The checks of check_groups that do not read the labels.
+    groups = np.asarray(groups)
+    if groups.shape != (n_rows,) or groups.dtype.kind not in "iu":
+        raise ValueError(f"groups must be an integer array of shape ({n_rows},).")
+    return np.ascontiguousarray(groups, dtype=np.int64)
+
+
 def check_groups(groups, n_rows, n_groups):
     """Validate ``groups``: int labels with the group sizes of the consecutive split.
 
@@ -75,17 +83,18 @@ def check_groups(groups, n_rows, n_groups):
     m = effective_n_groups(n_rows, n_groups)
     if groups is None:
         return consecutive_groups(n_rows, m)
-    groups = np.asarray(groups)
-    if groups.shape != (n_rows,) or groups.dtype.kind not in "iu":
-        raise ValueError(f"groups must be an integer array of shape ({n_rows},).")
-    groups = groups.astype(np.int64, copy=False)
+    groups = _groups_shape(groups, n_rows)
     if groups.min() < 0 or groups.max() >= m:
-        raise ValueError(f"group labels must lie in [0, {m}).")
+        raise ValueError(_LABEL_RANGE.format(m=m))
     counts = np.bincount(groups, minlength=m)
     if not np.array_equal(counts, np.diff(group_bounds(n_rows, m))):
-        raise ValueError("groups must have the sizes of the consecutive split "
-                         "(a permutation of consecutive_groups(n_rows, n_groups)).")
-    return np.ascontiguousarray(groups)
+        raise ValueError(_GROUP_SIZES)
+    return groups
+
+
+_LABEL_RANGE = "group labels must lie in [0, {m})."
+_GROUP_SIZES = ("groups must have the sizes of the consecutive split "
+                "(a permutation of consecutive_groups(n_rows, n_groups)).")
 
 
 def _check_scale(scale, n_rows):
@@ -118,16 +127,24 @@ def _group_sums_rows(X, scale, groups, lo, hi, m):
 @njit(cache=True)
 def _group_sums_rows_unscaled(X, groups, lo, hi, m):
     # _group_sums_rows with every scale 1 (shuffled groups, no scale): s·x = x and
-    # (x − x)·1 = x − x exactly, so the same sums without the multiplications.
+    # (x − x)·1 = x − x exactly, so the same sums without the multiplications. The
+    # labels are checked here, in the same pass (check_groups reads them three more
+    # times): returns the sums and the rows per label, or counts of -1 at the first
+    # label outside [0, m), before it is used as an index.
     n, d = X.shape
     sums = np.zeros((m, d))
+    counts = np.zeros(m, dtype=np.int64)
     for i in range(n):
         g = groups[i]
+        if g < 0 or g >= m:
+            counts[:] = -1
+            return sums, counts
+        counts[g] += 1
         row = X[i]
         for j in range(d):
             x = np.float64(row[j])
             sums[g, j] += _clip(x, lo[j], hi[j]) + (x - x)
-    return sums
+    return sums, counts
 
 
 @njit(cache=True)
@@ -160,11 +177,18 @@ def _cwme_scaled_dense_nb(X, scale, groups, tau, m, center, f_order):
 
 
 @njit(cache=True)
-def _cwme_grouped_dense_nb(X, groups, tau, m, center):
-    """:func:`_cwme_scaled_dense_nb` of a C-ordered X with no scale."""
+def _cwme_grouped_dense_nb(X, groups, tau, m, center, sizes):
+    """:func:`_cwme_scaled_dense_nb` of a C-ordered X with no scale, the labels checked
+    in the pass: returns ``(median, 0)``, or ``(empty, 1)`` for a label outside
+    ``[0, m)`` and ``(empty, 2)`` for group sizes other than ``sizes``."""
     lo, hi = _interval(center, tau)
-    return _median_of_group_means(_group_sums_rows_unscaled(X, groups, lo, hi, m),
-                                  X.shape[0])
+    sums, counts = _group_sums_rows_unscaled(X, groups, lo, hi, m)
+    for g in range(m):
+        if counts[g] < 0:
+            return np.empty(0), 1
+        if counts[g] != sizes[g]:
+            return np.empty(0), 2
+    return _median_of_group_means(sums, X.shape[0]), 0
 
 
 @njit(cache=True)
@@ -231,12 +255,18 @@ def cwme_scaled_dense(X, tau, n_groups, center=None, scale=None, groups=None):
     m = effective_n_groups(n, n_groups)
     tau = _check_tau(tau)
     center = _check_center(center, d)
-    groups = check_groups(groups, n, m)
     if not (X.flags.c_contiguous or X.flags.f_contiguous):
         X = np.ascontiguousarray(X)
     f_order = bool(X.flags.f_contiguous and not X.flags.c_contiguous)
     if scale is None and not f_order:
-        return _cwme_grouped_dense_nb(X, groups, tau, m, center)
+        # The estimator's shuffled groups: the labels are checked in the kernel's pass.
+        groups = consecutive_groups(n, m) if groups is None else _groups_shape(groups, n)
+        out, status = _cwme_grouped_dense_nb(X, groups, tau, m, center,
+                                             np.diff(group_bounds(n, m)))
+        if status:
+            raise ValueError(_LABEL_RANGE.format(m=m) if status == 1 else _GROUP_SIZES)
+        return out
+    groups = check_groups(groups, n, m)
     scale = _check_scale(scale, n)
     return _cwme_scaled_dense_nb(X, scale, groups, tau, m, center, f_order)
 

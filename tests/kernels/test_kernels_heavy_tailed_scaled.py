@@ -144,3 +144,28 @@ def test_cwme_shuffled_groups_without_scale_match_reference(layout):
     if layout == "C":
         order = np.argsort(groups, kind="stable")
         np.testing.assert_array_equal(got, cwme_dense(X[order], 0.8, 9, center))
+
+
+def test_shuffled_groups_are_checked_in_the_kernels_pass():
+    # The unscaled C-ordered path checks the labels while it sums (no separate passes):
+    # the same errors as check_groups, for a label out of range at the first row, in
+    # the middle and at the last row, and for wrong sizes with labels in range.
+    X = np.arange(20.0).reshape(10, 2)
+    good = consecutive_groups(10, 3)
+    np.testing.assert_array_equal(cwme_scaled_dense(X, 100.0, 3, groups=good[::-1].copy()),
+                                  cwme_scaled_dense(X, 100.0, 3, groups=good[::-1].copy(),
+                                                    scale=np.ones(10)))
+    for pos, label in [(0, -1), (5, 3), (9, 7)]:
+        bad = good.copy()
+        bad[pos] = label
+        with pytest.raises(ValueError, match="lie in"):
+            cwme_scaled_dense(X, 1.0, 3, groups=bad)
+    with pytest.raises(ValueError, match="sizes"):
+        cwme_scaled_dense(X, 1.0, 3, groups=np.array([0] * 5 + [1] * 3 + [2] * 2))
+    with pytest.raises(ValueError, match="shape"):
+        cwme_scaled_dense(X, 1.0, 3, groups=good[:-1])
+    with pytest.raises(ValueError, match="shape"):
+        cwme_scaled_dense(X, 1.0, 3, groups=good.astype(float))
+    # int32 labels are accepted as int64 ones
+    np.testing.assert_array_equal(cwme_scaled_dense(X, 1.0, 3, groups=good.astype(np.int32)),
+                                  cwme_scaled_dense(X, 1.0, 3, groups=good))
