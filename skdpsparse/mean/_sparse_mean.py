@@ -7,8 +7,10 @@ from sklearn.utils import assert_all_finite
 
 from ..mechanisms.projection import row_bounds
 from ..mechanisms.sparse_mean import (
-    METHODS, _project_nonnegative, choose_method, private_sparse_mean,
+    METHODS, _block_offsets, _project_nonnegative, choose_method, one_hot_block_total,
+    plan_sparse_mean, sparse_mean,
 )
+from .._kernels.projections import project_blocks_simplex_nb
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..utils._params import keyword_only_since
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress
@@ -77,9 +79,11 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         subsampled randomized Hadamard sensing operator (δ > 0 only; see
         :mod:`skdpsparse.mechanisms.l1_recovery` for why its guarantee needs no RIP
         event). ``"gaussian"`` / ``"laplace"``: the dense baselines, same noise, no
-        projection. ``"auto"``: among threshold, the dense release and ℓ1-recovery,
+        projection. ``"auto"``: among threshold, the projection and ℓ1-recovery,
         the one with the smallest error bound (the thresholding oracle inequality,
-        Theorems 3.3–3.4) for (n, d, s, ε, δ, L), chosen without looking at the data.
+        Theorems 3.3–3.4) for (n, d, s, ε, δ, L), chosen without looking at the data
+        (:func:`~skdpsparse.mechanisms.sparse_mean.choose_method`); the projection
+        when ``one_hot_blocks`` is declared.
     calibration : {"analytic", "classic"}, default="analytic"
         Gaussian noise from the analytic Gaussian mechanism (Balle and Wang 2018; valid
         for every ε) or the seed's classic σ = Δ₂√(2 ln(1.25/δ))/ε (valid for ε < 1).
@@ -96,6 +100,28 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         post-processing, no privacy cost). Rows with negative entries are not
         rejected or changed: only the accuracy of the release depends on the
         declaration. Ignored by ``"gaussian"``, ``"laplace"`` and ``"l1_recovery"``.
+    one_hot_blocks : array-like of int or None, default=None
+        Rows declared one-hot: the sizes of the consecutive column blocks, one per
+        encoded field, each row holding exactly one nonzero (``block_value``) in every
+        block, e.g. ``[len(c) for c in OneHotEncoder(categories=cats).categories]``
+        (the declared categories are public, as a schema is). They must add up to
+        the number of features. With ``"threshold"``, ``"projection"`` (and
+        ``"auto"``, which then takes the projection): (1) negative entries of the
+        rows are set to 0 before the bounds (contribution bounding, rows are never
+        refused), so two rows differ by at most √2·L in ℓ2 instead of 2L and the
+        Gaussian noise is √2 smaller (δ > 0; the Laplace noise of δ = 0 is
+        unchanged); (2) the release is projected onto the product of the blocks'
+        simplices {v_b ≥ 0, Σ_j v_bj = t} (post-processing; t from ``block_value``,
+        L and s). Privacy holds whatever the data; a false declaration (rows with
+        negative entries, or not one nonzero per block) only costs accuracy: the
+        clipped negatives bias the mean and the projection pulls it towards the
+        declared simplices. Ignored by ``"gaussian"``, ``"laplace"`` and
+        ``"l1_recovery"``.
+    block_value : float, default=1.0
+        v, the value of a declared row's nonzero in every block: 1 for
+        ``OneHotEncoder``'s output, 1/√k for k blocks after a row ``Normalizer``
+        (both give the same bounded rows when L ≤ 1). Each block of the bounded mean
+        then sums to t = min(v, L/√k, L√s/k). Used only with ``one_hot_blocks``.
     output : {"dense", "sparse"}, default="dense"
         ``"sparse"``: ``mean_`` is a ``scipy.sparse.csr_array`` of shape (1, d) holding
         only the nonzeros (for very large d with threshold or projection, whose
@@ -142,7 +168,7 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
     >>> est = DPSparseMeanEstimator(epsilon=1.0, delta=1e-6, sparsity=5,
     ...                             random_state=0).fit(X)
     >>> est.method_, str(est.privacy_spent_)
-    ('projection', '(1, 1e-06)-DP')
+    ('threshold', '(1, 1e-06)-DP')
     """
 
     _parameter_constraints = {
@@ -154,6 +180,9 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         "calibration": [Options("analytic", "classic")],
         "recovery": [Options("denoising", "exact")],
         "nonnegative": [InstanceOf(bool, np.bool_, description="bool")],
+        "one_hot_blocks": [InstanceOf(list, tuple, np.ndarray,
+                                      description="array-like of int"), None],
+        "block_value": [Interval("real", 0, None, closed="neither")],
         "output": [Options("dense", "sparse")],
         "solver_max_iter": [Interval("integer", 1, None, closed="left")],
         "solver_tol": [Interval("real", 0, None, closed="neither")],
@@ -164,8 +193,8 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
     @keyword_only_since("0.2", _LEGACY_ORDER)
     def __init__(self, *, epsilon=1.0, delta=1e-6, sparsity=None, norm_bound=1.0,
                  method="auto", calibration="analytic", recovery="denoising",
-                 nonnegative=False, output="dense", solver_max_iter=500, solver_tol=1e-4,
-                 verbose=0, random_state=None):
+                 nonnegative=False, one_hot_blocks=None, block_value=1.0, output="dense",
+                 solver_max_iter=500, solver_tol=1e-4, verbose=0, random_state=None):
         self.epsilon = epsilon
         self.delta = delta
         self.sparsity = sparsity
@@ -174,6 +203,8 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         self.calibration = calibration
         self.recovery = recovery
         self.nonnegative = nonnegative
+        self.one_hot_blocks = one_hot_blocks
+        self.block_value = block_value
         self.output = output
         self.solver_max_iter = solver_max_iter
         self.solver_tol = solver_tol
@@ -200,66 +231,83 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
         """
         check_fit_params(self, fit_params)
         if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
-            return self._declared_nonnegative(fitted)
+            return self._declared_structure(fitted)
         validate_params(self, self._parameter_constraints)
         # sets nothing: release() does, after charging. The finiteness check is left
         # to the exact-sum kernel where it runs (one pass over X fewer, below).
         X, input_attrs = fit_input(self, X, ensure_all_finite=False)
-        n, d = X.shape
-        s = d if self.sparsity is None else min(int(self.sparsity), d)
-        delta = 0.0 if self.delta is None else float(self.delta)
-        method = self.method
-        if method == "auto":
-            method = choose_method(n, d, s, self.epsilon, delta, self.norm_bound,
-                                   calibration=self.calibration)
-        if delta == 0 and method in ("gaussian", "l1_recovery"):
-            raise ValueError(f"method={method!r} needs delta > 0; got delta={self.delta!r}.")
-        if delta > 0 and method == "laplace":
-            raise ValueError("method='laplace' is the pure-DP baseline: it needs "
-                             f"delta=0, got delta={self.delta!r}.")
+        plan = self._plan(*X.shape)  # public numbers only, before the data are read
+        method, s = plan.method, self._sparsity(X.shape[1])
         # Public numbers only before the release (n, d, s and the method chosen from
         # them); anything computed from the data waits until the ledger has charged.
         progress = Progress(self.verbose, type(self).__name__)
-        progress.report("plan", detail=f"method={method}, n={n}, d={d}, s={s}, "
-                        f"epsilon={self.epsilon}, delta={delta}", seconds=False)
+        progress.report("plan", detail=f"method={method}, n={X.shape[0]}, d={X.shape[1]}, "
+                        f"s={s}, epsilon={self.epsilon}, delta={self._delta()}",
+                        seconds=False)
         if not (sp.issparse(X) and method != "l1_recovery"):
             # Sparse input of the other methods is checked by the exact sums'
             # kernel in its pass (bounded_fixed_sum raises on NaN or infinity).
             assert_all_finite(X, input_name="X")
-        mean, budget, info = private_sparse_mean(
-            X, method, epsilon=float(self.epsilon), delta=delta,
-            norm_bound=float(self.norm_bound), sparsity=s,
-            rng=fit_random_source(self.random_state, self, X), calibration=self.calibration,
-            recovery=self.recovery,
-            max_iter=self.solver_max_iter, tol=self.solver_tol,
-            nonnegative=bool(self.nonnegative),
-        )
-        if method == "l1_recovery" and info.get("branch") == "gaussian":
-            method = "gaussian"  # Algorithm 2 below its threshold: the dense release ran
+        mean, info = sparse_mean(X, plan, fit_random_source(self.random_state, self, X))
+        method = plan.method_run  # "gaussian" when l1_recovery fell back (Algorithm 2)
         if self.output == "sparse":
             mean = sp.csr_array(mean.reshape(1, -1))
         attrs = dict(input_attrs, mean_=mean, method_=method, sparsity_=s,
-                     privacy_spent_=budget)
+                     privacy_spent_=plan.budget)
         if "solver" in info:
             attrs["n_iter_"] = int(info["solver"]["n_iter"])
         release(self, attrs)  # charges first; a refused fit releases nothing
         recovery = (f", {self.n_iter_} basis-pursuit iterations" if "solver" in info
                     else "")
         progress.report("done", detail=f"released ({method}{recovery}), privacy spent "
-                        f"{budget}")
+                        f"{plan.budget}")
         return self
 
-    def _declared_nonnegative(self, fitted):
-        """``nonnegative`` on a fit that did not apply it itself (the distributed
-        release): the same post-processing of the released ``mean_``."""
-        if not (self.nonnegative and fitted.method_ in ("projection", "threshold")):
+    def _delta(self):
+        return 0.0 if self.delta is None else float(self.delta)
+
+    def _sparsity(self, d):
+        return d if self.sparsity is None else min(int(self.sparsity), d)
+
+    def _plan(self, n, d):
+        """The fit's :class:`~skdpsparse.mechanisms.sparse_mean.SparseMeanPlan` from
+        (n, d) and the parameters: public numbers only."""
+        s, delta = self._sparsity(d), self._delta()
+        method = self.method
+        if method == "auto":
+            method = ("projection" if self.one_hot_blocks is not None else
+                      choose_method(n, d, s, self.epsilon, delta, self.norm_bound,
+                                    calibration=self.calibration))
+        if delta == 0 and method in ("gaussian", "l1_recovery"):
+            raise ValueError(f"method={method!r} needs delta > 0; got delta={self.delta!r}.")
+        if delta > 0 and method == "laplace":
+            raise ValueError("method='laplace' is the pure-DP baseline: it needs "
+                             f"delta=0, got delta={self.delta!r}.")
+        return plan_sparse_mean(
+            n, d, method=method, epsilon=float(self.epsilon), delta=delta,
+            norm_bound=float(self.norm_bound), sparsity=s, calibration=self.calibration,
+            recovery=self.recovery, max_iter=self.solver_max_iter, tol=self.solver_tol,
+            nonnegative=bool(self.nonnegative), one_hot_blocks=self.one_hot_blocks,
+            block_value=float(self.block_value))
+
+    def _declared_structure(self, fitted):
+        """``nonnegative`` and ``one_hot_blocks`` on a fit that did not apply them
+        itself (the distributed release, whose rows are not clipped to be
+        nonnegative: its noise is for 2L/n): the same post-processing of the released
+        ``mean_``."""
+        if fitted.method_ not in ("projection", "threshold") or not (
+                self.nonnegative or self.one_hot_blocks is not None):
             return fitted
         mean = fitted.mean_
         dense = np.array(mean.toarray().ravel() if sp.issparse(mean) else mean,
                          dtype=np.float64)
-        s = fitted.sparsity_
-        _project_nonnegative(dense, row_bounds(float(self.norm_bound), s)[1],
-                             float(self.norm_bound))
+        s, L = fitted.sparsity_, float(self.norm_bound)
+        if self.one_hot_blocks is not None:
+            offsets = np.asarray(_block_offsets(self.one_hot_blocks, dense.size))
+            project_blocks_simplex_nb(dense, offsets, one_hot_block_total(
+                offsets.size - 1, L, s, float(self.block_value)))
+        else:
+            _project_nonnegative(dense, row_bounds(L, s)[1], L)
         dense = dense.astype(np.asarray(mean.data if sp.issparse(mean) else mean).dtype)
         fitted.mean_ = sp.csr_array(dense.reshape(1, -1)) if sp.issparse(mean) else dense
         return fitted

@@ -26,6 +26,8 @@ notes this too). Below d < m ln² m the algorithm is the plain Gaussian mechanis
 seed says.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -36,13 +38,16 @@ from ..utils._data import as_canonical_csr
 from .basis_pursuit import basis_pursuit
 from ..utils._random import as_random_source
 from .noise import add_noise_inplace
-from .projection import bounded_mean, projection_mechanism, row_bounds
+from .projection import (
+    ProjectionPlan, plan_projection, projection, row_bounds,
+)
 from .sensing import SubsampledHadamardSensing
 
 # The distributed fit's steps (sensing_operator, clipped_measurement_total,
 # release_measurements) are internal: gaussian_l1_recovery is the mechanism.
-__all__ = ["MEASUREMENT_CLIP", "gaussian_l1_recovery", "measurement_noise_sigma",
-           "n_measurements", "uses_compressed_sensing"]
+__all__ = ["MEASUREMENT_CLIP", "L1RecoveryPlan", "gaussian_l1_recovery", "l1_recovery",
+           "measurement_noise_sigma", "n_measurements", "plan_l1_recovery",
+           "uses_compressed_sensing"]
 
 #: The seed's RIP constant: ‖Av‖ ≤ (3/2)‖v‖ on sparse v (proof of Theorem 3.4).
 MEASUREMENT_CLIP = 1.5
@@ -94,6 +99,125 @@ def measurement_noise_sigma(n, *, epsilon, delta, norm_bound, calibration="analy
     # (the seed charges the other δ/2 to the RIP event, which clipping makes moot).
     return discrete_gaussian_sigma(sensitivity, epsilon,
                           delta / 2.0 if calibration == "classic" else delta, calibration)
+
+
+@dataclass(frozen=True)
+class L1RecoveryPlan:
+    """The plan of Gaussian ℓ1-recovery (public numbers only), built by
+    :func:`plan_l1_recovery` and run by :func:`l1_recovery`.
+
+    **Privacy guarantee.** A plan is public (no field depends on the data).
+    ``budget`` is the guarantee of :func:`l1_recovery` run with it, one row replaced
+    (n, d, m public): (ε, δ)-DP. Compressed-sensing branch: discrete Gaussian noise of
+    σ (``noise_scale``) on measurements of ℓ2 sensitivity 3L/n
+    (:func:`measurement_noise_sigma`; the computed sum's bound in
+    ``true_sensitivity``, :func:`measurement_mean_sensitivity`). Below the branch's
+    threshold, ``dense`` is the dense Gaussian release's :class:`ProjectionPlan` and
+    its budget is this plan's. A plan with a smaller ``noise_scale`` is not covered
+    by its ``budget``.
+
+    Attributes
+    ----------
+    n_samples, n_features : int
+    norm_bound, sparsity : float
+    n_measurements : int
+        m.
+    branch : {"compressed_sensing", "gaussian"}
+        Which branch runs (d ≥ m ln² m, public numbers).
+    noise_scale : float or None
+        σ of the measurement noise (compressed-sensing branch).
+    sensitivity, true_sensitivity : float or None
+        3L/n and the computed sum's bound (compressed-sensing branch).
+    radius : float or None
+        The basis-pursuit-denoising radius σ√m (0 for ``recovery="exact"``).
+    recovery : {"denoising", "exact"}
+    max_iter : int
+    tol : float
+    calibration : {"analytic", "classic"}
+    dense : ProjectionPlan or None
+        The plan of the Gaussian branch.
+    budget : ApproxDP
+    """
+
+    n_samples: int
+    n_features: int
+    norm_bound: float
+    sparsity: float
+    n_measurements: int
+    branch: str
+    noise_scale: float | None
+    sensitivity: float | None
+    true_sensitivity: float | None
+    radius: float | None
+    recovery: str
+    max_iter: int
+    tol: float
+    calibration: str
+    dense: ProjectionPlan | None
+    budget: object
+
+
+def plan_l1_recovery(n_samples, n_features, *, epsilon, delta, norm_bound, sparsity,
+                     n_measurements_=None, calibration="analytic", recovery="denoising",
+                     max_iter=500, tol=1e-4):
+    """The branch, noise and guarantee of Ghazi et al. (2024 v1) Algorithm 2 from
+    public numbers (see :func:`gaussian_l1_recovery` for the parameters).
+
+    **Privacy guarantee.** Public numbers in, a public plan out; what the plan
+    guarantees is its ``budget`` (:class:`L1RecoveryPlan`), (ε, δ)-DP for one row
+    replaced. Assumptions: its arguments chosen without the data.
+
+    Returns
+    -------
+    L1RecoveryPlan
+    """
+    if not delta > 0:
+        raise ValueError("Gaussian l1-recovery needs delta > 0.")
+    if recovery not in ("denoising", "exact"):
+        raise ValueError(f"recovery must be 'denoising' or 'exact', got {recovery!r}.")
+    n, d = int(n_samples), int(n_features)
+    m = n_measurements(n, d, sparsity, epsilon, delta) if n_measurements_ is None \
+        else int(n_measurements_)
+    common = dict(n_samples=n, n_features=d, norm_bound=float(norm_bound),
+                  sparsity=float(sparsity), n_measurements=m, recovery=recovery,
+                  max_iter=int(max_iter), tol=float(tol), calibration=calibration)
+    if not uses_compressed_sensing(d, m):
+        dense = plan_projection(n, d, epsilon=epsilon, delta=delta, norm_bound=norm_bound,
+                                sparsity=sparsity, calibration=calibration, project=False)
+        return L1RecoveryPlan(branch="gaussian", noise_scale=None, sensitivity=None,
+                              true_sensitivity=None, radius=None, dense=dense,
+                              budget=dense.budget, **common)
+    sigma = measurement_noise_sigma(n, epsilon=epsilon, delta=delta, norm_bound=norm_bound,
+                                    calibration=calibration)
+    sensitivity = 2.0 * MEASUREMENT_CLIP * norm_bound / n
+    event = DiscreteGaussianEvent(sigma / sensitivity)
+    return L1RecoveryPlan(
+        branch="compressed_sensing", noise_scale=sigma, sensitivity=sensitivity,
+        true_sensitivity=measurement_mean_sensitivity(n, m, norm_bound),
+        radius=sigma * np.sqrt(m) if recovery == "denoising" else 0.0, dense=None,
+        budget=with_event(ApproxDP(epsilon, delta), event), **common)
+
+
+def l1_recovery(X, plan, rng):
+    """Run an :class:`L1RecoveryPlan` on the rows of ``X``; returns (estimate, info) as
+    :func:`gaussian_l1_recovery` does (without the budget: ``plan.budget``).
+
+    **Privacy guarantee.** ``plan.budget`` for one row of ``X`` replaced, for a plan
+    from :func:`plan_l1_recovery` (that of :func:`gaussian_l1_recovery`). Not covered:
+    add/remove neighbours; user-level privacy; timing side channels (the solver's
+    iterations read only the noisy measurements).
+    """
+    if X.shape != (plan.n_samples, plan.n_features):
+        raise ValueError(f"X has shape {X.shape}, but the plan is for "
+                         f"({plan.n_samples}, {plan.n_features}).")
+    if plan.branch == "gaussian":
+        z = projection(X, plan.dense, rng)
+        return z, {"branch": "gaussian", "n_measurements": plan.n_measurements}
+    rng = as_random_source(rng)
+    operator = sensing_operator(plan.n_features, plan.n_measurements, rng)
+    total = clipped_measurement_total(X, operator, norm_bound=plan.norm_bound,
+                                      sparsity=plan.sparsity)
+    return _recover(total, operator, plan, rng)
 
 
 def gaussian_l1_recovery(X, *, epsilon, delta, norm_bound, sparsity, rng,
@@ -148,26 +272,12 @@ def gaussian_l1_recovery(X, *, epsilon, delta, norm_bound, sparsity, rng,
         How many measurement vectors the 1.5L scaling touched is data-dependent and
         deliberately not returned.
     """
-    if not delta > 0:
-        raise ValueError("Gaussian l1-recovery needs delta > 0.")
-    n, d = X.shape
-    m = n_measurements(n, d, sparsity, epsilon, delta) if n_measurements_ is None \
-        else int(n_measurements_)
-    if not uses_compressed_sensing(d, m):
-        mean = bounded_mean(X, norm_bound, sparsity)
-        z, budget = projection_mechanism(
-            mean, n, epsilon=epsilon, delta=delta, norm_bound=norm_bound,
-            sparsity=sparsity, rng=rng, calibration=calibration, project=False,
-        )
-        return z, budget, {"branch": "gaussian", "n_measurements": m}
-
-    rng = as_random_source(rng)
-    operator = sensing_operator(d, m, rng)
-    total = clipped_measurement_total(X, operator, norm_bound=norm_bound,
-                                      sparsity=sparsity)
-    return release_measurements(total, n, operator, epsilon=epsilon, delta=delta,
-                                norm_bound=norm_bound, rng=rng, calibration=calibration,
-                                recovery=recovery, max_iter=max_iter, tol=tol)
+    plan = plan_l1_recovery(X.shape[0], X.shape[1], epsilon=epsilon, delta=delta,
+                            norm_bound=norm_bound, sparsity=sparsity,
+                            n_measurements_=n_measurements_, calibration=calibration,
+                            recovery=recovery, max_iter=max_iter, tol=tol)
+    z, info = l1_recovery(X, plan, rng)
+    return z, plan.budget, info
 
 
 def sensing_operator(d, m, rng):
@@ -244,27 +354,48 @@ def release_measurements(total, n, operator, *, epsilon, delta, norm_bound, rng,
     and the floating-point rounding of that sum and of the mean is charged to the noise
     (:func:`measurement_mean_sensitivity`). Not covered: any other ``total``.
     """
-    m = operator.n_measurements
-    d = operator.n_features
+    plan = plan_l1_recovery(n, operator.n_features, epsilon=epsilon, delta=delta,
+                            norm_bound=norm_bound, sparsity=1.0,
+                            n_measurements_=operator.n_measurements,
+                            calibration=calibration, recovery=recovery, max_iter=max_iter,
+                            tol=tol)
+    if plan.branch != "compressed_sensing":  # a caller's m above the branch's threshold
+        plan = _as_compressed_sensing(plan, epsilon, delta)
+    z, info = _recover(total, operator, plan, rng)
+    return z, plan.budget, info
+
+
+def _as_compressed_sensing(plan, epsilon, delta):
+    """The compressed-sensing plan for a given m, whatever the branch rule says (the
+    distributed fit has already chosen the branch)."""
+    from dataclasses import replace
+
+    sigma = measurement_noise_sigma(plan.n_samples, epsilon=epsilon, delta=delta,
+                                    norm_bound=plan.norm_bound, calibration=plan.calibration)
+    sensitivity = 2.0 * MEASUREMENT_CLIP * plan.norm_bound / plan.n_samples
+    return replace(plan, branch="compressed_sensing", noise_scale=sigma,
+                   sensitivity=sensitivity,
+                   true_sensitivity=measurement_mean_sensitivity(
+                       plan.n_samples, plan.n_measurements, plan.norm_bound),
+                   radius=sigma * np.sqrt(plan.n_measurements)
+                   if plan.recovery == "denoising" else 0.0, dense=None,
+                   budget=with_event(ApproxDP(epsilon, delta),
+                                     DiscreteGaussianEvent(sigma / sensitivity)))
+
+
+def _recover(total, operator, plan, rng):
+    """One noise draw on the measurement mean, then basis pursuit and the norm test
+    (post-processing); returns (z, info)."""
+    m, d, n = plan.n_measurements, plan.n_features, plan.n_samples
     b = np.asarray(total, dtype=np.float64) / n
-    sigma = measurement_noise_sigma(
-        n, epsilon=epsilon, delta=delta, norm_bound=norm_bound, calibration=calibration
-    )
-    add_noise_inplace(b, rng, "gaussian", sigma,
-                      sensitivity=2.0 * MEASUREMENT_CLIP * norm_bound / n,
-                      true_sensitivity=measurement_mean_sensitivity(n, m, norm_bound))
-    if recovery == "denoising":
-        radius = sigma * np.sqrt(m)
-    elif recovery == "exact":
-        radius = 0.0
-    else:
-        raise ValueError(f"recovery must be 'denoising' or 'exact', got {recovery!r}.")
-    z, report = basis_pursuit(operator, b, radius=radius, max_iter=max_iter, tol=tol)
+    add_noise_inplace(b, rng, "gaussian", plan.noise_scale, sensitivity=plan.sensitivity,
+                      true_sensitivity=plan.true_sensitivity)
+    z, report = basis_pursuit(operator, b, radius=plan.radius, max_iter=plan.max_iter,
+                              tol=plan.tol)
     z = np.asarray(z, dtype=np.float64)
-    if np.linalg.norm(z) > 2.0 * norm_bound:  # the seed's norm test (post-processing)
+    if np.linalg.norm(z) > 2.0 * plan.norm_bound:  # the seed's norm test (post-processing)
         z = np.zeros(d)
     info = {"branch": "compressed_sensing", "n_measurements": m,
             "solver": {k: v for k, v in report.items() if k != "dual_point"},
-            "sigma": sigma}
-    event = DiscreteGaussianEvent(sigma / (2.0 * MEASUREMENT_CLIP * norm_bound / n))
-    return z, with_event(ApproxDP(epsilon, delta), event), info
+            "sigma": plan.noise_scale}
+    return z, info

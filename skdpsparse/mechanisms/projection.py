@@ -15,6 +15,7 @@ Algorithm 5): a private mean of per-example gradients is a private mean of vecto
 
 import functools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,6 +26,11 @@ from ..accounting import ApproxDP, DiscreteGaussianEvent, DiscreteLaplaceEvent, 
 from ..accounting.discrete import discrete_gaussian_sigma
 from ..utils._data import as_canonical_csr
 from .noise import add_noise_inplace
+
+#: The ℓ2 sensitivity of one row's change, in units of L/n: 2 for any rows (triangle
+#: inequality), √2 for rows clipped to be nonnegative (‖x − x'‖₂² = ‖x‖₂² + ‖x'‖₂² −
+#: 2⟨x, x'⟩ ≤ 2L² since ⟨x, x'⟩ ≥ 0 when both are nonnegative).
+L2_CHANGE = {False: 2.0, True: math.sqrt(2.0)}
 
 
 def row_bounds(norm_bound, sparsity):
@@ -40,7 +46,7 @@ def row_bounds(norm_bound, sparsity):
     return float(norm_bound), float(norm_bound) * np.sqrt(float(sparsity))
 
 
-def bounded_mean(X, norm_bound, sparsity):
+def bounded_mean(X, norm_bound, sparsity, nonnegative_rows=False):
     """Mean of the rows of ``X`` after scaling each into the contribution bounds.
 
     **Privacy guarantee.** None by itself: a deterministic statistic of the data
@@ -53,6 +59,9 @@ def bounded_mean(X, norm_bound, sparsity):
 
     Rows with ‖x‖₂ > L or ‖x‖₁ > L√s are scaled down (never dropped): this is what
     makes the sensitivities below hold for every input. Sparse ``X`` stays sparse.
+    ``nonnegative_rows=True`` first sets every negative entry to 0 (contribution
+    bounding for rows declared nonnegative: the rows are changed, never refused),
+    which lowers the ℓ2 sensitivity to √2·L/n (:data:`L2_CHANGE`); the ℓ1 one stays.
 
     Parameters
     ----------
@@ -61,6 +70,8 @@ def bounded_mean(X, norm_bound, sparsity):
         L, the ℓ2 bound of a row.
     sparsity : float
         s; the ℓ1 bound of a row is L·√s.
+    nonnegative_rows : bool, default=False
+        Clip negative entries to 0 first.
 
     Returns
     -------
@@ -69,6 +80,8 @@ def bounded_mean(X, norm_bound, sparsity):
     l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
     n, d = X.shape
     frac_bits = mean_fixed_point_bits(n, norm_bound)
+    if nonnegative_rows:
+        X = _clip_negative(X)
     if sp.issparse(X):
         X = as_canonical_csr(X)
         sums = bounded_fixed_sum((X.indptr, X.indices, X.data), d, l2_bound, l1_bound,
@@ -77,6 +90,22 @@ def bounded_mean(X, norm_bound, sparsity):
         sums = bounded_fixed_sum(np.asarray(X), d, l2_bound, l1_bound, frac_bits)
     # The exact sum, then two roundings (to float64, and the division by n), in one pass.
     return fixed_sum_to_mean(sums, frac_bits, n)
+
+
+def _clip_negative(X):
+    """max(X, 0) as a new matrix (sparse stays sparse), after refusing NaN and
+    infinity (the clipping would hide −inf from the exact sum's check)."""
+    from sklearn.utils import assert_all_finite
+
+    if sp.issparse(X):
+        X = as_canonical_csr(X)
+        assert_all_finite(X.data, input_name="X")
+        out = sp.csr_matrix((np.maximum(X.data, 0), X.indices, X.indptr), shape=X.shape)
+        out.has_canonical_format = True  # same structure as X
+        return out
+    X = np.asarray(X)
+    assert_all_finite(X, input_name="X")
+    return np.maximum(X, 0)
 
 
 def mean_fixed_point_bits(n, norm_bound):
@@ -89,7 +118,8 @@ def mean_fixed_point_bits(n, norm_bound):
     return fixed_point_bits(n, float(norm_bound)) if norm_bound > 0 else 0
 
 
-def bounded_mean_sensitivity(n, n_cols, *, norm_bound, sparsity, kind):
+def bounded_mean_sensitivity(n, n_cols, *, norm_bound, sparsity, kind,
+                             nonnegative_rows=False):
     """(claimed, computed) sensitivity of :func:`bounded_mean` for noise ``kind``.
 
     **Privacy guarantee.** None needed: a function of public numbers only (it reads
@@ -98,7 +128,9 @@ def bounded_mean_sensitivity(n, n_cols, *, norm_bound, sparsity, kind):
     sensitivities it returns are proved in its description (the claimed one from
     Ghazi et al. 2024 v1, the computed one our derivation of the float rounding).
 
-    Claimed: 2L/n (ℓ2, Gaussian) or 2L√s/n (ℓ1, Laplace), the paper's. Computed: what
+    Claimed: 2L/n (ℓ2, Gaussian) or 2L√s/n (ℓ1, Laplace), the paper's; √2·L/n in ℓ2
+    with ``nonnegative_rows`` (:data:`L2_CHANGE`: the scaled and rounded rows stay
+    nonnegative, so the same argument bounds them). Computed: what
     the floats :func:`bounded_mean` returns can move, charged by the noise plan
     (:func:`~skdpsparse.mechanisms.noise.plan_grid_noise`): a scaled row is within the
     bounds up to a relative 2⁻³⁰ (the float norm and scaling; rows of up to 2²⁰
@@ -109,7 +141,8 @@ def bounded_mean_sensitivity(n, n_cols, *, norm_bound, sparsity, kind):
     √m (ℓ2) or m (ℓ1) times that per-coordinate slack.
     """
     l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
-    claimed = 2.0 * (l1_bound if kind == "laplace" else l2_bound) / n
+    claimed = (2.0 * l1_bound if kind == "laplace"
+               else L2_CHANGE[bool(nonnegative_rows)] * l2_bound) / n
     per_coord = (math.ldexp(1.0, -mean_fixed_point_bits(n, norm_bound)) / n
                  + 5.0 * 2.0**-53 * l2_bound * (1.0 + 2.0**-30))
     spread = n_cols if kind == "laplace" else math.isqrt(n_cols - 1) + 1
@@ -118,13 +151,15 @@ def bounded_mean_sensitivity(n, n_cols, *, norm_bound, sparsity, kind):
 
 
 @functools.lru_cache(maxsize=4096)  # numbers in, numbers out; bias-reduced SGD calls it per step
-def mean_noise(n, *, epsilon, delta, norm_bound, sparsity, calibration="analytic"):
+def mean_noise(n, *, epsilon, delta, norm_bound, sparsity, calibration="analytic",
+               nonnegative_rows=False):
     """Noise distribution and budget for a mean of n bounded rows.
 
     Replacement neighbours change one row z_i into z_i'; both lie in the bounded
     domain, so the mean moves by (z_i − z_i')/n with
     ``‖·‖₁ ≤ 2L√s/n`` (Ghazi et al. 2024 v1, proof of Thm 3.2) and ``‖·‖₂ ≤ 2L/n``
-    (proof of Thm 3.3).
+    (proof of Thm 3.3); ``‖·‖₂ ≤ √2·L/n`` when the rows are clipped to be nonnegative
+    (``nonnegative_rows``, :data:`L2_CHANGE`).
 
     Returns
     -------
@@ -142,14 +177,150 @@ def mean_noise(n, *, epsilon, delta, norm_bound, sparsity, calibration="analytic
         # The event lets a ledger compose what ran (b/Δ₁ = 1/ε), not only the ε.
         return ("laplace", 2.0 * l1_bound / (n * epsilon),
                 with_event(PureDP(epsilon), DiscreteLaplaceEvent(1.0 / epsilon)))
-    sigma = discrete_gaussian_sigma(2.0 * l2_bound / n, epsilon, delta, calibration)
-    event = DiscreteGaussianEvent(sigma / (2.0 * l2_bound / n))
+    l2_change = L2_CHANGE[bool(nonnegative_rows)] * l2_bound / n
+    sigma = discrete_gaussian_sigma(l2_change, epsilon, delta, calibration)
+    event = DiscreteGaussianEvent(sigma / l2_change)
     return "gaussian", sigma, with_event(ApproxDP(epsilon, delta), event)
+
+
+@dataclass(frozen=True)
+class ProjectionPlan:
+    """The plan of one projection mechanism (or its dense baseline): public numbers
+    only, built by :func:`plan_projection` and run by :func:`projection`.
+
+    **Privacy guarantee.** A plan is public (no field depends on the data).
+    ``budget`` is the guarantee of :func:`projection` (or
+    :func:`release_bounded_mean` on the :func:`bounded_mean` of the rows) run with it,
+    for one row of the n replaced (n and d public): ε-DP with discrete Laplace noise of
+    scale b = Δ₁/ε, Δ₁ = 2L√s/n (Ghazi et al. 2024 v1, Theorem 3.2), or (ε, δ)-DP with
+    discrete Gaussian noise of σ for Δ₂ = 2L/n (√2·L/n with ``nonnegative_rows``;
+    Canonne, Kamath and Steinke 2020, Theorem 14, and Ghazi et al. 2024 v1, Theorem
+    3.3). The noise is drawn for ``true_sensitivity``, the computed statistic's bound
+    (:func:`bounded_mean_sensitivity`). A plan with a smaller ``noise_scale`` or a
+    larger ``norm_bound`` than :func:`plan_projection` gives is not covered by its
+    ``budget``.
+
+    Attributes
+    ----------
+    n_samples, n_features : int
+    norm_bound : float
+        L, the ℓ2 bound of a row.
+    sparsity : float
+        s; the ℓ1 bound is ``l1_bound`` = L√s.
+    l2_bound, l1_bound : float
+        The contribution bounds (:func:`row_bounds`).
+    nonnegative_rows : bool
+        Negative entries are clipped to 0 before the bounds (Δ₂ = √2·L/n).
+    kind : {"laplace", "gaussian"}
+    noise_scale : float
+        b (Laplace) or σ (Gaussian) per coordinate.
+    sensitivity : float
+        The claimed sensitivity, Δ₁ (Laplace) or Δ₂ (Gaussian).
+    true_sensitivity : float
+        The sensitivity of the floats computed, charged by the noise.
+    budget : PureDP or ApproxDP
+        With the event a ledger composes.
+    calibration : {"analytic", "classic"}
+    project : bool
+        False: the dense baseline (no projection).
+    """
+
+    n_samples: int
+    n_features: int
+    norm_bound: float
+    sparsity: float
+    l2_bound: float
+    l1_bound: float
+    nonnegative_rows: bool
+    kind: str
+    noise_scale: float
+    sensitivity: float
+    true_sensitivity: float
+    budget: object
+    calibration: str
+    project: bool
+
+
+def plan_projection(n_samples, n_features, *, epsilon, delta, norm_bound, sparsity,
+                    calibration="analytic", project=True, nonnegative_rows=False):
+    """The noise and guarantee of Ghazi et al. (2024 v1) Algorithm 1 (or, with
+    ``project=False``, its dense Laplace / Gaussian baseline), from public numbers.
+
+    **Privacy guarantee.** Public numbers in, a public plan out; what the plan
+    guarantees is its ``budget`` (:class:`ProjectionPlan`): ε-DP for δ = 0, (ε, δ)-DP
+    for δ > 0, one row replaced. Assumptions: L, s and the flags chosen without the
+    data.
+
+    Returns
+    -------
+    ProjectionPlan
+    """
+    kind, scale, budget = mean_noise(
+        n_samples, epsilon=epsilon, delta=delta, norm_bound=norm_bound,
+        sparsity=sparsity, calibration=calibration, nonnegative_rows=bool(nonnegative_rows))
+    l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
+    claimed, computed = bounded_mean_sensitivity(
+        n_samples, n_features, norm_bound=norm_bound, sparsity=sparsity, kind=kind,
+        nonnegative_rows=bool(nonnegative_rows))
+    return ProjectionPlan(int(n_samples), int(n_features), float(norm_bound),
+                          float(sparsity), l2_bound, l1_bound, bool(nonnegative_rows), kind,
+                          float(scale), claimed, computed, budget, calibration, bool(project))
+
+
+def release_bounded_mean(mean, plan, rng):
+    """The release of :class:`ProjectionPlan` from the bounded mean of the rows: the
+    planned noise, then (``plan.project``) the projections; returns the estimate.
+
+    **Privacy guarantee.** ``plan.budget`` for one row replaced, *provided* ``mean``
+    is the :func:`bounded_mean` of the n rows with the plan's bounds (and
+    ``nonnegative_rows``); the projections are post-processing. Not covered: any other
+    ``mean``; add/remove neighbours; user-level privacy; timing side channels.
+    """
+    z = np.array(mean, dtype=np.float64, copy=True)
+    if z.shape != (plan.n_features,):
+        raise ValueError(f"mean has shape {z.shape}, but the plan is for "
+                         f"({plan.n_features},).")
+    add_noise_inplace(z, rng, plan.kind, plan.noise_scale, sensitivity=plan.sensitivity,
+                      true_sensitivity=plan.true_sensitivity)
+    if plan.project:
+        # Onto K (the ℓ1 ball of radius L√s), then onto the ℓ2 ball of radius L, which
+        # also contains the bounded mean: a projection onto a convex set containing the
+        # mean never increases the error, and this one caps it at 2L (the "1 ∧" of
+        # Table 1). Scaling keeps z in K. One compiled call that releases the GIL.
+        project_l1_then_l2_nb(z, plan.l1_bound, plan.l2_bound)
+    return z
+
+
+def projection(X, plan, rng):
+    """Run a :class:`ProjectionPlan` on the rows of ``X``: :func:`bounded_mean`, then
+    :func:`release_bounded_mean`.
+
+    **Privacy guarantee.** ``plan.budget`` for one row of ``X`` replaced (n and d
+    public), for a plan from :func:`plan_projection`. Assumptions: a secret random
+    source. Not covered: add/remove neighbours; user-level privacy; timing side
+    channels.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix of shape (plan.n_samples, plan.n_features)
+    plan : ProjectionPlan
+    rng : RandomSource, numpy.random.Generator or None
+
+    Returns
+    -------
+    ndarray of shape (d,), float64
+    """
+    if X.shape != (plan.n_samples, plan.n_features):
+        raise ValueError(f"X has shape {X.shape}, but the plan is for "
+                         f"({plan.n_samples}, {plan.n_features}).")
+    mean = bounded_mean(X, plan.norm_bound, plan.sparsity, plan.nonnegative_rows)
+    return release_bounded_mean(mean, plan, rng)
 
 
 def projection_mechanism(mean, n, *, epsilon, delta, norm_bound, sparsity, rng,
                          calibration="analytic", project=True):
-    """Ghazi et al. (2024 v1) Algorithm 1 on the mean of n rows already scaled into the bounds.
+    """Ghazi et al. (2024 v1) Algorithm 1 on the mean of n rows already scaled into the
+    bounds: :func:`plan_projection`, then :func:`release_bounded_mean`.
 
     **Privacy guarantee.** Protected: one row (neighbouring datasets differ by
     replacing one row; n public), given that ``mean`` is the :func:`bounded_mean` of
@@ -183,19 +354,7 @@ def projection_mechanism(mean, n, *, epsilon, delta, norm_bound, sparsity, rng,
     estimate : ndarray of shape (d,)
     budget : PureDP or ApproxDP
     """
-    kind, scale, budget = mean_noise(
-        n, epsilon=epsilon, delta=delta, norm_bound=norm_bound,
-        sparsity=sparsity, calibration=calibration,
-    )
-    l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
-    z = np.array(mean, dtype=np.float64, copy=True)
-    claimed, computed = bounded_mean_sensitivity(n, z.size, norm_bound=norm_bound,
-                                                 sparsity=sparsity, kind=kind)
-    add_noise_inplace(z, rng, kind, scale, sensitivity=claimed, true_sensitivity=computed)
-    if project:
-        # Onto K (the ℓ1 ball of radius L√s), then onto the ℓ2 ball of radius L, which
-        # also contains the bounded mean: a projection onto a convex set containing the
-        # mean never increases the error, and this one caps it at 2L (the "1 ∧" of
-        # Table 1). Scaling keeps z in K. One compiled call that releases the GIL.
-        project_l1_then_l2_nb(z, l1_bound, l2_bound)
-    return z, budget
+    plan = plan_projection(n, np.shape(mean)[0], epsilon=epsilon, delta=delta,
+                           norm_bound=norm_bound, sparsity=sparsity,
+                           calibration=calibration, project=project)
+    return release_bounded_mean(mean, plan, rng), plan.budget

@@ -28,30 +28,39 @@ and beat the projection by up to 25 %, where soft thresholding at the same λ on
 matched the projection. The output has
 few nonzeros, hence the ``output="sparse"`` option of the estimator.
 
-``"auto"`` (:func:`choose_method`) takes threshold when its worst-case bound
-√(4λ′L√s) (λ′ ≥ ‖ξ‖∞ with probability 1 − β, Fact 2.4; a crude bound on the event
-‖ξ‖∞ ≤ λ′: a killed coordinate errs by |μ_j| ≤ 2λ′, so the projection's Lemma 3.1
-form with 4λ′ for 2‖ξ‖∞) is below the dense release's, else the projection (never
-worse than the dense release: a projection onto a convex set containing the mean);
-with δ > 0, ℓ1-recovery instead when its bound is smaller still. The bound for
-threshold is a heuristic used only to choose. Measured on real rows
-(``benchmarks/real_data/means.py --part sparse``; a first version of the rule took
-threshold always, and this comparison with the dense release was added after that
-run showed thresholding losing to the projection on one-hot rows, so those rows are
-not a held-out test of it; the constant 4 comes from the bound, not from them): on
-hashed text (d = 2¹⁸) thresholding is 5–9× better than the dense release and 2×
-better than the projection, but the rule picks the projection there (its constant 4
-is loose); on one-hot rows (d ≤ 10⁴, n ≥ 4·10⁴) the projection is the better one
-and the rule picks it.
+``"auto"`` (:func:`choose_method`) takes threshold when μ̄ = L√s / min(d, n·s) is
+below the noise's standard deviation, else the projection; with δ > 0, ℓ1-recovery
+instead of the projection when its bound (above) is smaller. μ̄ is the
+per-coordinate signal of the mean if its public ℓ1 mass L√s were spread evenly over
+the largest support n rows of s nonzeros can have (public numbers only). On such a
+mean, thresholding kills the coordinates (each costs μ̄²) and the projection keeps
+them with their noise (each costs about σ²), hence the rule. A former rule compared
+a worst-case bound of thresholding, √(4λ′L√s), with the dense release's; its
+constant 4 was loose and it chose the projection on hashed text where thresholding
+was 2× better. The new rule was checked on generated rows only
+(``make_sparse_vectors``, power-law and uniform columns, n ∈ {2·10³, 2·10⁴}, d ∈
+{2¹², 2¹⁶}, s ∈ {5, 40}, ε ∈ {0.5, 2}, 3 seeds each): thresholding won in every cell
+with μ̄/λ ≤ 0.16 (λ = σ√(2 ln d)) but two near-ties (error ratios 1.00 and 1.07), the
+projection in every cell with μ̄/λ ≥ 0.44, and the rule's cut, μ̄ = σ, is at
+μ̄/λ = 1/√(2 ln d) ≈ 0.21–0.25 there: no constant was fitted. On the real rows of
+``benchmarks/real_data/means.py`` (a test, not a fit) it picks thresholding on
+hashed text (μ̄/σ ≤ 0.2) and the projection on the one-hot tasks (μ̄/σ ≥ 1.3 at
+ε ≥ 1).
 """
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from .l1_recovery import (
-    gaussian_l1_recovery, measurement_noise_sigma, n_measurements, uses_compressed_sensing,
+    L1RecoveryPlan, l1_recovery, measurement_noise_sigma, n_measurements, plan_l1_recovery,
+    uses_compressed_sensing,
 )
-from .._kernels.projections import project_l1_then_l2_nb
-from .projection import bounded_mean, mean_noise, projection_mechanism, row_bounds
+from .._kernels.projections import project_blocks_simplex_nb, project_l1_then_l2_nb
+from .projection import (
+    bounded_mean, mean_noise, plan_projection, release_bounded_mean,
+    row_bounds,
+)
 
 METHODS = ("threshold", "projection", "l1_recovery", "gaussian", "laplace")
 
@@ -118,6 +127,18 @@ def predicted_error(method, n, d, sparsity, epsilon, delta, norm_bound=1.0,
     return min(dense, np.sqrt(2 * L * np.sqrt(s) * linf), 2 * L)
 
 
+def spread_signal(n, d, sparsity, norm_bound=1.0):
+    """μ̄ = L√s / min(d, n·s): the per-coordinate signal of the mean if its public ℓ1
+    mass L√s were spread over the largest support n rows of s nonzeros can have.
+
+    **Privacy guarantee.** None needed: a function of public numbers only (it reads
+    no data), so it can be called freely; neighbouring datasets do not enter.
+    Assumptions: its arguments are public. Not covered: nothing to cover.
+    """
+    s = min(float(sparsity), d)
+    return float(norm_bound) * np.sqrt(s) / min(float(d), float(n) * s)
+
+
 def choose_method(n, d, sparsity, epsilon, delta, norm_bound=1.0, calibration="analytic"):
     """The method to run for (n, d, s, ε, δ, L), data-independent (module notes).
 
@@ -126,18 +147,23 @@ def choose_method(n, d, sparsity, epsilon, delta, norm_bound=1.0, calibration="a
     Assumptions: its arguments are public. Not covered: nothing to cover. Choosing a
     method by it costs no privacy.
 
-    Thresholding when its worst-case bound is below the dense release's (the sparse
-    regime), else the projection (never worse than the dense release); then
-    ℓ1-recovery instead if its bound is smaller still (δ > 0).
+    Thresholding when the spread signal μ̄ (:func:`spread_signal`) is below the noise's
+    standard deviation (σ, or b√2 for Laplace noise), else the projection, or
+    ℓ1-recovery instead if its bound is smaller than the projection's (δ > 0). Why:
+    on a coordinate of signal μ, killing it costs μ², keeping it costs the noise
+    variance; a mean whose mass is spread thinner than the noise loses less by
+    thresholding than by keeping d noisy coordinates the projection lets through.
     """
-    dense = predicted_error("laplace" if delta == 0 else "gaussian", n, d, sparsity,
-                            epsilon, delta, norm_bound, calibration=calibration)
-    thr = predicted_error("threshold", n, d, sparsity, epsilon, delta, norm_bound,
-                          calibration=calibration)
-    best = "threshold" if thr < dense else "projection"
-    if delta > 0:
-        err = thr if best == "threshold" else predicted_error(
-            "projection", n, d, sparsity, epsilon, delta, norm_bound, calibration=calibration)
+    kind, scale, _ = mean_noise(n, epsilon=epsilon, delta=delta, norm_bound=norm_bound,
+                                sparsity=min(float(sparsity), d), calibration=calibration)
+    noise_sd = scale * np.sqrt(2.0) if kind == "laplace" else scale
+    best = ("threshold" if spread_signal(n, d, sparsity, norm_bound) < noise_sd
+            else "projection")
+    if best == "projection" and delta > 0:
+        # Both bounds are of one kind (Lemma 3.1 and Theorem 3.4); thresholding's is a
+        # loose heuristic, and ℓ1-recovery never beat thresholding where measured.
+        err = predicted_error("projection", n, d, sparsity, epsilon, delta, norm_bound,
+                              calibration=calibration)
         if predicted_error("l1_recovery", n, d, sparsity, epsilon, delta, norm_bound,
                            calibration=calibration) < err:
             best = "l1_recovery"
@@ -181,10 +207,213 @@ def _project_nonnegative(z, l1_bound, l2_bound):
     return z
 
 
+def one_hot_block_total(n_blocks, norm_bound, sparsity, block_value=1.0):
+    """The sum of each block of the bounded mean of declared one-hot rows: min(v,
+    L/√k, L√s/k) for k blocks and a row value v (public numbers only).
+
+    **Privacy guarantee.** None needed: a function of public numbers only (it reads
+    no data), so it can be called freely; neighbouring datasets do not enter.
+    Assumptions: its arguments are public. Not covered: nothing to cover.
+
+    A declared row has one entry v in each of its k blocks: ‖x‖₂ = v√k, ‖x‖₁ = vk.
+    Contribution bounding scales it by min(1, L/(v√k), L√s/(vk)), so each of its
+    blocks sums to min(v, L/√k, L√s/k), and so does each block of the mean of such
+    rows. v = 1 is :class:`~sklearn.preprocessing.OneHotEncoder`'s output; after a
+    row ``Normalizer`` it is 1/√k, and both give L/√k when L ≤ 1.
+    """
+    k = float(n_blocks)
+    L = float(norm_bound)
+    return min(float(block_value), L / np.sqrt(k), L * np.sqrt(float(sparsity)) / k)
+
+
+@dataclass(frozen=True)
+class SparseMeanPlan:
+    """The plan of one private sparse mean (public numbers only), built by
+    :func:`plan_sparse_mean` (or :func:`plan_threshold`) and run by
+    :func:`sparse_mean`.
+
+    **Privacy guarantee.** A plan is public (no field depends on the data).
+    ``budget`` is the guarantee of :func:`sparse_mean` run with it: that of
+    ``release`` (:class:`~skdpsparse.mechanisms.projection.ProjectionPlan` or
+    :class:`~skdpsparse.mechanisms.l1_recovery.L1RecoveryPlan`), for one row replaced
+    (n and d public). Everything else in the plan (the threshold, the nonnegative and
+    block projections) is post-processing of that release with public numbers.
+
+    Attributes
+    ----------
+    method : str
+        One of :data:`METHODS`.
+    release : ProjectionPlan or L1RecoveryPlan
+        The private release (noise scale, sensitivity, budget, bounds).
+    threshold : float or None
+        λ of ``"threshold"`` (:func:`noise_threshold`).
+    nonnegative : bool
+        Project onto {v ≥ 0, Σv ≤ L√s} and the ℓ2 ball (post-processing).
+    block_offsets : tuple of int or None
+        The declared one-hot blocks: block b is columns offsets[b]:offsets[b + 1].
+    block_total : float or None
+        The sum of every block of the bounded mean (:func:`one_hot_block_total`).
+    """
+
+    method: str
+    release: object
+    threshold: float | None = None
+    nonnegative: bool = False
+    block_offsets: tuple | None = None
+    block_total: float | None = None
+
+    @property
+    def budget(self):
+        """The guarantee of the release (PureDP or ApproxDP, with its event)."""
+        return self.release.budget
+
+    @property
+    def method_run(self):
+        """What actually runs: ``"gaussian"`` for ℓ1-recovery below its threshold."""
+        if isinstance(self.release, L1RecoveryPlan) and self.release.branch == "gaussian":
+            return "gaussian"
+        return self.method
+
+
+def _block_offsets(one_hot_blocks, n_features):
+    """Offsets of the declared block sizes, checked against d (a clear error naming
+    the parameter)."""
+    sizes = np.asarray(one_hot_blocks)
+    if sizes.ndim != 1 or sizes.size == 0:
+        raise ValueError("one_hot_blocks must be a non-empty 1-D list of block sizes, "
+                         f"got an array of shape {sizes.shape}.")
+    if not (np.issubdtype(sizes.dtype, np.integer)
+            or (np.issubdtype(sizes.dtype, np.floating) and np.all(sizes == np.round(sizes)))):
+        raise ValueError(f"one_hot_blocks must hold integers, got {one_hot_blocks!r}.")
+    sizes = sizes.astype(np.int64)
+    if sizes.min() < 1:
+        raise ValueError(f"one_hot_blocks must be positive sizes, got {sizes.min()}.")
+    if int(sizes.sum()) != int(n_features):
+        raise ValueError(f"one_hot_blocks sums to {int(sizes.sum())} columns, but X has "
+                         f"{int(n_features)} features: declare one size per encoded "
+                         "field (e.g. [len(c) for c in encoder.categories_]).")
+    return tuple(int(v) for v in np.concatenate([[0], np.cumsum(sizes)]))
+
+
+def plan_sparse_mean(n_samples, n_features, *, method, epsilon, delta, norm_bound,
+                     sparsity, calibration="analytic", recovery="denoising", max_iter=500,
+                     tol=1e-4, nonnegative=False, one_hot_blocks=None, block_value=1.0):
+    """The plan of one of :data:`METHODS` from public numbers (no data enters).
+
+    **Privacy guarantee.** Public numbers in, a public plan out; what the plan
+    guarantees is its ``budget`` (:class:`SparseMeanPlan`): ε-DP for δ = 0, (ε, δ)-DP
+    for δ > 0, one row replaced. Assumptions: every argument chosen without the data;
+    the declarations (``nonnegative``, ``one_hot_blocks``) may be false without any
+    privacy cost (they clip the rows or post-process the release).
+
+    ``one_hot_blocks`` (with ``"threshold"`` or ``"projection"``): every row is
+    clipped to be nonnegative before the bounds (contribution bounding), which lowers
+    the Gaussian release's ℓ2 sensitivity from 2L/n to √2·L/n
+    (:data:`~skdpsparse.mechanisms.projection.L2_CHANGE`; the Laplace release's ℓ1
+    sensitivity stays 2L√s/n), and the release is finally projected onto the product
+    of the blocks' simplices {v_b ≥ 0, Σ v_b = t} (t from
+    :func:`one_hot_block_total`). Ignored by the dense baselines and ℓ1-recovery.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
+    if method == "laplace" and delta != 0:
+        raise ValueError("method='laplace' is the pure-DP baseline: set delta=0.")
+    if method == "gaussian" and delta == 0:
+        raise ValueError("method='gaussian' needs delta > 0.")
+    n, d = int(n_samples), int(n_features)
+    if method == "l1_recovery":
+        return SparseMeanPlan("l1_recovery", plan_l1_recovery(
+            n, d, epsilon=epsilon, delta=delta, norm_bound=norm_bound, sparsity=sparsity,
+            calibration=calibration, recovery=recovery, max_iter=max_iter, tol=tol))
+    post = method in ("threshold", "projection")
+    offsets = _block_offsets(one_hot_blocks, d) if one_hot_blocks is not None else None
+    declared = post and offsets is not None
+    release = plan_projection(n, d, epsilon=epsilon, delta=delta, norm_bound=norm_bound,
+                              sparsity=sparsity, calibration=calibration,
+                              project=method == "projection", nonnegative_rows=declared)
+    threshold = None
+    if method == "threshold":
+        threshold = noise_threshold(n, d, epsilon=epsilon, delta=delta,
+                                    norm_bound=norm_bound, sparsity=sparsity,
+                                    calibration=calibration, nonnegative_rows=declared)
+    return SparseMeanPlan(
+        method, release, threshold, nonnegative=bool(nonnegative) and post,
+        block_offsets=offsets if declared else None,
+        block_total=(one_hot_block_total(len(offsets) - 1, norm_bound, sparsity, block_value)
+                     if declared else None))
+
+
+def plan_threshold(n_samples, n_features, *, epsilon, delta, norm_bound, sparsity,
+                   calibration="analytic", nonnegative=False, one_hot_blocks=None,
+                   block_value=1.0):
+    """:func:`plan_sparse_mean` with ``method="threshold"``: the dense release, then
+    hard thresholding at λ (module notes).
+
+    **Privacy guarantee.** That of the dense release it plans (ε-DP for δ = 0,
+    (ε, δ)-DP for δ > 0, one row replaced); λ is public. Assumptions: the arguments
+    chosen without the data.
+    """
+    return plan_sparse_mean(n_samples, n_features, method="threshold", epsilon=epsilon,
+                            delta=delta, norm_bound=norm_bound, sparsity=sparsity,
+                            calibration=calibration, nonnegative=nonnegative,
+                            one_hot_blocks=one_hot_blocks, block_value=block_value)
+
+
+def sparse_mean(X, plan, rng):
+    """Run a :class:`SparseMeanPlan` on the rows of ``X``; returns (estimate, info).
+
+    **Privacy guarantee.** ``plan.budget`` for one row of ``X`` replaced (n and d
+    public), for a plan from :func:`plan_sparse_mean`: the release of ``plan.release``,
+    then post-processing with public numbers only. Assumptions: a secret random
+    source. Not covered: add/remove neighbours; user-level privacy; timing side
+    channels (the solver's iterations read only the noisy release).
+    """
+    release = plan.release
+    if isinstance(release, L1RecoveryPlan):
+        return l1_recovery(X, release, rng)
+    if X.shape != (release.n_samples, release.n_features):
+        raise ValueError(f"X has shape {X.shape}, but the plan is for "
+                         f"({release.n_samples}, {release.n_features}).")
+    mean = bounded_mean(X, release.norm_bound, release.sparsity, release.nonnegative_rows)
+    z = release_bounded_mean(mean, release, rng)
+    return post_process(z, plan), _info(plan)
+
+
+def post_process(z, plan):
+    """The plan's post-processing of the release ``z`` (in place): the threshold, the
+    ℓ1/ℓ2 projection after it, then the declared nonnegative or one-hot projection.
+
+    **Privacy guarantee.** None needed: public numbers applied to a private release,
+    post-processing (Dwork and Roth 2014, Proposition 2.1), so the release keeps its
+    guarantee for the same neighbouring datasets. Not covered: applied to a
+    statistic without noise, its output is not private.
+    """
+    release = plan.release
+    if plan.threshold is not None:
+        z[np.abs(z) <= plan.threshold] = 0.0
+        project_l1_then_l2_nb(z, release.l1_bound, release.l2_bound)
+    if plan.block_offsets is not None:
+        # The product of simplices {v_b ≥ 0, Σ v_b = t} holds the bounded mean of
+        # declared rows and lies inside the nonnegative ℓ1 ball and the ℓ2 ball
+        # (kt ≤ L√s and √k·t ≤ L), so it replaces both projections.
+        project_blocks_simplex_nb(z, np.asarray(plan.block_offsets, dtype=np.int64),
+                                  plan.block_total)
+    elif plan.nonnegative:
+        _project_nonnegative(z, release.l1_bound, release.l2_bound)
+    return z
+
+
+def _info(plan):
+    if plan.threshold is not None:
+        return {"branch": plan.method, "threshold": plan.threshold}
+    return {"branch": plan.method}
+
+
 def private_sparse_mean(X, method, *, epsilon, delta, norm_bound, sparsity, rng,
                         calibration="analytic", recovery="denoising", max_iter=500,
                         tol=1e-4, nonnegative=False):
-    """Run one of :data:`METHODS` on the rows of ``X``; returns (estimate, budget, info).
+    """Run one of :data:`METHODS` on the rows of ``X``; returns (estimate, budget, info):
+    :func:`plan_sparse_mean`, then :func:`sparse_mean`.
 
     **Privacy guarantee.** Protected: one row of ``X`` (neighbouring datasets differ
     by replacing one row; n public). The guarantee of the method run: threshold,
@@ -200,38 +429,16 @@ def private_sparse_mean(X, method, *, epsilon, delta, norm_bound, sparsity, rng,
     {v ≥ 0, Σ_j v_j ≤ L√s} and the ℓ2 ball after the projection or the thresholding
     (post-processing; ignored by the dense baselines and ℓ1-recovery).
     """
-    n = X.shape[0]
-    if method == "l1_recovery":
-        return gaussian_l1_recovery(
-            X, epsilon=epsilon, delta=delta, norm_bound=norm_bound, sparsity=sparsity,
-            rng=rng, calibration=calibration, recovery=recovery, max_iter=max_iter,
-            tol=tol)
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
-    if method == "laplace" and delta != 0:
-        raise ValueError("method='laplace' is the pure-DP baseline: set delta=0.")
-    if method == "gaussian" and delta == 0:
-        raise ValueError("method='gaussian' needs delta > 0.")
-    mean = bounded_mean(X, norm_bound, sparsity)
-    z, budget = projection_mechanism(
-        mean, n, epsilon=epsilon, delta=delta, norm_bound=norm_bound, sparsity=sparsity,
-        rng=rng, calibration=calibration, project=(method == "projection"))
-    if method == "threshold":
-        lam = noise_threshold(n, X.shape[1], epsilon=epsilon, delta=delta,
-                              norm_bound=norm_bound, sparsity=sparsity,
-                              calibration=calibration)
-        z[np.abs(z) <= lam] = 0.0
-        _, l1_bound = row_bounds(norm_bound, sparsity)
-        project_l1_then_l2_nb(z, l1_bound, float(norm_bound))
-        if nonnegative:
-            _project_nonnegative(z, l1_bound, float(norm_bound))
-        return z, budget, {"branch": method, "threshold": lam}
-    if nonnegative and method == "projection":
-        _project_nonnegative(z, row_bounds(norm_bound, sparsity)[1], float(norm_bound))
-    return z, budget, {"branch": method}
+    plan = plan_sparse_mean(X.shape[0], X.shape[1], method=method, epsilon=epsilon,
+                            delta=delta, norm_bound=norm_bound, sparsity=sparsity,
+                            calibration=calibration, recovery=recovery, max_iter=max_iter,
+                            tol=tol, nonnegative=nonnegative)
+    z, info = sparse_mean(X, plan, rng)
+    return z, plan.budget, info
 
 
-def noise_threshold(n, d, *, epsilon, delta, norm_bound, sparsity, calibration="analytic"):
+def noise_threshold(n, d, *, epsilon, delta, norm_bound, sparsity, calibration="analytic",
+                    nonnegative_rows=False):
     """λ of the thresholding (module notes): σ√(2 ln d) for the Gaussian noise of
     the dense release, b·ln d for its Laplace noise; public numbers only.
 
@@ -240,7 +447,8 @@ def noise_threshold(n, d, *, epsilon, delta, norm_bound, sparsity, calibration="
     Assumptions: its arguments are public. Not covered: nothing to cover.
     """
     kind, scale, _ = mean_noise(n, epsilon=epsilon, delta=delta, norm_bound=norm_bound,
-                                sparsity=sparsity, calibration=calibration)
+                                sparsity=sparsity, calibration=calibration,
+                                nonnegative_rows=nonnegative_rows)
     if kind == "laplace":
         return scale * np.log(max(d, 2))
     return scale * np.sqrt(2.0 * np.log(max(d, 2)))

@@ -177,13 +177,18 @@ def test_auto_depends_only_on_public_shape_and_parameters():
     m1 = DPSparseMeanEstimator(sparsity=5, random_state=0).fit(X1).method_
     m2 = DPSparseMeanEstimator(sparsity=5, random_state=0).fit(X2).method_
     assert m1 == m2 == choose_method(1000, 5000, 5, 1.0, 1e-6)
-    # Thresholding where its worst-case bound beats the dense release's (the sparse
-    # regime), else the projection, which never does worse than the dense release
-    # (issue 19).
+    # Thresholding where the spread signal L√s/min(d, ns) is below the noise's
+    # standard deviation (the sparse regime), else the projection (issue 19).
     assert choose_method(1000, 5000, 5, 1.0, 1e-6) == "threshold"
-    assert choose_method(1000, 5000, 5, 1.0, 0.0) == "projection"
+    assert choose_method(1000, 5000, 5, 1.0, 0.0) == "threshold"  # √5/5000 < b√2
     assert choose_method(10_000, 100_000, 10, 1.0, 1e-6) == "threshold"
     assert choose_method(100_000, 5_000, 7, 0.5, 1e-6) == "projection"  # one-hot-like
+    # The cut by hand: hashed-text-like rows threshold, a dense mean projects.
+    from skdpsparse.mechanisms.sparse_mean import spread_signal
+    assert spread_signal(20_000, 2**18, 185) == pytest.approx(np.sqrt(185) / 2**18)
+    assert spread_signal(10**5, 5_000, 7) == pytest.approx(np.sqrt(7) / 5_000)
+    sigma = mean_noise(10**5, epsilon=0.5, delta=1e-6, norm_bound=1.0, sparsity=7)[1]
+    assert sigma < np.sqrt(7) / 5_000  # hence the projection above
 
 
 def test_method_reports_what_ran():
