@@ -1,0 +1,760 @@
+"""The located clipped mean of heavy-tailed columns (``private_clip``, the default of
+:class:`~skdpsparse.mean.DPHeavyTailedMean`): a clipped mean with exact sums and
+discrete noise (:func:`plan_clipped_mean`, :func:`clipped_mean`), and its clipping
+interval located privately from the data by private quantiles
+(:func:`plan_quantile_clipped_mean`, :func:`quantile_clipped_mean`).
+
+Split out of :mod:`skdpsparse.mechanisms.heavy_tailed` (issue 22), which still
+re-exports every public name below. The derivation (budget split, composition, the
+tail model) is in ``doc/derivations/private_means.rst``.
+
+Privacy model: neighbouring datasets differ by *replacing* one row; n and d are
+public. Every row is used: values outside an interval are clipped, never rejected.
+"""
+
+import functools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..accounting import (
+    ZCDP,
+    PureDP,
+    approx_dp_to_zcdp,
+    laplace_scale,
+    zcdp_gaussian_sigma,
+)
+from .heavy_tailed import (
+    _as_data,
+    _check_delta,
+    _check_rng,
+    _check_shape,
+    _count,
+    _positive_finite,
+    _real,
+)
+from .noise import add_noise_inplace
+
+__all__ = []  # public names, listed in doc/api.rst first (tests/test_package_surface.py)
+
+
+#: Default share of the budget spent on locating the clipping interval.
+SCALE_FRACTION = 0.1
+
+
+def box_clipped_mean(X, lower, upper):
+    """Mean of every column clipped into [lower_j, upper_j], in unit coordinates:
+    ū_j = (1/n) Σ_i clip((x_ij − lower_j)/w_j, 0, 1), w_j = upper_j − lower_j (NOT
+    private; a column with w_j = 0 gives 0).
+
+    Each clipped value is rounded to the grid 2^-F (F = 52 − bit_length(n), so every
+    partial sum of n of them is an integer below 2^53) and summed exactly; the sum is
+    the same for every row order and container. Returns (ū, F).
+    """
+    X = _as_data(X)
+    n, d = X.shape
+    lower = np.asarray(lower, dtype=np.float64)
+    width = np.asarray(upper, dtype=np.float64) - lower
+    safe = np.where(width > 0, width, 1.0)
+    frac_bits = 52 - int(n).bit_length()
+
+    def unit(values, cols):
+        with np.errstate(invalid="ignore", over="ignore"):
+            u = (values - lower[cols]) / safe[cols]
+        if not np.all(np.isfinite(values)):
+            raise ValueError("X contains NaN or infinite values.")
+        u = np.clip(u, 0.0, 1.0)
+        u[..., width[cols] <= 0] = 0.0
+        return np.rint(np.ldexp(u, frac_bits))
+
+    if sp.issparse(X):
+        X = X.tocsr()
+        sums = np.bincount(X.indices, weights=unit(X.data, X.indices),
+                           minlength=d).astype(np.float64)  # int64 when X has no entry
+        zeros = n - np.bincount(X.indices, minlength=d)
+        sums += zeros * unit(np.zeros(d), np.arange(d))  # below 2^53: exact
+    else:
+        sums = np.zeros(d, dtype=np.int64)
+        cols = np.arange(d)
+        step = max(1, 2**22 // d)
+        for start in range(0, n, step):
+            sums += unit(X[start:start + step].astype(np.float64), cols).astype(
+                np.int64).sum(axis=0)
+    return np.ldexp(np.asarray(sums, dtype=np.float64), -frac_bits) / n, frac_bits
+
+
+def clipped_mean_sensitivity(n_samples, n_active, frac_bits, kind):
+    """(claimed, computed) sensitivity of :func:`box_clipped_mean` in unit coordinates.
+
+    Claimed: replacing one row moves each of the ``n_active`` coordinates of positive
+    width by at most 1/n (a clipped unit value lies in [0, 1], and rounding to 2^-F
+    keeps it there), so Δ₂ = √m/n and Δ₁ = m/n. Computed: the exact integer sum is
+    converted to float and divided by n, two roundings of a value in [0, 1] on each
+    dataset, at most 5·2^-53 per coordinate in all.
+    """
+    m = int(n_active)
+    per_coord = 1.0 / n_samples
+    spread = m if kind == "laplace" else math.sqrt(m)
+    claimed = spread * per_coord
+    computed = spread * (per_coord + 5.0 * 2.0**-53) * (1.0 + 2.0**-50)
+    del frac_bits  # the rounding to 2^-F stays inside [0, 1]: no slack from it
+    return claimed, computed
+
+
+@dataclass(frozen=True)
+class ClippedMeanPlan:
+    """The plan of one clipped mean with noise (public numbers only: n, d and a
+    public interval per column), built by :func:`plan_clipped_mean` and run by
+    :func:`clipped_mean`.
+
+    **Privacy guarantee.** A plan is public: the interval is stated by the user or
+    released by earlier mechanisms, and every other field is computed from it and
+    (n, d). ``budget`` is the guarantee of :func:`clipped_mean` run with it, for one
+    row of the n replaced: in unit coordinates one row moves each of the
+    ``n_active`` coordinates of positive width by at most 1/n, so Δ₂ = √m/n and
+    Δ₁ = m/n; discrete Gaussian noise of σ = Δ₂/√(2ρ) is ρ-zCDP (Canonne, Kamath and
+    Steinke 2020, "The discrete Gaussian for differential privacy", Theorem 14),
+    discrete Laplace noise of scale Δ₁/ε is ε-DP; the float rounding of the sum and
+    the division (``true_sensitivity``) is charged to the grid noise.
+
+    Attributes
+    ----------
+    n_samples, n_features : int
+    lower, upper : ndarray of shape (d,)
+        The interval of each column (lower ≤ upper).
+    kind : {"gaussian", "laplace"}
+    rho, epsilon : float or None
+        What the release spends (one of them).
+    n_active : int
+        Columns of positive width (the others are the constant ``lower`` and get no
+        noise).
+    noise_scale : float
+        σ or b in unit coordinates (0 when no column is active).
+    sensitivity, true_sensitivity : float
+        Claimed and computed sensitivity in unit coordinates (0 when none is active).
+    budget : ZCDP or PureDP
+    """
+
+    n_samples: int
+    n_features: int
+    lower: np.ndarray = field(compare=False, repr=False)
+    upper: np.ndarray = field(compare=False, repr=False)
+    kind: str
+    rho: float | None
+    epsilon: float | None
+    n_active: int
+    noise_scale: float
+    sensitivity: float
+    true_sensitivity: float
+    budget: object
+
+    @property
+    def width(self):
+        return self.upper - self.lower
+
+
+def plan_clipped_mean(n_samples, lower, upper, *, rho=None, epsilon=None):
+    """The noise of the mean of every column clipped into [lower_j, upper_j], from
+    public numbers (the interval must not be chosen from the data unless it is a
+    release).
+
+    **Privacy guarantee.** Public numbers in, a public plan out; what the plan
+    guarantees is its ``budget`` (:class:`ClippedMeanPlan`): ρ-zCDP (``rho``) or ε-DP
+    (``epsilon``) for one row replaced.
+
+    Parameters
+    ----------
+    n_samples : int
+    lower, upper : array-like of shape (d,)
+        Finite; swapped where lower > upper.
+    rho, epsilon : float
+        Exactly one.
+
+    Returns
+    -------
+    ClippedMeanPlan
+    """
+    if (rho is None) == (epsilon is None):
+        raise ValueError("pass exactly one of rho and epsilon.")
+    n = _count(n_samples, "n_samples")
+    lower = np.atleast_1d(np.asarray(lower, dtype=np.float64))
+    upper = np.atleast_1d(np.asarray(upper, dtype=np.float64))
+    d = max(lower.size, upper.size)
+    lower = np.broadcast_to(lower, (d,)).copy()
+    upper = np.broadcast_to(upper, (d,)).copy()
+    if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
+        raise ValueError("the clipping bounds must be finite.")
+    lower, upper = np.minimum(lower, upper), np.maximum(lower, upper)
+    if not np.all(np.isfinite(upper - lower)):
+        raise ValueError("the clipping interval is too wide for float64.")
+    active = int(np.count_nonzero(upper - lower > 0))
+    kind = "laplace" if rho is None else "gaussian"
+    scale = claimed = computed = 0.0
+    if active:
+        claimed, computed = clipped_mean_sensitivity(n, active, 52 - n.bit_length(), kind)
+        if kind == "laplace":
+            epsilon = _positive_finite(epsilon, "epsilon")
+            scale = laplace_scale(claimed, epsilon)
+        else:
+            rho = _positive_finite(rho, "rho")
+            scale = zcdp_gaussian_sigma(claimed, rho)
+    budget = PureDP(epsilon) if kind == "laplace" else ZCDP(rho)
+    return ClippedMeanPlan(n, d, lower, upper, kind, rho, epsilon, active, scale,
+                           claimed, computed, budget)
+
+
+def clipped_mean(X, plan, rng):
+    """Run a :class:`ClippedMeanPlan`: lower_j + w_j·(ū_j + Z_j), ū the mean of the
+    clipped unit values (:func:`box_clipped_mean`), Z the planned noise.
+
+    **Privacy guarantee.** ``plan.budget`` for one row of ``X`` replaced (n and d
+    public), for a plan from :func:`plan_clipped_mean` (:class:`ClippedMeanPlan`).
+    Assumptions: the plan's interval is public or a release; a secret random source.
+    Not covered: add/remove neighbours; timing side channels.
+
+    Returns
+    -------
+    ndarray of shape (d,)
+    """
+    X = _as_data(X)
+    _check_shape(X, plan)
+    width = plan.width
+    unit, _ = box_clipped_mean(X, plan.lower, plan.upper)
+    if plan.n_active:
+        z = unit[width > 0].copy()
+        add_noise_inplace(z, _check_rng(rng), plan.kind, plan.noise_scale,
+                          sensitivity=plan.sensitivity,
+                          true_sensitivity=plan.true_sensitivity)
+        unit[width > 0] = z
+    return plan.lower + width * unit
+
+
+def private_clipped_mean(X, lower, upper, *, rng, rho=None, epsilon=None):
+    """Mean of every column clipped into the public [lower_j, upper_j], plus noise:
+    :func:`plan_clipped_mean` then :func:`clipped_mean`.
+
+    **Privacy guarantee.** Protected: one row of ``X`` (n and d public). ρ-zCDP
+    (``rho``) or ε-DP (``epsilon``), as :class:`ClippedMeanPlan` states. Assumptions:
+    the interval public (stated or released); a secret random source. Not covered:
+    add/remove neighbours; timing side channels.
+
+    Works in unit coordinates (:func:`box_clipped_mean`), where one row moves each
+    coordinate by at most 1/n, and maps back: the release is
+    lower_j + w_j·(ū_j + Z_j), so each column's noise is proportional to its width
+    (the same total error as one σ for all columns, and small columns keep a small
+    error). ``rho``: discrete Gaussian Z of σ = Δ₂/√(2ρ), Δ₂ = √m/n, ρ-zCDP (Canonne,
+    Kamath and Steinke 2020, Theorem 14). ``epsilon``: discrete Laplace of scale
+    b = Δ₁/ε, Δ₁ = m/n, ε-DP. m counts the columns of positive width (a column with
+    lower_j = upper_j is the constant lower_j and gets no noise).
+
+    Returns
+    -------
+    estimate : ndarray of shape (d,)
+    info : dict with ``kind``, ``scale`` (σ or b, unit coordinates), ``sensitivity``.
+    """
+    if (rho is None) == (epsilon is None):
+        raise ValueError("pass exactly one of rho and epsilon.")
+    X = _as_data(X)
+    n, d = X.shape
+    lower = np.broadcast_to(np.asarray(lower, dtype=np.float64), (d,))
+    upper = np.broadcast_to(np.asarray(upper, dtype=np.float64), (d,))
+    plan = plan_clipped_mean(n, lower, upper, rho=rho, epsilon=epsilon)
+    return clipped_mean(X, plan, rng), _clipped_info(plan)
+
+
+def _clipped_info(plan):
+    return {"kind": plan.kind, "scale": plan.noise_scale, "sensitivity": plan.sensitivity,
+            "n_active": plan.n_active}
+
+
+#: Private quantiles drawn per column: q_α, q_{4α}, the median, q_{1−4α}, q_{1−α}.
+N_DRAWS = 5
+
+#: The share of each tail's modelled bias not trusted to cancel with the other's.
+BIAS_DOUBT = 0.25
+
+#: The widest clipping distance considered, in units of the outer quantile's.
+MAX_STRETCH = 8.0
+
+#: The largest Pareto index a tail is modelled with.
+TAIL_INDEX_MAX = 50.0
+
+#: The inner quantile of each tail is at ``TAIL_RATIO`` times the outer one's level.
+TAIL_RATIO = 4.0
+
+
+def auto_clip_level(n, n_features, *, quantile_epsilon, grid_size, beta=0.05):
+    """The outer tail level α of the private quantiles (public numbers only).
+
+    α·n must exceed the exponential mechanism's rank error
+    (:func:`~skdpsparse.mechanisms.quantile.rank_error`): below it, the draw lands
+    among the grid points beyond the data, which all have the worst score. α = that
+    error over n, at most 1/16 (so that the inner level 4α stays at most 1/4).
+    """
+    from .quantile import rank_error
+    del n_features
+    return min(1.0 / 16.0, rank_error(grid_size, quantile_epsilon, beta) / n)
+
+
+def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None):
+    """The clipping interval of each column from its five private quantiles
+    (post-processing: no privacy cost).
+
+    ``quantiles`` holds q_α, q_{4α}, q_{1/2}, q_{1−4α}, q_{1−α} per column (rows),
+    α = ``level``. Each tail beyond its inner quantile is modelled as Pareto, from the
+    median m: P(X − m > t) = 4α (t/t_in)^{−a} for t ≥ t_in = q_{1−4α} − m, with the
+    index a = ln 4 / ln(t_out/t_in) fitted through the outer quantile (clamped to
+    [1.05, 50]; a tail with t_out = t_in is treated as ending there). Clipping at
+    m + C then loses B(C) = 4α t_in^a C^{1−a}/(a − 1) of the mean on that side. The
+    interval [m − C_lo, m + C_up] minimises (B_up − B_lo)² + (noise_sd·(C_up + C_lo))²
+    over C ∈ t_in·2^{k/4}, k = 0..80 (and C = t_out), at most ``max_stretch`` times
+    t_out (``MAX_STRETCH`` by default): the squared bias left after
+    the two tails' biases cancel, plus the noise of that width (``noise_sd`` is the
+    noise's standard deviation per unit of width). Symmetric tails cancel and keep a
+    tight interval; a heavy tail on one side widens that side only.
+
+    Returns
+    -------
+    lower, upper : ndarrays of shape (d,)
+    """
+    q = np.sort(np.asarray(quantiles, dtype=np.float64), axis=0)  # monotone, post-processing
+    med = q[2]
+    sides = []
+    stretch = MAX_STRETCH if max_stretch is None else float(max_stretch)
+    for t_in, t_out in ((q[3] - med, q[4] - med), (med - q[1], med - q[0])):
+        sides.append(_tail_candidates(t_in, t_out, TAIL_RATIO * level, stretch))
+    (c_up, b_up), (c_lo, b_lo) = sides
+    # err[j, u, l] for every pair of candidates of column j. A modelled bias of up to
+    # 1e300 squares to inf: such a candidate is simply never the argmin (no warning).
+    with np.errstate(over="ignore", invalid="ignore"):
+        err = ((b_up[:, :, None] - b_lo[:, None, :]) ** 2
+               + BIAS_DOUBT * (b_up[:, :, None] ** 2 + b_lo[:, None, :] ** 2)
+               + (noise_sd * (c_up[:, :, None] + c_lo[:, None, :])) ** 2)
+    err = np.where(np.isnan(err), np.inf, err)  # inf − inf: both sides unusable
+    flat = err.reshape(err.shape[0], -1).argmin(axis=1)
+    iu, il = np.unravel_index(flat, err.shape[1:])
+    rows = np.arange(err.shape[0])
+    return med - c_lo[rows, il], med + c_up[rows, iu]
+
+
+def _tail_candidates(t_in, t_out, inner_mass, stretch):
+    """Candidate clipping distances C (d, K) and the modelled bias B(C) of one tail."""
+    k = np.arange(81) / 4.0
+    t_in = np.maximum(t_in, 0.0)
+    t_out = np.maximum(t_out, t_in)
+    base = np.where(t_in > 0, t_in, t_out)
+    C = np.concatenate([base[:, None] * np.exp2(k)[None, :], t_out[:, None]], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        a = np.log(TAIL_RATIO) / np.log(t_out / t_in)
+        a = np.clip(np.where(np.isfinite(a), a, TAIL_INDEX_MAX), 1.05, TAIL_INDEX_MAX)[:, None]
+        bias = inner_mass * base[:, None] ** a * C ** (1.0 - a) / (a - 1.0)
+    ended = (t_out <= t_in)[:, None] | (base[:, None] == 0)
+    bias = np.where(ended, np.where(C >= t_out[:, None], 0.0, np.inf), bias)
+    bias = np.where(np.isfinite(bias), bias, 1e300)
+    # The fitted index is noisy: never extrapolate beyond MAX_STRETCH·t_out.
+    C = np.minimum(C, stretch * np.maximum(t_out, base)[:, None])
+    return C, bias
+
+
+def laplace_epsilon_after(events, epsilon, delta):
+    """The largest ε_m such that ``events`` followed by an ε_m-DP release compose to
+    at most (ε, δ)-DP (:func:`~skdpsparse.accounting.compose_events`, Rényi
+    accounting of both parts), by bisection to a relative 2^-30 (rounded down); 0 if
+    even ε_m → 0 exceeds it."""
+    return _laplace_epsilon_after(tuple(events), float(epsilon), float(delta))
+
+
+@functools.lru_cache(maxsize=256)  # public numbers in, a number out
+def _laplace_epsilon_after(events, epsilon, delta):
+    from ..accounting import PureDPEvent, compose_events
+
+    def total(eps_m):
+        return compose_events(list(events) + [PureDPEvent(eps_m)], delta).epsilon
+
+    lo, hi = 0.0, 4.0 * float(epsilon)  # Rényi accounting can give a pure part ε_m > ε
+    if total(epsilon * 1e-9) > epsilon:
+        return 0.0
+    if total(hi) <= epsilon:
+        return hi
+    while hi - lo > lo * 2.0**-30 + 1e-300:
+        mid = 0.5 * (lo + hi)
+        if total(mid) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def laplace_is_better(n_features, epsilon, delta, scale_fraction=0.0):
+    """Whether, at a target (ε, δ) with δ > 0, the clipped mean of d columns gets
+    less noise as an ε_m-DP Laplace release than as a (1 − f)ρ-zCDP Gaussian one
+    (public numbers only; f = ``scale_fraction`` is what the quantiles take, as fρ).
+    Standard deviations per coordinate, in units of width/n: √2·d/ε_m against
+    √d/√(2(1 − f)ρ), ε_m from :func:`laplace_epsilon_after`. Laplace wins for few
+    columns (d = 1 at ε = 1, δ = 1e-6: about 1.5 against 4.8)."""
+    from ..accounting import ZCDPEvent
+
+    if delta == 0:
+        return True
+    rho = approx_dp_to_zcdp(epsilon, delta)
+    events = [ZCDPEvent(scale_fraction * rho)] if scale_fraction > 0 else []
+    eps_m = laplace_epsilon_after(events, epsilon, delta)
+    if eps_m <= 0:
+        return False
+    return (math.sqrt(2.0) * n_features / eps_m
+            <= math.sqrt(n_features) / math.sqrt(2.0 * (1.0 - scale_fraction) * rho))
+
+
+@dataclass(frozen=True)
+class QuantileClipPlan:
+    """The plan of private_clip (public numbers only): how many private quantiles
+    locate the clipping intervals and at what ε each, and what the clipped mean that
+    follows spends; built by :func:`plan_quantile_clipped_mean`, run by
+    :func:`quantile_clipped_mean`.
+
+    **Privacy guarantee.** A plan is public (n, d, ε, δ, the share f and the public
+    grid; no field depends on the data). ``budget`` is the guarantee of
+    :func:`quantile_clipped_mean` run with it, for one row of the n replaced: the
+    ``n_draws`` exponential-mechanism draws (``draws``: each ε_q-DP, McSherry and
+    Talwar 2007, "Mechanism design via differential privacy", and ε_q-bounded range,
+    hence ε_q²/8-zCDP, Cesar and Rogers 2021, Lemma 3.2; score sensitivity 1 per
+    column, d for the pooled draws of the shared scale) composed adaptively with the
+    clipped mean at ``mean_rho`` (ρ-zCDP, Bun and Steinke 2016, Lemma 2.3) or
+    ``mean_epsilon`` (ε-DP; basic composition for δ = 0, Rényi accounting of both
+    parts for δ > 0, :func:`laplace_epsilon_after`). The interval and the mean's
+    noise scale are computed in the run from the draws' releases (post-processing);
+    the mean's budget is fixed here.
+
+    Attributes
+    ----------
+    n_samples, n_features : int
+    epsilon, delta : float
+        The target.
+    scale_fraction : float
+        f: the draws' share.
+    grid : ndarray
+        The public grid of the quantiles.
+    kind : {"gaussian", "laplace"}
+        The mean's noise.
+    shared : bool
+        One interval [−C, C] for every column from ``SHARED_DRAWS`` pooled draws
+        (:func:`shared_scale_draws`) instead of five draws per column.
+    n_draws : int
+    quantile_epsilon : float
+        ε_q of each draw.
+    level : float
+        α: the outer tail level of the per-column draws, or the level of the pooled
+        upper quantile (shared).
+    max_stretch : float or None
+        Passed to :func:`extrapolated_interval` (1.0 at the cap of α).
+    noise_sd : float
+        The mean's noise per unit of width with every column active (for the
+        extrapolation).
+    mean_rho, mean_epsilon : float or None
+        What the clipped mean spends (one of them).
+    draws : SelfComposedEvent
+    budget : ZCDP, PureDP or ApproxDP, with its event
+    approx_dp : ApproxDP or PureDP
+        The (ε, δ) ``budget`` implies at ``delta``.
+    """
+
+    n_samples: int
+    n_features: int
+    epsilon: float
+    delta: float
+    scale_fraction: float
+    grid: np.ndarray = field(compare=False, repr=False)
+    kind: str
+    shared: bool
+    n_draws: int
+    quantile_epsilon: float
+    level: float
+    max_stretch: float | None
+    noise_sd: float
+    mean_rho: float | None
+    mean_epsilon: float | None
+    draws: object
+    budget: object
+    approx_dp: object
+
+
+def _shared_level(n, grid_size, epsilon_each):
+    """α_s of :func:`shared_scale_draws` (public numbers only)."""
+    from .quantile import rank_error
+    return min(0.25, rank_error(grid_size, epsilon_each) / n)
+
+
+def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
+                               scale_fraction=SCALE_FRACTION, level="auto", grid=None,
+                               noise="auto"):
+    """The budget split and the draws of private_clip, from public numbers
+    (arguments as :func:`private_quantile_clipped_mean`).
+
+    **Privacy guarantee.** Public numbers in, a public plan out; what the plan
+    guarantees is its ``budget`` (:class:`QuantileClipPlan`): ρ-zCDP with ρ =
+    ``approx_dp_to_zcdp(epsilon, delta)`` (Gaussian mean), ε-DP (δ = 0), or
+    (ε, δ)-DP by Rényi accounting of zCDP draws and an ε_m-DP Laplace mean (δ > 0
+    and Laplace chosen). The shared scale is chosen when α from
+    :func:`auto_clip_level` reaches ``SHARED_BELOW_LEVEL`` (public numbers only).
+
+    Returns
+    -------
+    QuantileClipPlan
+    """
+    from ..accounting import (ApproxDP, ComposedEvent, PureDPEvent, SelfComposedEvent,
+                              ZCDPEvent, with_event)
+    from .quantile import geometric_grid, quantile_epsilon
+
+    n = _count(n_samples, "n_samples")
+    d = _count(n_features, "n_features")
+    epsilon = _positive_finite(epsilon, "epsilon")
+    delta = _check_delta(delta)
+    f = _real(scale_fraction, "scale_fraction")
+    if not 0 < f < 1:
+        raise ValueError(f"scale_fraction must be in (0, 1), got {scale_fraction!r}.")
+    grid = geometric_grid() if grid is None else np.asarray(grid, dtype=np.float64)
+    if noise not in ("auto", "gaussian", "laplace"):
+        raise ValueError(f"noise must be 'auto', 'gaussian' or 'laplace', got {noise!r}.")
+    if delta == 0 and noise == "gaussian":
+        raise ValueError("noise='gaussian' needs delta > 0.")
+    # The mean's noise: Laplace (pure ε_m-DP) or Gaussian ((1 − f)ρ-zCDP).
+    laplace = noise == "laplace" or (noise == "auto" and laplace_is_better(d, epsilon, delta, f))
+    rho = approx_dp_to_zcdp(epsilon, delta) if delta > 0 else None
+
+    def each(k):  # ε of each of k draws sharing fρ (zCDP) or fε (pure)
+        return (quantile_epsilon(k, rho=f * rho) if delta > 0
+                else quantile_epsilon(k, epsilon=f * epsilon))
+
+    n_draws = N_DRAWS * d
+    eps_q = each(n_draws)
+    # Too few rows for 5d draws (α at its cap, public numbers only): one scale shared
+    # by all columns instead, from SHARED_DRAWS draws on the pooled |x_ij|.
+    shared = level == "auto" and auto_clip_level(
+        n, d, quantile_epsilon=eps_q, grid_size=grid.size) >= SHARED_BELOW_LEVEL and d > 1
+    if shared:
+        n_draws = SHARED_DRAWS
+        eps_q = each(n_draws)
+    draws = SelfComposedEvent(ZCDPEvent(eps_q**2 / 8.0) if delta > 0 else PureDPEvent(eps_q),
+                              n_draws)
+    eps_m = rho_m = None
+    if delta > 0 and laplace:
+        eps_m = laplace_epsilon_after([draws], epsilon, delta)
+        if eps_m <= 0:
+            raise ValueError("noise='laplace' leaves no budget for the mean at this "
+                             f"(epsilon, delta) = ({epsilon!r}, {delta!r}).")
+    elif laplace:
+        eps_m = epsilon - n_draws * eps_q
+    else:
+        rho_m = rho - n_draws * eps_q**2 / 8.0
+    if shared:
+        alpha = _shared_level(n, grid.size, eps_q)
+    elif level == "auto":
+        alpha = auto_clip_level(n, d, quantile_epsilon=eps_q, grid_size=grid.size)
+    else:
+        alpha = _real(level, "level")
+        if not 0 < alpha < 1.0 / 8.0:
+            raise ValueError(f"level must be in (0, 1/8), got {level!r}.")
+    # The noise per unit of width of the mean that follows (public numbers only).
+    if laplace:
+        noise_sd = math.sqrt(2.0) * d / n / eps_m
+        event = ComposedEvent((draws, PureDPEvent(eps_m)))
+        if delta > 0:  # zCDP draws and a pure release, composed by Rényi accounting
+            budget = with_event(ApproxDP(epsilon, delta), event)
+        else:
+            budget = with_event(PureDP(n_draws * eps_q + eps_m), event)
+    else:
+        noise_sd = math.sqrt(d) / n / math.sqrt(2.0 * rho_m)
+        event = ComposedEvent((draws, ZCDPEvent(rho_m)))
+        budget = with_event(ZCDP(n_draws * eps_q**2 / 8.0 + rho_m), event)
+    # At the cap of α the draws are too noisy to extrapolate from: no stretch.
+    capped = level == "auto" and alpha >= 1.0 / 16.0
+    return QuantileClipPlan(
+        n, d, epsilon, delta, f, grid, "laplace" if laplace else "gaussian", bool(shared),
+        n_draws, eps_q, alpha, 1.0 if capped else None, noise_sd, rho_m, eps_m, draws,
+        budget, budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget)
+
+
+def _located_interval(X, plan, rng):
+    """The per-column draws and the interval extrapolated from them."""
+    from .quantile import private_quantiles, rank_counts
+
+    grid, eps_q, alpha = plan.grid, plan.quantile_epsilon, plan.level
+    # The median first, then the inner quantiles with the prior anchored at it, then
+    # the outer ones anchored at their tail's inner one (each anchor a release:
+    # adaptive composition): a draw the ranks cannot place (beyond the data, or
+    # between two grid points the data lie between) stays near the data instead of
+    # wandering octaves beyond it.
+    counts = (rank_counts(X, grid, strict=True), rank_counts(X, grid))
+    med = private_quantiles(X, [0.5], epsilon_each=eps_q, rng=rng, grid=grid,
+                            counts=counts)
+    inner = private_quantiles(X, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
+                              epsilon_each=eps_q, rng=rng, grid=grid, counts=counts,
+                              anchors=np.vstack([med, med]))
+    outer = private_quantiles(X, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
+                              grid=grid, counts=counts, anchors=inner)
+    quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
+    lower, upper = extrapolated_interval(quantiles, alpha, plan.noise_sd,
+                                         max_stretch=plan.max_stretch)
+    return lower, upper, quantiles
+
+
+def quantile_clipped_mean(X, plan, rng):
+    """Run a :class:`QuantileClipPlan`: the private quantiles, the interval
+    extrapolated from them (post-processing), then the clipped mean at the plan's
+    budget (:func:`plan_clipped_mean` on the released interval, :func:`clipped_mean`).
+
+    **Privacy guarantee.** ``plan.budget`` for one row of ``X`` replaced (n and d
+    public), for a plan from :func:`plan_quantile_clipped_mean`
+    (:class:`QuantileClipPlan`). Assumptions: a secret random source. Not covered:
+    add/remove neighbours; timing side channels.
+
+    Returns
+    -------
+    estimate : ndarray of shape (d,)
+    info : dict with ``noise``, ``scale`` (unit coordinates), ``lower``, ``upper``,
+        ``quantiles`` and, for the shared scale, ``shared``.
+    """
+    rng = _check_rng(rng)
+    X = _as_data(X)
+    _check_shape(X, plan)
+    info = {}
+    if plan.shared:
+        med, up, _ = shared_scale_draws(X, epsilon_each=plan.quantile_epsilon, rng=rng,
+                                        grid=plan.grid)
+        c = SHARED_STRETCH * max(abs(up), abs(med))
+        d = plan.n_features
+        lower, upper, quantiles = np.full(d, -c), np.full(d, c), np.array([med, up])
+        info["shared"] = True
+    else:
+        lower, upper, quantiles = _located_interval(X, plan, rng)
+    mean_plan = plan_clipped_mean(plan.n_samples, lower, upper, rho=plan.mean_rho,
+                                  epsilon=plan.mean_epsilon)
+    estimate = clipped_mean(X, mean_plan, rng)
+    info.update(noise=mean_plan.kind, scale=mean_plan.noise_scale, lower=mean_plan.lower,
+                upper=mean_plan.upper, quantiles=quantiles)
+    return estimate, info
+
+
+def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCALE_FRACTION,
+                                  level="auto", grid=None, noise="auto"):
+    """A private mean that needs no bound: private quantiles locate each column's
+    clipping interval, then :func:`private_clipped_mean` (two mechanisms, composed):
+    :func:`plan_quantile_clipped_mean` then :func:`quantile_clipped_mean`.
+
+    **Privacy guarantee.** Protected: one row of ``X`` (neighbouring datasets differ
+    by replacing one row; n and d public). The returned budget, as
+    :class:`QuantileClipPlan` states (below). Assumptions: every parameter chosen
+    without the data; a secret random source. Not covered: add/remove neighbours;
+    timing side channels.
+
+    1. For every column j, five private quantiles q_α, q_{4α}, q_{1/2}, q_{1−4α},
+       q_{1−α} by the exponential mechanism
+       (:func:`~skdpsparse.mechanisms.quantile.private_quantiles`, 5d draws on the
+       public :func:`~skdpsparse.mechanisms.quantile.geometric_grid`), α from
+       :func:`auto_clip_level`.
+    2. The interval [lo_j, hi_j] from them by :func:`extrapolated_interval`
+       (post-processing: each tail's Pareto fit says how far to clip).
+    3. The mean of column j clipped into [lo_j, hi_j] plus noise proportional to
+       hi_j − lo_j (:func:`private_clipped_mean`).
+
+    Budget (``scale_fraction`` = f):
+
+    * zCDP path (``delta > 0``, Gaussian): ρ = ``approx_dp_to_zcdp(epsilon, delta)``;
+      the draws get fρ (each ε_q = √(8fρ/(5d)), ε_q²/8-zCDP as bounded-range
+      mechanisms), the mean (1 − f)ρ with discrete Gaussian noise; in all ρ-zCDP
+      (Bun and Steinke 2016, Lemma 2.3, adaptive composition: the mean's interval is
+      the draws' output).
+    * pure path (``delta == 0``, or Laplace chosen for δ > 0): the draws get fε (each
+      fε/(5d)), the mean (1 − f)ε with discrete Laplace noise; in all ε-DP (basic
+      composition), which implies (ε, δ)-DP for every δ.
+
+    The budget returned carries a :class:`~skdpsparse.accounting.ComposedEvent` of the
+    two parts, which is what a privacy ledger composes.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix of shape (n, d)
+    epsilon : float
+    delta : float in [0, 1)
+    rng : RandomSource or numpy.random.Generator
+    scale_fraction : float in (0, 1)
+    level : "auto" or float in (0, 1/16]
+        α, the outer tail level; ``"auto"``: :func:`auto_clip_level`.
+    noise : {"auto", "gaussian", "laplace"}
+        For ``delta > 0``: the zCDP path (Gaussian) or the pure path (Laplace, whose
+        ε-DP implies (ε, δ)-DP); ``"auto"``: :func:`laplace_is_better`.
+    grid : ndarray, optional
+        The public grid of the quantiles.
+
+    Returns
+    -------
+    estimate : ndarray of shape (d,)
+    budget : ZCDP or PureDP (with its event)
+    info : dict with ``lower``, ``upper``, ``level``, ``quantile_epsilon``, ``scale``,
+        ``noise``, ``approx_dp`` (δ > 0).
+    """
+    epsilon = _positive_finite(epsilon, "epsilon")
+    rng = _check_rng(rng)
+    X = _as_data(X)
+    plan = plan_quantile_clipped_mean(*X.shape, epsilon=epsilon, delta=delta,
+                                      scale_fraction=scale_fraction, level=level, grid=grid,
+                                      noise=noise)
+    estimate, run = quantile_clipped_mean(X, plan, rng)
+    info = {"method": "private_clip", "noise": run["noise"], "scale": run["scale"],
+            "lower": run["lower"], "upper": run["upper"], "quantiles": run["quantiles"],
+            "level": plan.level}
+    if plan.shared:
+        info["shared"] = True
+    info.update(quantile_epsilon=plan.quantile_epsilon, epsilon=plan.epsilon,
+                delta=plan.delta, approx_dp=plan.approx_dp)
+    return estimate, plan.budget, info
+
+
+#: The per-column level α at and above which the shared scale is used instead.
+SHARED_BELOW_LEVEL = 1.0 / 32.0
+
+#: Draws of the shared scale: the median of the pooled |x_ij|, then its upper quantile.
+SHARED_DRAWS = 2
+
+#: The shared interval is [−C, C] with C this multiple of the pooled upper quantile.
+SHARED_STRETCH = 2.0
+
+
+def shared_scale_draws(X, *, epsilon_each, rng, grid):
+    """Two private quantiles of the pooled absolute values |x_ij| (all n·d of them):
+    the median, then the (1 − α_s)-quantile with the prior anchored at the median
+    (:func:`~skdpsparse.mechanisms.quantile.quantile_scores`), α_s = 2(ln G + ln 20)/(ε n)
+    capped at 1/4 (the rank error of a draw of sensitivity d over n·d values, over
+    n·d; public numbers only).
+
+    Replacing one row changes at most d of the pooled values, so every count, hence
+    every score, moves by at most d: each draw is the exponential mechanism with
+    Δ_u = d, ε-DP with ε = ``epsilon_each`` (McSherry and Talwar 2007), and
+    ε-bounded range (ε²/8-zCDP, Cesar and Rogers 2021, Lemma 3.2).
+
+    Returns
+    -------
+    median, upper : float
+        Grid points.
+    level : float
+        α_s.
+    """
+    from .quantile import prior_weight, quantile_scores, rank_counts
+    from .sparse_exponential import exponential_mechanism
+
+    n, d = X.shape
+    A = abs(X) if sp.issparse(X) else np.abs(X)
+    below = rank_counts(A, grid, strict=True).sum(axis=0)
+    at_most = rank_counts(A, grid).sum(axis=0)
+    total = n * d
+    level = _shared_level(n, grid.size, epsilon_each)
+    med_scores = quantile_scores(below, at_most, int(np.rint(0.5 * total)), grid, float(d))
+    med = int(exponential_mechanism(med_scores.astype(np.float64), float(d), epsilon_each,
+                                    rng))
+    up_scores = quantile_scores(below, at_most, int(np.rint((1.0 - level) * total)), grid,
+                                float(d) * prior_weight(epsilon_each), 1, anchor=med)
+    up = int(exponential_mechanism(up_scores.astype(np.float64), float(d), epsilon_each,
+                                   rng))
+    return float(grid[med]), float(grid[max(up, med)]), level
