@@ -352,7 +352,10 @@ default="logistic"
         loss_param = self._loss_param()
         classifier = self._is_classifier()
         # Nothing is set on self before release() has charged the budget.
-        (X, y), attrs = fit_input(self, X, y, y_numeric=not classifier)
+        # Finiteness of X is checked by cyclic_sgd: on the dense one- and two-pass
+        # path in the pass that reads the rows anyway (one read of X instead of two).
+        (X, y), attrs = fit_input(self, X, y, y_numeric=not classifier,
+                                  ensure_all_finite=False)
         n_outputs = 1
         if classifier:
             attrs["classes_"], targets = self._targets(y)

@@ -452,3 +452,31 @@ def test_gather_groups_of_four_and_the_tail(n):
         expected = bound_rows_l2(X, R, order=order)
         np.testing.assert_array_equal(out, expected)
         np.testing.assert_array_equal(norms, [l2_norm_nb(row) for row in expected])
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_permuted_steps_report_a_non_finite_row_wherever_it_is(bad):
+    """The one- and two-pass dense path checks finiteness in the pass that reads the
+    rows (the estimator no longer reads X once more for it): a NaN or ±inf entry in
+    any row, at any position of a batch (groups of four and the tail), gives -1 within
+    one pass of ⌈n/b⌉ steps; a finite row whose squares overflow does not."""
+    X, y, rng = _problem("logistic", n=29, d=7)
+    n, d = X.shape
+    order = rng.permutation(n)
+    args = (LOSS_CODES["logistic"], 0.0, 0.8)
+    tail = (0.0, 0.0, NO_CONSTRAINT, 0.0, np.zeros(1), np.zeros(1), True)
+    for batch in (1, 4, 6):
+        steps = -(-n // batch)
+        for row in range(n):
+            Xb = X.copy()
+            Xb[row, row % d] = bad
+            got = dense_permuted_cyclic_sgd_steps(Xb, order, 1.0, y[order], np.zeros(d + 1),
+                                                  0, *args, batch, 0.5,
+                                                  np.zeros((steps, d + 1)), *tail)
+            assert got == -1
+    Xh = X.copy()
+    Xh[3] = 1e200  # finite: the cold path, not an error
+    theta = np.zeros(d + 1)
+    got = dense_permuted_cyclic_sgd_steps(Xh, order, 1.0, y[order], theta, 0, *args, 6, 0.5,
+                                          np.zeros((5, d + 1)), *tail)
+    assert got == 30 % n and np.all(np.isfinite(theta))

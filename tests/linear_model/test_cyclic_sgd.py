@@ -436,3 +436,28 @@ def test_loss_param_is_deprecated_for_smoothing_and_huber_threshold(shared_noise
     a = DPCyclicSGD("huber", smoothing=0.25, random_state=0).fit(X, X[:, 0])
     b = DPCyclicSGD("huber", random_state=0).fit(X, X[:, 0])
     np.testing.assert_array_equal(a.coef_, b.coef_)
+
+
+@pytest.mark.parametrize("bad, message", [(np.nan, "contains NaN"),
+                                          (np.inf, "contains infinity"),
+                                          (-np.inf, "contains infinity")])
+def test_non_finite_input_raises_on_every_path(bad, message):
+    """Finiteness of X is checked in the first pass on the dense one- and two-pass path
+    and up front elsewhere: scikit-learn's messages on every path (epochs 1, 2 and 3,
+    no shuffle, CSR, float32, Fortran order, three classes), for the first, a middle
+    and the last row, and nothing is fitted."""
+    X, y = _blobs(60)
+    y3 = np.arange(60) % 3
+    for row in (0, 31, 59):
+        Xn = X.copy()
+        Xn[row, 1] = bad
+        fits = [(DPCyclicSGD(classes=[0, 1], epochs=e), Xn, y) for e in (1, 2, 3)]
+        fits += [(DPCyclicSGD(classes=[0, 1], epochs=1, shuffle=False), Xn, y),
+                 (DPCyclicSGD(classes=[0, 1], epochs=1), sp.csr_matrix(Xn), y),
+                 (DPCyclicSGD(classes=[0, 1], epochs=1), Xn.astype(np.float32), y),
+                 (DPCyclicSGD(classes=[0, 1], epochs=1), np.asfortranarray(Xn), y),
+                 (DPCyclicSGD(classes=[0, 1, 2], epochs=1), Xn, y3)]
+        for est, Xi, yi in fits:
+            with pytest.raises(ValueError, match=message):
+                est.fit(Xi, yi)
+            assert not hasattr(est, "coef_")
