@@ -45,7 +45,10 @@ import scipy.sparse as sp
 from .. import _kernels
 from .._kernels.bias_reduced import bias_reduced_step, csr_gradient_rows, dense_gradient_rows
 from .._kernels.sparse_rows import csr_bounded_column_sum_rows
-from ..accounting import ApproxDP, approx_dp_to_zcdp, subsampled_without_replacement_gaussian_rdp
+from ..accounting import (ApproxDP, approx_dp_to_zcdp,
+                          subsampled_without_replacement_discrete_gaussian_rdp,
+                          subsampled_without_replacement_gaussian_rdp)
+from ..accounting.rdp import RdpCurve
 from ..accounting.filters import ApproxDPFilter, RenyiFilter, renyi_budget
 from .projection import bounded_mean, projection_mechanism, row_bounds
 from ..utils._progress import Progress
@@ -197,44 +200,86 @@ def _multiplier(rho):
     return z
 
 
+def _subsampled_part_rdp(sample_size, n, noise_multiplier, orders=_FILTER_ORDERS):
+    """RDP of discrete Gaussian means on m of n rows drawn without replacement: the
+    pointwise minimum of two valid bounds (replace-one neighbours).
+
+    (a) Wang, Balle and Kasiviswanathan 2019 ("Subsampled Rényi differential privacy
+    and analytical moments accountant", Theorem 9) from the base curve α/(2z²) alone
+    (:func:`~skdpsparse.accounting.subsampled_without_replacement_gaussian_rdp` with
+    ``moments_bound=False``); (b) the same expansion with the exact supremum of the
+    Gaussian's ternary moments
+    (:func:`~skdpsparse.accounting.subsampled_without_replacement_discrete_gaussian_rdp`),
+    about a quarter of (a) in its leading term. Each is an RDP bound at every order,
+    so their minimum is one.
+
+    **Privacy guarantee.** None needed: public numbers in and out. What it states: a
+    release of independent discrete Gaussian means (each N_ℤ(0, N_k²) per coordinate
+    on an integer-rounded query) of a batch of m rows drawn uniformly without
+    replacement, as an *ordered* tuple independent of the data, whose integer queries
+    on two batches that differ in one row (in one position) are at most 1/z apart
+    after dividing each coordinate by its N_k, is (α, ε(α))-RDP. Hypotheses of (b),
+    checked for :func:`step_rdp` in :ref:`derivation_bias_reduced_accounting`: the
+    noise is the discrete Gaussian of the grid mechanism (never Laplace: the
+    estimator requires δ > 0), the centres are integer vectors (the grid rounds the
+    query; the rounding is charged in N), the means of one step share the batch
+    but not their noise, and the batch is drawn without replacement, never
+    Poisson. ``sample_size`` must be 1 ≤ m ≤ n.
+    """
+    z = float(noise_multiplier)
+    generic = subsampled_without_replacement_gaussian_rdp(int(sample_size), int(n), z,
+                                                          orders, moments_bound=False)
+    ternary = subsampled_without_replacement_discrete_gaussian_rdp(int(sample_size), int(n),
+                                                                    z, orders)
+    return RdpCurve(generic.orders, np.minimum(generic.epsilons, ternary.epsilons))
+
+
 def step_rdp(level, n, rho, orders=_FILTER_ORDERS):
     """RDP curve of one step of Algorithm 6 at N = ``level``, accounted exactly.
 
     **Claim.** For replace-one neighbours and every α > 1, one step is
-    (α, ε_B(α) + ε_I(α))-RDP, where ε_B is the Gaussian RDP α/(2z²) with z = 1/√(4ρ₀)
-    amplified by sampling m = 2^{N+1} of n rows without replacement, and ε_I the curve
-    α/(2z²) with z = 1/√(2ρ₀) amplified by sampling 1 of n (both by Wang, Balle and
-    Kasiviswanathan 2019, "Subsampled Rényi differential privacy and analytical
-    moments accountant", AISTATS, Theorem 9).
+    (α, ε_B(α) + ε_I(α))-RDP, where ε_B is the curve of three discrete Gaussian means
+    of which a record enters two (z = 1/√(4ρ₀)) amplified by sampling m = 2^{N+1} of n
+    rows without replacement, and ε_I that of one mean (z = 1/√(2ρ₀)) amplified by
+    sampling 1 of n, both by ``_subsampled_part_rdp`` (the smaller of Wang, Balle
+    and Kasiviswanathan 2019, "Subsampled Rényi differential privacy and analytical
+    moments accountant", Theorem 9, and their expansion with the Gaussian's exact
+    ternary moments).
 
     *Proof.* The step releases (G⁺(B), G⁻(O), G⁻(E)) and G₀(I) with B, I drawn
     independently of each other and of the data, and N drawn before, independently
     of everything (it costs nothing and may be treated as released).
 
-    1. Fix an ordered batch B and its halves O, E. A record of B is in B and in
-       exactly one of O, E (the halves partition B): the differing record enters
-       two of the three means, not three as Ghazi et al. 2024 Lemma 6.3 charges.
-       Each mean is ρ₀-zCDP (:func:`mean_rho`), their noise is independent, so the
-       triple is 2ρ₀-zCDP (Bun and Steinke 2016, "Concentrated differential privacy",
-       Lemma 2.3): RDP α·2ρ₀ = α/(2z²) with z = 1/√(4ρ₀), for neighbours that differ
-       inside B, and 0 otherwise. The split into halves is a uniformly random order
-       of B, the same under both neighbours: a mixture with equal weights, which
-       keeps the bound (joint quasi-convexity of Rényi divergence, van Erven and
-       Harremoës 2014, Theorem 13).
-    2. B is a uniformly random subset of size m (``choice(n, m, replace=False)``),
-       so the triple is the subsampled mechanism of [WBK19] Theorem 9, which holds
-       for any base mechanism with RDP ε(j) at the integer orders j ≥ 2 (here
-       ε(j) = j/(2z²); the strengthened bound of their Theorem 27 uses the moments of
-       the continuous Gaussian and is not used). Its curve at fractional orders is
-       the chord of the convex CGF (their Corollary 10).
+    1. B is an ordered tuple of m distinct rows, uniform among all such tuples
+       (``choice(n, m, replace=False)`` returns them shuffled); O and E are its first
+       and second halves, so the triple is a function of the ordered tuple. A record
+       of B is in B and in exactly one of O, E: it enters two of the three means, not
+       three as Ghazi et al. 2024 Lemma 6.3 charges. Each mean is the discrete
+       Gaussian grid mechanism with Δ/σ ≤ √(2ρ₀) (:func:`mean_rho`), so after dividing
+       each mean's coordinates by its own integer scale N_k the integer queries of two
+       tuples that differ in one position are at most √(2·2ρ₀) = 1/z apart.
+    2. Wang, Balle and Kasiviswanathan's expansion writes the output law as
+       (1 − γ)·r + γ·p, γ = m/n, where p and r are mixtures over the tuples that hold
+       the differing row, resp. another row, in the same position; its proof uses
+       only this coupling and joint convexity, so it holds for uniform ordered tuples
+       as for subsets, and every component of the mixtures is a product of discrete
+       Gaussians with integer centres pairwise within 1/z. (a) Their Theorem 9 needs
+       only the components' RDP α·2ρ₀ (Canonne, Kamath and Steinke 2020, "The
+       discrete Gaussian for differential privacy", Theorem 14, and composition);
+       (b) the ternary bound needs the integer-order mixed moments of three such
+       products, which per coordinate equal the continuous Gaussian's (integer
+       centres on ℤ at any scale N_k: completing the square shifts the lattice sum by
+       an integer), hence those of a unit Gaussian with means pairwise within 1/z,
+       whose supremum
+       :func:`~skdpsparse.accounting.subsampled_without_replacement_discrete_gaussian_rdp`
+       bounds. Fractional orders: the chord of the convex CGF (their Corollary 10).
     3. G₀ on one uniform row I is the same with m = 1 and z = 1/√(2ρ₀).
     4. The two parts compose (Mironov 2017, "Rényi differential privacy",
        Proposition 1). ∎
 
     **Privacy guarantee.** None needed: a function of public numbers only (no data
     enters it). What it states: one step at level N is (α, ε_B(α) + ε_I(α))-RDP under
-    replace-one neighbours (Wang, Balle and Kasiviswanathan 2019, Theorem 9; the proof
-    is in :ref:`derivation_bias_reduced_accounting`).
+    replace-one neighbours (the proof is in :ref:`derivation_bias_reduced_accounting`).
 
     Parameters
     ----------
@@ -254,10 +299,8 @@ def step_rdp(level, n, rho, orders=_FILTER_ORDERS):
     if not 2 <= m <= n:
         raise ValueError(f"level {level} needs 2 <= 2^(level+1) <= n={n}")
     rho = float(rho)
-    batch = subsampled_without_replacement_gaussian_rdp(m, n, _multiplier(2.0 * rho), orders,
-                                                        moments_bound=False)
-    single = subsampled_without_replacement_gaussian_rdp(1, n, _multiplier(rho), orders,
-                                                         moments_bound=False)
+    batch = _subsampled_part_rdp(m, n, _multiplier(2.0 * rho), orders)
+    single = _subsampled_part_rdp(1, n, _multiplier(rho), orders)
     return batch + single
 
 

@@ -110,8 +110,14 @@ a uniformly random unseen row: if the differing row is unseen it is chosen with
 probability 1/(n − j + 1) ≤ 2/n. Each fresh step is then treated as a Gaussian
 mechanism on a sample of 1 out of m_j = n − j + 1 rows (replace-one sensitivity 2L,
 noise multiplier z), composed over the k = ⌈n/2⌉ fresh steps: :func:`noisy_sgd_rdp`
-with :func:`~skdpsparse.accounting.subsampled_without_replacement_gaussian_rdp`
-([WBK19]), the m_j grouped into a few buckets that each use their smallest m.
+with the smaller of :func:`~skdpsparse.accounting.subsampled_without_replacement_gaussian_rdp`
+([WBK19]) and
+:func:`~skdpsparse.accounting.subsampled_without_replacement_discrete_gaussian_rdp`
+(the same expansion with the exact ternary moments; its hypotheses, a discrete
+Gaussian on an integer query whose values for any two rows are within N/z, hold for
+the modelled step), the m_j grouped into a few buckets that each use their smallest
+m. Only ``"rdp"`` models the steps as sampled without replacement: the default
+``"provable"`` claims no amplification, so nothing changes there.
 
 *Why both are unproven.* Whether the differing row is still unseen at step t is
 decided by the same secret index sequence for all steps: it is hidden state shared
@@ -167,7 +173,9 @@ from .._kernels.noisy_sgd import csr_noisy_sgd_block, dense_noisy_sgd_block
 from ..accounting import (
     ApproxDP,
     DiscreteGaussianEvent,
+    RdpCurve,
     calibrate_noise_multiplier,
+    subsampled_without_replacement_discrete_gaussian_rdp,
     subsampled_without_replacement_gaussian_rdp,
     with_event,
     zcdp_to_epsilon,
@@ -333,13 +341,31 @@ def paper_epsilon(n, noise_multiplier, delta):
     return 4.0 * eps * (math.sqrt(math.log(1.0 / d)) + 2.0)
 
 
+def _one_of(m, noise_multiplier):
+    """RDP of one fresh step modelled as the grid's discrete Gaussian on 1 of m rows
+    drawn uniformly (replace-one): the pointwise minimum of [WBK19] Theorem 27 (the
+    generic curve used before) and the same expansion with the Gaussian's exact
+    ternary moments
+    (:func:`~skdpsparse.accounting.subsampled_without_replacement_discrete_gaussian_rdp`),
+    whose hypotheses the modelled step meets: the release is the integer vector
+    round(g/γ) + Y with Y ~ N_ℤ(0, N²)^p (integer centres), any two rows' integer
+    queries are within 2L·N/σ = N/z (module docstring), and the modelled sample is one
+    row drawn uniformly without replacement from the m unseen ones. Each curve bounds
+    the modelled step at every order, so their minimum does; what stays unproven is the
+    model itself (the seen set is shared hidden state, module docstring)."""
+    a = subsampled_without_replacement_gaussian_rdp(1, int(m), noise_multiplier)
+    b = subsampled_without_replacement_discrete_gaussian_rdp(1, int(m), noise_multiplier,
+                                                             a.orders)
+    return RdpCurve(a.orders, np.minimum(a.epsilons, b.epsilons))
+
+
 @functools.lru_cache(maxsize=512)
 def _fresh_rdp(n, noise_multiplier):
     k = _n_fresh(n)
     # The j-th fresh step samples 1 of m_j = n − j + 1 unseen records, m_j ∈ [n−k+1, n].
     edges = np.unique(np.linspace(n - k + 1, n + 1, min(_RATE_BUCKETS, k) + 1).astype(int))
-    return sum((int(b - a) * subsampled_without_replacement_gaussian_rdp(
-        1, int(a), noise_multiplier) for a, b in zip(edges[:-1], edges[1:])))
+    return sum((int(b - a) * _one_of(a, noise_multiplier)
+                for a, b in zip(edges[:-1], edges[1:])))
 
 
 def noisy_sgd_rdp(n, noise_multiplier):
@@ -348,7 +374,10 @@ def noisy_sgd_rdp(n, noise_multiplier):
 
     Σ_j ε_{WOR}(α; 1 of m_j, z) over the k = ⌈n/2⌉ fresh steps, m_j = n − j + 1,
     each m_j rounded down to the smallest m of its bucket (a larger sampling rate, so
-    an upper bound). Stale steps cost nothing.
+    an upper bound). ε_{WOR} is the smaller of [WBK19] Theorem 27 and the exact
+    ternary-moment bound for the discrete Gaussian
+    (:func:`~skdpsparse.accounting.subsampled_without_replacement_discrete_gaussian_rdp`).
+    Stale steps cost nothing.
 
     **Privacy guarantee.** None needed: a function of public numbers only (no data
     enters it). The curve is **unproven** for :func:`noisy_projected_sgd`: the
