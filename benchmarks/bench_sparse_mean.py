@@ -10,10 +10,16 @@
    bandwidth floor. Threads: the free cores (``SKDPSPARSE_NUM_THREADS`` to set).
 3. Scale: l1_recovery at d = 10⁷, n = 10⁴, s = 10 in a fresh subprocess: wall time,
    peak RSS, and its error next to the dense Gaussian's.
+4. Declared one-hot blocks: the cost of ``one_hot_blocks`` (the rows' nonnegative
+   clipping, one O(nnz) copy of the values, and the per-block simplex projection,
+   O(d log d)) on one-hot CSR rows (n = 10⁶, 8 fields of 8 to 2¹⁴ categories),
+   paired rounds against the same fit without the declaration; and the error of
+   both against the dense Gaussian's (5 seeds).
 
 Run:  python benchmarks/bench_sparse_mean.py            (all three parts)
       python benchmarks/bench_sparse_mean.py --part 1 --runs 5
       python benchmarks/bench_sparse_mean.py --part 2 [--sizes 200000,1000000]
+      python benchmarks/bench_sparse_mean.py --part 4 [--reps 7]
 """
 
 import argparse
@@ -136,9 +142,56 @@ def scale(d=10**7, n=10_000, s=10):
           f"{r['gaussian_error']:.4f}, projection {r['projection_error']:.4f}")
 
 
+def one_hot_rows(n, sizes, seed=0):
+    """n rows with one 1/√k in each of k blocks (power-law category frequencies), as
+    ``OneHotEncoder`` then ``Normalizer`` give."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    cols = np.empty((n, len(sizes)), dtype=np.int64)
+    for b, k in enumerate(sizes):
+        p = 1.0 / np.arange(1, k + 1) ** 1.1
+        cols[:, b] = offsets[b] + rng.choice(k, size=n, p=p / p.sum())
+    data = np.full(cols.size, 1 / np.sqrt(len(sizes)))
+    return sp.csr_matrix((data, cols.ravel(), np.arange(0, cols.size + 1, len(sizes))),
+                         shape=(n, int(offsets[-1])))
+
+
+def blocks_cost(n=10**6, sizes=(8, 12, 50, 300, 1000, 4096, 16384, 30), reps=7, seeds=5):
+    X = one_hot_rows(n, sizes)
+    k = len(sizes)
+    mean = np.asarray(X.mean(axis=0)).ravel()
+    plain = DPSparseMeanEstimator(epsilon=EPS, delta=DELTA, sparsity=k, method="projection")
+    declared = DPSparseMeanEstimator(epsilon=EPS, delta=DELTA, sparsity=k,
+                                     one_hot_blocks=list(sizes))
+    plain.fit(X), declared.fit(X)  # warm-up: numba compile / cache load
+    t_plain, t_decl = [], []
+    for _ in range(reps):
+        t_plain.append(_timed(lambda: plain.fit(X)))
+        t_decl.append(_timed(lambda: declared.fit(X)))
+    r = np.array(t_decl) / np.array(t_plain)
+    print(f"\n[4] one_hot_blocks, CSR n={n}, d={X.shape[1]}, {k} fields, {reps} paired "
+          f"rounds: plain projection median {np.median(t_plain):.3f} s, declared "
+          f"{np.median(t_decl):.3f} s; declared / plain min {r.min():.2f} median "
+          f"{np.median(r):.2f} max {r.max():.2f}")
+    errs = {"projection": [], "one_hot_blocks": [], "gaussian": []}
+    for seed in range(seeds):
+        for key, kw in (("projection", dict(method="projection")),
+                        ("one_hot_blocks", dict(one_hot_blocks=list(sizes))),
+                        ("gaussian", dict(method="gaussian"))):
+            est = DPSparseMeanEstimator(epsilon=EPS, delta=DELTA, sparsity=k,
+                                        random_state=seed, **kw).fit(X)
+            errs[key].append(np.linalg.norm(est.mean_ - mean))
+    g = np.mean(errs["gaussian"])
+    print("    l2 error / dense Gaussian's (mean of %d seeds): projection %.3f, "
+          "one_hot_blocks %.3f" % (seeds, np.mean(errs["projection"]) / g,
+                                   np.mean(errs["one_hot_blocks"]) / g))
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--part", type=int, choices=[1, 2, 3])
+    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--child", nargs=3, type=int)
     parser.add_argument("--sizes", default="200000,1000000")
@@ -153,6 +206,8 @@ def main():
         speed(tuple(int(v) for v in args.sizes.split(",")), reps=args.reps)
     if args.part in (None, 3):
         scale()
+    if args.part in (None, 4):
+        blocks_cost(reps=args.reps)
 
 
 if __name__ == "__main__":

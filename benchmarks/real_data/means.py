@@ -339,6 +339,7 @@ def sparse_tasks(args, log=print):
         declared_label = ("public knowledge: one_hot_blocks=declared categories"
                           if blocks is not None else "public knowledge: nonnegative=True")
         table = {"zero vector": {None: [float(np.linalg.norm(mean))]}}
+        picks = {}
         for seed in args.seeds_list:
             for eps in args.epsilons_list:
                 for label, kw in (("auto (default)", {}), ("threshold", dict(method="threshold")),
@@ -348,9 +349,13 @@ def sparse_tasks(args, log=print):
                     est = DPSparseMeanEstimator(epsilon=eps, delta=DELTA, sparsity=s,
                                                 random_state=seed, **kw).fit(X)
                     if label == "auto (default)":
-                        label = f"auto (default) -> {est.method_}"
+                        picks[eps] = est.method_
                     table.setdefault(label, {}).setdefault(eps, []).append(
                         float(np.linalg.norm(est.mean_ - mean)))
+        # One row for the default, its choice at each ε in the label.
+        table = {(f"auto (default) -> {' / '.join(picks[e] for e in args.epsilons_list)}"
+                  if label == "auto (default)" else label): cells
+                 for label, cells in table.items()}
         dense = table["dense Gaussian"]
         for label in list(table):
             if label.startswith(("auto", "public")):

@@ -169,6 +169,20 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
     ...                             random_state=0).fit(X)
     >>> est.method_, str(est.privacy_spent_)
     ('threshold', '(1, 1e-06)-DP')
+
+    One-hot rows with declared categories (public, as a schema is): one nonzero per
+    field, so every block of the released mean is on its simplex, for every draw.
+
+    >>> import numpy as np
+    >>> from sklearn.preprocessing import OneHotEncoder
+    >>> categories = [["a", "b", "c"], ["x", "y"]]
+    >>> rows = np.random.default_rng(0).choice(["a", "b", "c"], size=(500, 1))
+    >>> rows = np.hstack([rows, np.where(rows == "a", "x", "y")])
+    >>> X = OneHotEncoder(categories=categories).fit_transform(rows)
+    >>> est = DPSparseMeanEstimator(sparsity=2, norm_bound=1.0, random_state=0,
+    ...                             one_hot_blocks=[len(c) for c in categories]).fit(X)
+    >>> est.method_, bool(np.isclose(est.mean_[:3].sum(), 1 / np.sqrt(2)))
+    ('projection', True)
     """
 
     _parameter_constraints = {

@@ -80,32 +80,27 @@ def bounded_mean(X, norm_bound, sparsity, nonnegative_rows=False):
     l2_bound, l1_bound = row_bounds(norm_bound, sparsity)
     n, d = X.shape
     frac_bits = mean_fixed_point_bits(n, norm_bound)
-    if nonnegative_rows:
-        X = _clip_negative(X)
     if sp.issparse(X):
         X = as_canonical_csr(X)
-        sums = bounded_fixed_sum((X.indptr, X.indices, X.data), d, l2_bound, l1_bound,
+        data = _clip_negative(X.data) if nonnegative_rows else X.data
+        sums = bounded_fixed_sum((X.indptr, X.indices, data), d, l2_bound, l1_bound,
                                  frac_bits)
     else:
-        sums = bounded_fixed_sum(np.asarray(X), d, l2_bound, l1_bound, frac_bits)
+        X = np.asarray(X)
+        sums = bounded_fixed_sum(_clip_negative(X) if nonnegative_rows else X, d,
+                                 l2_bound, l1_bound, frac_bits)
     # The exact sum, then two roundings (to float64, and the division by n), in one pass.
     return fixed_sum_to_mean(sums, frac_bits, n)
 
 
-def _clip_negative(X):
-    """max(X, 0) as a new matrix (sparse stays sparse), after refusing NaN and
-    infinity (the clipping would hide −inf from the exact sum's check)."""
+def _clip_negative(values):
+    """max(values, 0) in a new array, after refusing NaN and infinity (the clipping
+    would hide −inf from the exact sum's check). The same work for every input: no
+    branch on whether a negative entry exists (its timing would tell)."""
     from sklearn.utils import assert_all_finite
 
-    if sp.issparse(X):
-        X = as_canonical_csr(X)
-        assert_all_finite(X.data, input_name="X")
-        out = sp.csr_matrix((np.maximum(X.data, 0), X.indices, X.indptr), shape=X.shape)
-        out.has_canonical_format = True  # same structure as X
-        return out
-    X = np.asarray(X)
-    assert_all_finite(X, input_name="X")
-    return np.maximum(X, 0)
+    assert_all_finite(values, input_name="X")
+    return np.maximum(values, 0.0)
 
 
 def mean_fixed_point_bits(n, norm_bound):

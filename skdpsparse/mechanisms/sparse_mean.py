@@ -28,6 +28,18 @@ and beat the projection by up to 25 %, where soft thresholding at the same λ on
 matched the projection. The output has
 few nonzeros, hence the ``output="sparse"`` option of the estimator.
 
+Declared one-hot blocks (``one_hot_blocks``)
+--------------------------------------------
+With declared categories every row has one nonzero in each field's block of columns.
+:func:`plan_sparse_mean` then plans the release for rows clipped to be nonnegative
+(contribution bounding): two nonnegative rows of norm ≤ L differ by at most √2·L,
+since ‖x − x'‖² = ‖x‖² + ‖x'‖² − 2⟨x, x'⟩ and ⟨x, x'⟩ ≥ 0, so the Gaussian noise is
+for √2·L/n instead of 2L/n (Laplace unchanged: the ℓ1 change is still up to 2L√s).
+:func:`post_process` finally projects onto the product of the blocks' simplices
+(:func:`one_hot_block_total` gives their sum), which contains the mean of declared
+rows and lies inside both balls (k·t ≤ L√s, √k·t ≤ L). A false declaration keeps the
+guarantee (the clipping is enforced) and costs only accuracy.
+
 ``"auto"`` (:func:`choose_method`) takes threshold when μ̄ = L√s / min(d, n·s) is
 below the noise's standard deviation, else the projection; with δ > 0, ℓ1-recovery
 instead of the projection when its bound (above) is smaller. μ̄ is the
