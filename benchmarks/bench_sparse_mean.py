@@ -15,11 +15,17 @@
    O(d log d)) on one-hot CSR rows (n = 10⁶, 8 fields of 8 to 2¹⁴ categories),
    paired rounds against the same fit without the declaration; and the error of
    both against the dense Gaussian's (5 seeds).
+5. ``"auto"``'s rule on generated rows only (never the real tasks): for each cell of
+   n ∈ {2·10³, 2·10⁴}, d ∈ {2¹², 2¹⁶}, s ∈ {5, 40}, ε ∈ {0.5, 2}, power-law and
+   uniform columns, plus hashed-text-like cells (d = 2¹⁸, s = 185, n ∈ {5·10³,
+   2·10⁴}), the mean error of threshold and projection over 3 seeds, the winner,
+   the rule's choice and μ̄/λ (μ̄ = L√s/min(d, ns), λ = σ√(2 ln d)).
 
 Run:  python benchmarks/bench_sparse_mean.py            (all three parts)
       python benchmarks/bench_sparse_mean.py --part 1 --runs 5
       python benchmarks/bench_sparse_mean.py --part 2 [--sizes 200000,1000000]
       python benchmarks/bench_sparse_mean.py --part 4 [--reps 7]
+      python benchmarks/bench_sparse_mean.py --part 5
 """
 
 import argparse
@@ -189,9 +195,41 @@ def blocks_cost(n=10**6, sizes=(8, 12, 50, 300, 1000, 4096, 16384, 30), reps=7, 
                                    np.mean(errs["one_hot_blocks"]) / g))
 
 
+def auto_rule_check(seeds=3):
+    import itertools
+
+    from skdpsparse.mechanisms.projection import mean_noise
+    from skdpsparse.mechanisms.sparse_mean import choose_method, spread_signal
+
+    cells = list(itertools.product((2000, 20000), (2**12, 2**16), (5, 40), (0.5, 2.0),
+                                   ("power_law", "uniform")))
+    cells += [(n, 2**18, 185, eps, "power_law") for n in (5000, 20000) for eps in (0.5, 2.0)]
+    print(f"\n[5] auto's rule on generated rows ({seeds} seeds, delta={DELTA})")
+    print(f"{'n':>6} {'d':>7} {'s':>4} {'eps':>4} {'columns':>9} {'thr/proj':>9} "
+          f"{'winner':>11} {'rule':>11} {'mu/lambda':>9}")
+    agree = 0
+    for n, d, s, eps, dist in cells:
+        X, _ = make_sparse_vectors(n, d, s, column_distribution=dist, random_state=7)
+        mean = np.asarray(X.mean(axis=0)).ravel()
+        err = {}
+        for method in ("threshold", "projection"):
+            err[method] = np.mean([np.linalg.norm(DPSparseMeanEstimator(
+                epsilon=eps, delta=DELTA, sparsity=s, method=method, random_state=r
+            ).fit(X).mean_ - mean) for r in range(seeds)])
+        winner = min(err, key=err.get)
+        rule = choose_method(n, d, s, eps, DELTA)
+        agree += rule == winner
+        sigma = mean_noise(n, epsilon=eps, delta=DELTA, norm_bound=1.0, sparsity=s)[1]
+        ratio = spread_signal(n, d, s) / (sigma * np.sqrt(2 * np.log(d)))
+        print(f"{n:>6} {d:>7} {s:>4} {eps:>4} {dist:>9} "
+              f"{err['threshold'] / err['projection']:>9.2f} {winner:>11} {rule:>11} "
+              f"{ratio:>9.3f}")
+    print(f"    the rule picks the winner in {agree} of {len(cells)} cells")
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4])
+    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4, 5])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--child", nargs=3, type=int)
     parser.add_argument("--sizes", default="200000,1000000")
@@ -208,6 +246,8 @@ def main():
         scale()
     if args.part in (None, 4):
         blocks_cost(reps=args.reps)
+    if args.part in (None, 5):
+        auto_rule_check()
 
 
 if __name__ == "__main__":

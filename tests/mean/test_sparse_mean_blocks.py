@@ -163,3 +163,17 @@ def test_a_false_declaration_keeps_the_guarantee_and_clips():
         Xbad = X.copy()
         Xbad[3, 2] = -np.inf
         DPSparseMeanEstimator(sparsity=4, one_hot_blocks=list(SIZES)).fit(sp.csr_matrix(Xbad))
+
+
+def test_the_declaration_post_processes_a_distributed_fit():
+    """A Dask fit does not clip its rows (its noise is for 2L/n, valid for any rows);
+    the declared blocks still put its release on the simplices."""
+    da = pytest.importorskip("dask.array")
+    X = one_hot_rows(3000, seed=6).toarray()
+    est = DPSparseMeanEstimator(sparsity=4, method="projection", one_hot_blocks=list(SIZES),
+                                random_state=0).fit(da.from_array(X, chunks=(1000, X.shape[1])))
+    mean = np.asarray(est.mean_)
+    offsets = np.concatenate([[0], np.cumsum(SIZES)])
+    for b in range(len(SIZES)):
+        block = mean[offsets[b]:offsets[b + 1]]
+        assert block.min() >= 0 and block.sum() == pytest.approx(0.5, rel=1e-9)
