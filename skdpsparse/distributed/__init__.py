@@ -77,10 +77,12 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None,
     y : dask.array.Array of shape (n_samples,) or dask Series, optional
         Labels or targets of output perturbation, aligned with ``X``'s rows (rechunked
         to its row chunks); ignored by the means.
-    privacy_unit : dask.array.Array of shape (n_samples,), optional
+    privacy_unit : dask.array.Array of shape (n_samples,) or str, optional
         One privacy-unit id (an integer) per row: the guarantee then covers all of a
         unit's rows (user-level privacy). Each unit's rows are summed, the unit's total
-        scaled into the row bounds, and n is the number of units.
+        scaled into the row bounds, and n is the number of units. For a Spark
+        DataFrame (sparse mean only): the name of its integer column of unit ids
+        (not a feature); ``privacy_unit_`` is then that name.
     n_features : int, optional
         d of a Spark DataFrame with list columns (public: never read from the data).
     row_order : {"multiset", "partitions"}, optional
@@ -120,12 +122,11 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None,
             "keyed hash of a row id. Fit it in memory (on a sample), or use "
             "DPOutputPerturbationRegressor(loss='huber'), which fits a Dask array.")
     if name == "DPSparseMeanEstimator" and spark:
-        if privacy_unit is not None:
-            raise NotImplementedError("privacy_unit on Spark is not implemented.")
         from ._spark import fit_sparse_mean_spark
 
         return fit_sparse_mean_spark(estimator, X, n_features=n_features,
-                                     row_order=row_order or "multiset")
+                                     row_order=row_order or "multiset",
+                                     privacy_unit=privacy_unit)
     if spark:
         raise NotImplementedError(f"{name} has no Spark fit: a Spark DataFrame is "
                                   "supported by DPSparseMeanEstimator only (the other "

@@ -179,10 +179,12 @@ def _check_columns(df, n_features, indices, values, columns):
 
 
 def fit_sparse_mean_spark(estimator, df, *, n_features=None, indices="indices",
-                          values="values", columns=None, row_order="multiset"):
+                          values="values", columns=None, row_order="multiset",
+                          privacy_unit=None):
     """DPSparseMeanEstimator.fit on a Spark DataFrame (list columns ``indices`` /
     ``values`` with ``n_features`` given, or numeric ``columns``); ``row_order`` as
-    in the module's docstring."""
+    in the module's docstring; ``privacy_unit``: the name of an integer column of unit
+    ids, for a user-level fit (:func:`_fit_units`)."""
     from ..utils import validate_params
     from ..base import release
     from ._core import resolve_sparse_mean, sparse_mean_attributes, sparse_mean_plan
@@ -192,6 +194,14 @@ def fit_sparse_mean_spark(estimator, df, *, n_features=None, indices="indices",
     validate_params(estimator, estimator._parameter_constraints)
     if row_order not in ROW_ORDERS:
         raise ValueError(f"row_order must be one of {ROW_ORDERS}, got {row_order!r}.")
+    if privacy_unit is not None:
+        unit = _check_unit_column(df, privacy_unit, row_order)
+        if columns is None and indices not in df.columns:
+            columns = [c for c in df.columns if c != unit]
+        columns, d = _check_columns(df, n_features, indices, values, columns)
+        if columns is not None and unit in columns:
+            raise ValueError(f"privacy_unit column {unit!r} is also a feature column.")
+        return _fit_units(estimator, df, unit, d, indices, values, columns)
     columns, d = _check_columns(df, n_features, indices, values, columns)
     digest = row_order if key_needs_data(estimator) else None
     first_rows = counts = None
@@ -242,4 +252,164 @@ def fit_sparse_mean_spark(estimator, df, *, n_features=None, indices="indices",
             [b"spark" + multiset_digest(total, (n, d))]
         attrs = sparse_mean_attributes(estimator, part, plan, (n, d), attrs,
                                        digests=digests, method=method)
+    return release(estimator, attrs)
+
+
+# ------------------------------------------------------------------ user-level units
+#: The schema of the one row each partition of a user-level fit returns.
+UNIT_PART_SCHEMA = "partition long, sums binary, units long, rows long, digest binary"
+
+_INTEGER_TYPES = ("ByteType", "ShortType", "IntegerType", "LongType")
+
+
+def _check_unit_column(df, privacy_unit, row_order):
+    """The unit column's name, after checking it names an integer column."""
+    if not isinstance(privacy_unit, str):
+        raise ValueError("privacy_unit for a Spark DataFrame is the name of its column "
+                         f"of unit ids, got {type(privacy_unit).__name__}.")
+    if privacy_unit not in df.columns:
+        raise ValueError(f"privacy_unit column {privacy_unit!r} is not in the "
+                         f"DataFrame's columns {list(df.columns)}.")
+    kind = type(df.schema[privacy_unit].dataType).__name__
+    if kind not in _INTEGER_TYPES:
+        raise ValueError(f"privacy_unit column {privacy_unit!r} must hold integer ids, "
+                         f"got {df.schema[privacy_unit].dataType.simpleString()}.")
+    if row_order != "multiset":
+        raise ValueError(
+            "row_order='partitions' is not available with privacy_unit: the rows are "
+            "shuffled by unit before they are read, so the key's digest hashes the "
+            "(id, row) pairs as a multiset (row_order='multiset').")
+    return privacy_unit
+
+
+def _by_unit(df, unit):
+    """``df`` hash-partitioned by the unit column: every row of a unit in one
+    partition. Spark's partitioner is Murmur3 of the id modulo the partition count
+    (``spark.sql.shuffle.partitions``; adaptive execution may coalesce whole
+    partitions, never split one): a public function of the id, nothing random."""
+    return df.repartition(unit)
+
+
+def _unit_partition_parts(plan, unit, indices, values, columns, digest):
+    """The function run by ``mapInArrow`` on each partition of ``_by_unit(df)``:
+    public inputs only (the plan of U units, column names).
+
+    All the rows of the partition's units are here, so each unit's total
+    (:func:`~skdpsparse.distributed._units.unit_totals`, exact saturating sums on the
+    grid of L alone) is complete, and bounded here
+    (:func:`~skdpsparse.distributed._units.bound_unit_totals`). It yields one row:
+    the exact int64 sums of the bounded totals, the number of units and of rows, and
+    (``digest``) the multiset digest share of the (id, row) pairs.
+    """
+
+    def run(batches):
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        from ._sparse_mean import _ids_and_rows
+        from ._units import add_unit_totals, bound_unit_totals, unit_totals
+
+        partition = TaskContext.get().partitionId()
+        pieces, rows, total = [], 0, 0
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            ids = batch.column(batch.schema.get_field_index(unit))
+            if ids.null_count:
+                raise ValueError(f"privacy_unit column {unit!r} holds a null id (Spark "
+                                 f"partition {partition} after the shuffle by unit).")
+            ids = ids.to_numpy(zero_copy_only=False).astype(np.int64)
+            try:
+                chunk = check_chunk(_batch_to_chunk(batch, plan.n_features, indices,
+                                                    values, columns),
+                                    plan.n_features, rows)
+            except ValueError as exc:  # the driver re-raises it as a ValueError
+                raise ValueError(f"{exc} (rows counted from the start of Spark "
+                                 f"partition {partition} after the shuffle by unit)"
+                                 ) from None
+            pieces.append(unit_totals(chunk, ids, plan.l2_bound, plan.l1_bound))
+            if len(pieces) >= 16:  # bounded memory: repeated units collapse
+                pieces = [add_unit_totals(pieces)]
+            if digest:
+                total = (total + row_multiset_part(_ids_and_rows(chunk, ids))[0]) \
+                    % 2**2048
+            rows += chunk.shape[0]
+        ids, totals = add_unit_totals(pieces)
+        part = bound_unit_totals(totals, plan)
+        yield pa.RecordBatch.from_pydict({
+            "partition": [partition], "sums": [part.sums.astype("<i8").tobytes()],
+            "units": [len(ids)], "rows": [rows],
+            "digest": [int(total).to_bytes(256, "little")]})
+
+    return run
+
+
+def _unit_statistic(df, unit, plan, indices, values, columns, digest):
+    """(sums, units, rows, digest total) merged on the driver from the partitions of
+    ``_by_unit(df, unit)`` (task results)."""
+    mapped = _by_unit(df, unit).mapInArrow(
+        _unit_partition_parts(plan, unit, indices, values, columns, digest),
+        UNIT_PART_SCHEMA)
+    try:
+        results = mapped.collect()
+    except Exception as exc:
+        error = _worker_error(exc)
+        if error is None:
+            raise
+        raise error from exc
+    sums = np.zeros(plan.n_features, dtype=np.int64)
+    units = rows = total = 0
+    for row in results:
+        sums += np.frombuffer(row["sums"], dtype="<i8")
+        units += int(row["units"])
+        rows += int(row["rows"])
+        total += int.from_bytes(row["digest"], "little")
+    return sums, units, rows, total
+
+
+def _fit_units(estimator, df, unit, d, indices, values, columns):
+    """The user-level sparse mean on Spark: the same statistic and guarantee as
+    :func:`~skdpsparse.distributed.fit_sparse_mean_units_in_memory`.
+
+    1. U, the number of distinct ids, counted in the JVM (public, as in memory);
+       it fixes the plan (F of U units, the noise scale) before any row is read.
+    2. One shuffle by unit (:func:`_by_unit`), then per partition: each unit's total
+       from all its rows, bounded, summed exactly (:func:`_unit_partition_parts`);
+       the partitions' int64 sums come back as task results and are added.
+    3. The driver checks that the partitions held U units in all (every unit in one
+       partition: a unit split over two would be bounded twice and count twice), and
+       draws the noise once.
+
+    The key: a multiset digest of the (id, row) pairs (``[id | row]`` as in memory,
+    hashed without an order), so the same seed gives the same release on every
+    partitioning, but other noise (of the same distribution) than in memory, whose
+    digest of ``[ids | X]`` is positional.
+    """
+    from ..base import release
+    from ._core import resolve_sparse_mean, sparse_mean_attributes, sparse_mean_plan
+    from ._digest import multiset_digest
+    from ._sparse_mean import _refuse_l1_recovery
+
+    n_units = int(df.select(unit).distinct().count())
+    if n_units < 1:
+        raise ValueError("Found array with 0 sample(s) while a minimum of 1 is required.")
+    method, s, _ = resolve_sparse_mean(estimator, n_units, d)
+    _refuse_l1_recovery(method)
+    plan = sparse_mean_plan(n_units, d, float(estimator.norm_bound), s)
+    digest = key_needs_data(estimator)
+    sums, units, rows, total = _unit_statistic(df, unit, plan, indices, values, columns,
+                                               digest)
+    if units != n_units:
+        raise RuntimeError(
+            f"the partitions after the shuffle by {unit!r} held {units} units, not the "
+            f"{n_units} distinct ids counted: a unit's rows were not all in one "
+            "partition (or the DataFrame is not deterministic); nothing was released.")
+    attrs = {"n_features_in_": d}
+    if columns is not None and all(isinstance(c, str) for c in columns):
+        attrs["feature_names_in_"] = np.asarray(columns, dtype=object)
+    digests = () if not digest else \
+        [b"spark-units" + multiset_digest(total, (rows, d + 1))]
+    attrs = sparse_mean_attributes(estimator, BoundedSumPart(sums, n_units, None), plan,
+                                   (n_units, d), attrs, digests=digests, method=method)
+    attrs["privacy_unit_"] = unit
     return release(estimator, attrs)

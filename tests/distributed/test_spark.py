@@ -14,7 +14,12 @@ What the Spark path must keep of the in-memory guarantee (issue 20):
 * the parts come back as task results, never through an accumulator, and a task
   that fails after computing its part and is retried changes nothing;
 * NaN and infinity in a partition are refused with the in-memory message, and
-  nothing is released.
+  nothing is released;
+* with ``privacy_unit=<column>`` (user-level units), the bounded statistic is the
+  in-memory units fit's bit for bit on every partitioning, and a unit whose rows are
+  spread over every partition contributes one bounded total (a variant that bounds
+  each partition's part of a unit is caught twice: by the size of its change, and by
+  the driver's count of units).
 
 Skipped, with the reason, without PySpark or a Java runtime.
 """
@@ -26,6 +31,7 @@ import threading
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from skdpsparse.distributed import _core, _spark, fit_distributed, fit_sparse_mean_in_memory
 from skdpsparse.mean import DPSparseMeanEstimator
@@ -334,7 +340,8 @@ def test_malformed_layouts_name_the_parameter(spark, monkeypatch):
         fit_distributed(_est(), frame, n_features=40)
     with pytest.raises(ValueError, match="values column 'values'"):
         fit_distributed(_est(), frame.select("indices"), n_features=50)
-    with pytest.raises(NotImplementedError, match="privacy_unit on Spark"):
+    with pytest.raises(ValueError, match="privacy_unit for a Spark DataFrame is the "
+                       "name"):
         fit_distributed(_est(), frame, n_features=50, privacy_unit=np.arange(100))
     with pytest.raises(ValueError, match="row_order must be one of"):
         fit_distributed(_est(), frame, n_features=50, row_order="sorted")
@@ -343,3 +350,155 @@ def test_malformed_layouts_name_the_parameter(spark, monkeypatch):
         monkeypatch.setattr(_spark, "_partition_counts", lambda df: {0: 60, 1: 40})
         with pytest.raises(ValueError, match="not deterministic"):
             fit_distributed(_est(), frame, n_features=50, row_order="partitions")
+
+
+# ---------------------------------------------------------------- user-level units
+def _unit_frame(spark, X, ids, partitions):
+    """Rows of X with their unit ids (column ``user``), in order, no shuffle."""
+    rows = [(int(u), *r) for u, r in zip(ids, _rows(X))]
+    rdd = spark.sparkContext.parallelize(rows, partitions)
+    return spark.createDataFrame(rdd, "user long, indices array<int>, values array<double>")
+
+
+def _uest():
+    # The Gaussian release: with tens of units the threshold would zero every entry.
+    return _est(method="gaussian")
+
+
+def _unit_data(n=900, d=60, units=40, seed=3):
+    X = sparse_rows(n=n, d=d, seed=seed)
+    ids = np.random.default_rng(seed).integers(0, units, n) * 7 - 50  # any integers
+    return X, ids
+
+
+@pytest.fixture
+def shuffle_partitions(spark):
+    """Sets spark.sql.shuffle.partitions (the shuffle by unit's) for one test."""
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    yield lambda k: spark.conf.set("spark.sql.shuffle.partitions", str(k))
+    spark.conf.set("spark.sql.shuffle.partitions", before)
+
+
+def test_user_level_statistic_and_release_are_the_in_memory_ones(
+        spark, monkeypatch, shuffle_partitions):
+    from skdpsparse.distributed import _sparse_mean, fit_sparse_mean_units_in_memory
+
+    X, ids = _unit_data()
+    seen = _captured_part(monkeypatch)  # _core's: both paths release through it
+    reference = fit_sparse_mean_units_in_memory(_uest(), X, ids)
+    released = []
+    for partitions, shuffled in ((1, 1), (5, 4), (3, 7)):
+        shuffle_partitions(shuffled)
+        est = fit_distributed(_uest(), _unit_frame(spark, X, ids, partitions),
+                              n_features=60, privacy_unit="user")
+        assert est.privacy_unit_ == "user" and est.n_features_in_ == 60
+        released.append(est.mean_)
+    (ref_part, ref_plan), *spark_parts = seen
+    assert ref_plan.n_rows == len(np.unique(ids))  # n = U, the number of units
+    for part, plan in spark_parts:
+        assert plan == ref_plan and part.n_rows == ref_part.n_rows
+        np.testing.assert_array_equal(part.sums, ref_part.sums)  # exact int64 sums
+    for mean in released[1:]:  # multiset key: one release for every partitioning
+        np.testing.assert_array_equal(mean, released[0])
+    assert not np.array_equal(released[0], reference.mean_)  # other key than in memory
+    # With the key's digest set aside, the release is the in-memory one bit for bit.
+    original = _core.fit_random_source_from_digests
+    monkeypatch.setattr(_core, "fit_random_source_from_digests",
+                        lambda seed, est, digests: original(seed, est, [b"same"]))
+    same = fit_distributed(_uest(), _unit_frame(spark, X, ids, 3), n_features=60,
+                           privacy_unit="user")
+    np.testing.assert_array_equal(
+        same.mean_, _sparse_mean.fit_sparse_mean_units_in_memory(_uest(), X, ids).mean_)
+
+
+def _spread_adversary(n_other=400, d=30, partitions=4, rows=64, seed=4):
+    """Everyone else's rows (units 0..79) with one adversarial unit (id 10**6) of
+    ``rows`` rows of norm L = 1 in one direction, interleaved so that every one of the
+    ``partitions`` ordered partitions holds some of them; and its neighbour, the
+    adversary's rows replaced by zero rows (the same units)."""
+    X = sparse_rows(n=n_other, d=d, nnz=4, seed=seed).tolil()
+    ids = list(np.random.default_rng(seed).integers(0, 80, n_other))
+    at = np.linspace(0, n_other, rows, endpoint=False).astype(int)[::-1]
+    for i in at:
+        X = sp.vstack([X[:i], sp.csr_matrix(([1.0], ([0], [0])), shape=(1, d)), X[i:]],
+                      format="lil")
+        ids.insert(i, 10**6)
+    ids = np.asarray(ids)
+    X = X.tocsr()
+    X0 = X.tolil()
+    X0[np.flatnonzero(ids == 10**6), 0] = 0.0
+    return X, X0.tocsr(), ids
+
+
+def test_a_unit_spread_over_every_partition_contributes_one_bounded_total(
+        spark, monkeypatch, shuffle_partitions):
+    shuffle_partitions(3)
+    X, X0, ids = _spread_adversary()
+    d, U = X.shape[1], len(np.unique(ids))
+    plan = _core.sparse_mean_plan(U, d, 1.0, 6)
+    frames = [_unit_frame(spark, A, ids, 4) for A in (X, X0)]
+    adversary = ids == 10**6
+    per_partition = frames[0].rdd.mapPartitions(
+        lambda it: [sum(r["user"] == 10**6 for r in it)]).collect()
+    assert len(per_partition) == 4 and min(per_partition) > 0  # rows in every one
+    assert adversary.sum() == sum(per_partition) == 64
+
+    def change(frame, frame0):
+        a = _spark._unit_statistic(frame, "user", plan, "indices", "values", None, False)
+        b = _spark._unit_statistic(frame0, "user", plan, "indices", "values", None, False)
+        return np.linalg.norm(np.ldexp((a[0] - b[0]).astype(np.float64),
+                                       -plan.frac_bits)), a[1]
+
+    moved, units = change(*frames)
+    # One bounded unit total (norm L = 1; replacement allows 2L), up to its rounding.
+    assert abs(moved - 1.0) <= 2.0**-plan.frac_bits and units == U
+    # The broken variant: no shuffle, each partition bounds its part of a unit.
+    monkeypatch.setattr(_spark, "_by_unit", lambda df, unit: df)
+    moved, units = change(*frames)
+    assert moved > 2.0  # 4 bounded parts of norm 1: past the sensitivity 2L
+    assert units > U  # the adversary (and others) counted in several partitions
+    with pytest.raises(RuntimeError, match="not all in one partition"):
+        fit_distributed(_uest(), frames[0], n_features=d, privacy_unit="user")
+
+
+def test_the_user_level_function_ships_public_numbers_only(spark, monkeypatch):
+    from pyspark import cloudpickle
+
+    X, ids = _unit_data(n=300)
+    frame = _unit_frame(spark, X, ids, 2)
+    shipped = _spy_map_in_arrow(monkeypatch, frame)
+    est = fit_distributed(_uest(), frame, n_features=60, privacy_unit="user")
+    assert hasattr(est, "mean_")
+    assert [schema for _, schema in shipped] == [_spark.UNIT_PART_SCHEMA]
+    blob = cloudpickle.dumps(shipped[0][0])
+    for forbidden in (b"RandomSource", b"random_state", b"DPSparseMeanEstimator",
+                      b"add_noise", b"add_discrete_noise", b"fit_random_source",
+                      SEED.to_bytes(8, "little"), str(SEED).encode()):
+        assert forbidden not in blob, forbidden
+    assert b"bound_unit_totals" in blob and b"unit_totals" in blob
+
+
+def test_user_level_bad_input_is_refused_as_in_memory(spark):
+    X, ids = _unit_data(n=300)
+    bad = X.copy()
+    bad.data[5] = np.nan
+    est = _uest()
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        fit_distributed(est, _unit_frame(spark, bad, ids, 2), n_features=60,
+                        privacy_unit="user")
+    assert not hasattr(est, "mean_")  # nothing released
+    frame = _unit_frame(spark, X, ids, 2)
+    with pytest.raises(ValueError, match="column 'who' is not in"):
+        fit_distributed(_uest(), frame, n_features=60, privacy_unit="who")
+    with pytest.raises(ValueError, match="must hold integer ids, got double"):
+        fit_distributed(_uest(), frame.withColumn("user", frame["user"] * 0.5),
+                        n_features=60, privacy_unit="user")
+    with pytest.raises(ValueError, match="row_order='partitions' is not available"):
+        fit_distributed(_uest(), frame, n_features=60, privacy_unit="user",
+                        row_order="partitions")
+    from pyspark.sql import functions as F
+
+    with_null = frame.withColumn(
+        "user", F.when(F.col("user") == int(ids[0]), F.lit(None)).otherwise(F.col("user")))
+    with pytest.raises(ValueError, match="holds a null id"):
+        fit_distributed(_uest(), with_null, n_features=60, privacy_unit="user")
