@@ -21,6 +21,16 @@ shipped from the driver but the graph). Reported:
   passes (one per objective evaluation) and whether the two released the same
   coefficients bit for bit.
 
+``--part digest`` measures instead the row hashing of a Spark fit's default key
+(``row_order="multiset"``: every row hashed on its own, since Spark keeps no row
+order): the compiled BLAKE2b pass (``_digest.row_multiset_part``) against the
+``hashlib`` loop it replaced (``_digest._row_multiset_part_hashlib``, the same value),
+beside the positional block digest of the in-memory and Dask fits and the bounded
+exact sum every fit computes, on ``--digest-n`` generated rows, one thread, CPU time
+per row, the four interleaved in each of ``--rounds`` rounds (paired ratios, so a
+loaded machine moves them less than the absolute times), with the projection to
+n = 10⁷ rows.
+
 Not a test: it prints numbers and never fails on a wall-clock value. Time it on a
 quiet machine:
 
@@ -28,6 +38,7 @@ quiet machine:
     .venv/bin/python benchmarks/bench_distributed.py --n 200000 --d 65536 \\
         --chunk-rows 50000 --in-memory-n 100000 --op-n 100000 \\
         --op-d 16384 --op-chunk-rows 25000                           # a quick check
+    .venv/bin/python benchmarks/bench_distributed.py --part digest   # the row hashing
 """
 
 import argparse
@@ -138,7 +149,13 @@ def main(argv=None):
                         help="rows of the output-perturbation comparison (0: skip it)")
     parser.add_argument("--op-d", type=int, default=2**18)
     parser.add_argument("--op-chunk-rows", type=int, default=125_000)
+    parser.add_argument("--part", choices=("dask", "digest"), default="dask",
+                        help="dask: the fits above; digest: the multiset row hashing")
+    parser.add_argument("--digest-n", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
+    if args.part == "digest":
+        return multiset_digest(args)
 
     from skdpsparse.distributed import fit_distributed, fit_sparse_mean_in_memory
     from skdpsparse.mean import DPSparseMeanEstimator
@@ -247,6 +264,47 @@ def output_perturbation(args):
     same = (np.array_equal(dist.coef_, ref.coef_)
             and np.array_equal(dist.intercept_, ref.intercept_))
     print(f"distributed == in-memory estimator.fit, bit for bit: {same}")
+
+
+def multiset_digest(args):
+    """CPU µs per row of the multiset digest (compiled, hashlib), the block digest and
+    the bounded sum, interleaved; one thread each."""
+    from skdpsparse._kernels.fixed_point import bounded_fixed_sum
+    from skdpsparse.distributed import _digest
+
+    n = args.digest_n
+    X = make_block(0, n, args.d, args.nnz, args.seed)
+    cases = {
+        "multiset, compiled BLAKE2b": lambda A: _digest.row_multiset_part(A, n_threads=1),
+        "multiset, hashlib loop": _digest._row_multiset_part_hashlib,
+        "block digest (positional)": lambda A: _digest.chunk_digest(A, 0, A.shape[0],
+                                                                    n_threads=1),
+        "bounded exact sum": lambda A: bounded_fixed_sum(
+            (A.indptr, A.indices, A.data), args.d, 1.0, float(np.sqrt(args.nnz)), 30),
+    }
+    warm = X[:64]
+    for fn in cases.values():  # compile or load every kernel first
+        fn(warm)
+    same = _digest.row_multiset_part(X) == _digest._row_multiset_part_hashlib(X)
+    times = {name: [] for name in cases}
+    for _ in range(args.rounds):
+        for name, fn in cases.items():
+            cpu = time.process_time()
+            fn(X)
+            times[name].append((time.process_time() - cpu) / n * 1e6)
+    print(f"multiset digest: n = {n} rows, d = {args.d}, {args.nnz} nonzeros, one thread, "
+          f"{args.rounds} interleaved rounds (CPU µs per row: median, min)")
+    med = {name: float(np.median(t)) for name, t in times.items()}
+    for name, t in times.items():
+        print(f"{name:30s} {med[name]:7.3f} {min(t):7.3f}   "
+              f"10^7 rows: {med[name] * 10:7.1f} CPU s")
+    ratios = [a / b for a, b in zip(times["multiset, hashlib loop"],
+                                    times["multiset, compiled BLAKE2b"])]
+    print(f"hashlib / compiled, per round: {', '.join(f'{r:.1f}' for r in ratios)}")
+    sums = [a / b for a, b in zip(times["multiset, compiled BLAKE2b"],
+                                  times["bounded exact sum"])]
+    print(f"compiled multiset / bounded sum, per round: {', '.join(f'{r:.1f}' for r in sums)}")
+    print(f"compiled == hashlib value: {same}")
 
 
 if __name__ == "__main__":
