@@ -4,22 +4,18 @@
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._kernels.linear_losses import HUBER, SQUARED
-from ..accounting import ZCDP, approx_dp_to_zcdp
-from ..mechanisms.heavy_tailed_sco import ORACLES, heavy_tailed_sco, sco_schedule
+from ..mechanisms.heavy_tailed_sco import (ORACLES, plan_heavy_tailed_regression,
+                                           run_heavy_tailed_regression)
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..utils._data import check_fit_input
 from ..utils._params import keyword_only_since
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress
 
-_AUTO_ITER_CAP = 1000
 _DEFAULT_RADIUS = 10.0  # used, with a warning, when radius is not declared
-_ENTRY_CAP = 1e150
 #: The order the parameters after ``loss`` took by position before 0.1 (keyword-only
 #: since; passing them by position warns until 0.2).
 _LEGACY_ORDER = ("epsilon", "delta", "mean_oracle", "alpha", "fit_intercept", "radius",
@@ -51,8 +47,9 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
     ball {‖(w, b)‖₂ ≤ D} only: a population minimizer outside it (an intercept of
     about 22 with D = 10, the value used when ``radius`` is not declared, on the
     income task of the real-data benchmark) is out of reach at any n and ε, and the
-    fit can then be worse than predicting a constant. The radius is a declared public number; ``fit`` warns (``UserWarning``,
-    before reading the data) when it is left undeclared. Centring ``y`` by a public
+    fit can then be worse than predicting a constant. The radius is a declared public
+    number; ``fit`` warns (``UserWarning``, before reading the data) when it is left
+    undeclared. Centring ``y`` by a public
     offset, or declaring D from what is known about the model, avoids it.
 
     **Privacy guarantee.** Protected: one row (x, y), under replacement neighbours
@@ -278,41 +275,19 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         (X, y), input_attrs = fit_input(self, X, y, supervised=True, y_numeric=True)
         y = np.asarray(y, dtype=np.float64)
         n, d = X.shape
-        rng = fit_random_source(self.random_state, self, X, y)
-        # Random row order (secret): exchangeable groups and batches (module notes of
-        # mechanisms.heavy_tailed_sco); a data-independent mixture keeps the guarantee.
-        perm = rng.permutation(n)
-        X, y = X[perm], np.clip(y[perm], -_ENTRY_CAP, _ENTRY_CAP)
-        # Entries beyond ±1e150 are capped there (a fixed, per-row map: no privacy
-        # cost) so that margins cannot overflow into inf - inf = NaN; a per-example
-        # gradient can still be huge and is then clipped by the oracle.
-        if X.dtype == np.float64:  # (float32 cannot exceed the cap)
-            if sp.issparse(X):
-                np.clip(X.data, -_ENTRY_CAP, _ENTRY_CAP, out=X.data)
-            else:
-                X = np.clip(X, -_ENTRY_CAP, _ENTRY_CAP)
-        if self.fit_intercept:
-            ones = np.ones((n, 1), dtype=X.dtype)
-            X = sp.hstack([X, ones], format="csr") if sp.issparse(X) else np.hstack([X, ones])
-        p = X.shape[1]
-        rho = approx_dp_to_zcdp(float(self.epsilon), float(self.delta))
-        setting = "strongly_convex" if self.alpha > 0 else "convex"
-        sched = sco_schedule(
-            setting, self.mean_oracle, n, p, rho, moment=self.moment,
-            moment_bound=self.moment_bound, diameter=2.0 * radius,
+        # Plan from public numbers only: T, η, τ and every step's noise come from n, d,
+        # (ε, δ) and the declared constants, before the data are read.
+        plan = plan_heavy_tailed_regression(
+            n, d, epsilon=self.epsilon, delta=self.delta, radius=radius, loss=self.loss,
+            huber_threshold=huber_threshold, oracle=self.mean_oracle, alpha=self.alpha,
+            fit_intercept=self.fit_intercept, max_iter=self.max_iter,
+            learning_rate=self.learning_rate, truncation=self.truncation,
+            moment=self.moment, moment_bound=self.moment_bound,
             gradient_bound=self.gradient_bound, smoothness=self.smoothness,
-            strong_convexity=self.alpha, max_iter=_AUTO_ITER_CAP,
-            n_iter=None if self.max_iter == "auto" else int(self.max_iter))
-        T = sched["n_iter"]
-        eta = sched["learning_rate"] if self.learning_rate == "auto" else float(self.learning_rate)
-        tau = sched["truncation"] if self.truncation == "auto" else float(self.truncation)
-        penalized = np.ones(p, dtype=bool)
-        if self.fit_intercept:
-            penalized[-1] = False
-        code, param = (SQUARED, 0.0) if self.loss == "squared" else (HUBER, huber_threshold)
-        # Public numbers only: T, η, τ come from n, p, ρ and the declared constants.
+            failure_prob=self.failure_prob, smoothing_variance=self.smoothing_variance)
+        T, eta, tau, rho = plan.n_iter, plan.learning_rate, plan.truncation, plan.rho
         progress = Progress(self.verbose, type(self).__name__)
-        progress.report("plan", detail=f"{T} steps, {setting} setting, "
+        progress.report("plan", detail=f"{T} steps, {plan.setting} setting, "
                         f"{self.mean_oracle} oracle, learning rate {eta:.4g}, truncation "
                         f"{tau:.4g}, rho={rho:.4g}", seconds=False)
         every = max(1, T // 10)
@@ -321,20 +296,16 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
             progress.report("step", t + 1, T, level=1 if (t + 1) % every == 0 else 2,
                             seconds=False)
 
-        w, info = heavy_tailed_sco(
-            X, y, loss_code=code, loss_param=param, oracle=self.mean_oracle, setting=setting,
-            n_iter=T, learning_rate=eta, truncation=tau, rho=rho, radius=radius,
-            rng=rng, alpha=float(self.alpha), failure_prob=float(self.failure_prob),
-            smoothing_variance=float(self.smoothing_variance), penalized=penalized,
-            callback=report if progress else None)
-        budget = ZCDP(rho)
+        # The run draws the secret row order, then the noise of every step.
+        rng = fit_random_source(self.random_state, self, X, y)
+        coef, intercept, info = run_heavy_tailed_regression(
+            X, y, plan, rng, callback=report if progress else None)
+        budget = plan.budget
         # Charges first: a refused fit releases nothing and leaves the estimator unfitted.
         release(self, dict(
-            input_attrs, coef_=w[:d].copy(),
-            intercept_=float(w[d]) if self.fit_intercept else 0.0, n_iter_=T,
-            learning_rate_=eta, truncation_=tau, setting_=setting,
-            noise_scale_=float(info["noise_scale"]), privacy_spent_=budget,
-            approx_dp_spent_=budget.to_approx_dp(float(self.delta))))
+            input_attrs, coef_=coef, intercept_=intercept, n_iter_=T, learning_rate_=eta,
+            truncation_=tau, setting_=plan.setting, noise_scale_=float(info["noise_scale"]),
+            privacy_spent_=budget, approx_dp_spent_=budget.to_approx_dp(float(self.delta))))
         progress.report("done", detail=f"released, privacy spent {budget} "
                         f"({self.approx_dp_spent_})", seconds=False)
         return self

@@ -8,7 +8,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..mechanisms.output_perturbation import output_perturbation, plan_output_perturbation
-from ..mechanisms.sparse_exponential import MAX_NET_SIZE, sparse_exponential_mechanism
+from ..mechanisms.sparse_exponential import (MAX_NET_SIZE, plan_sparse_exponential,
+                                             sparse_exponential)
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..base import check_fit_params, distributed_fit, fit_input, release
 from ..utils._data import check_fit_input
@@ -50,10 +51,10 @@ _PRIVACY_DOC = """**Privacy guarantee.** Protected: one row (x, y), under replac
     Gaussian for differential privacy", Theorem 14; Dwork and Roth 2014, Theorem
     3.6); the ℓ∞ projection is post-processing. ``method="exponential"``: ε-DP by the
     exponential mechanism over a public net (McSherry and Talwar 2007; Dwork and Roth
-    2014, Theorem 3.10; K classes at ε/K each). ``norm_bound`` or ``label_bound`` set to ``"private"``:
-    private quantiles at ``bound_fraction``·ε, added by basic composition (Dwork and
-    Roth 2014, Theorem 3.16). Assumptions: every row is scaled into {‖x‖₂ ≤ R,
-    ‖x‖₁ ≤ √s·R} and every target clipped into [−B, B] before use; λ, the intercept
+    2014, Theorem 3.10; K classes at ε/K each). ``norm_bound`` or ``label_bound`` set to
+    ``"private"``: private quantiles at ``bound_fraction``·ε, added by basic
+    composition (Dwork and Roth 2014, Theorem 3.16). Assumptions: every row is scaled
+    into {‖x‖₂ ≤ R, ‖x‖₁ ≤ √s·R} and every target clipped into [−B, B] before use; λ, the intercept
     scaling and every other default come from n, d, s, ε, δ and the declared bounds
     only; the solver stops only when its distance to the exact minimizer is
     certified to be ≤ tol·Δ/2 by strong convexity (else the fit raises and releases
@@ -208,11 +209,13 @@ class _BaseOutputPerturbation(BaseEstimator):
         bounds = dict(norm_bound=norm_bound, sparsity=self.sparsity,
                       intercept_scaling=c, label_bound=float(label_bound))
         if self.method == "exponential":
-            theta, budget, info = sparse_exponential_mechanism(
-                X, targets, loss=loss, loss_param=loss_param, epsilon=epsilon,
-                radius=self.radius, tau=self.tau, rng=rng,
-                max_net_size=int(self.max_net_size), **bounds)
-            attrs = {"alpha_": 0.0, "tau_": info["tau"]}
+            plan = plan_sparse_exponential(
+                n, d, K, loss=loss, loss_param=loss_param, epsilon=epsilon,
+                radius=self.radius, tau=self.tau, max_net_size=int(self.max_net_size),
+                **bounds)
+            theta = sparse_exponential(X, targets, plan, rng)
+            attrs = {"alpha_": 0.0, "tau_": plan.tau}
+            budget = plan.budget
         else:
             plan = plan_output_perturbation(
                 n, d, K, loss=loss, loss_param=loss_param, epsilon=epsilon,

@@ -12,7 +12,11 @@ the ``n x d`` gradient matrix.
 Plan, then run: :func:`plan_heavy_tailed_sco` fixes every step's oracle plan (its
 noise scale, sensitivity and ρ_t), the batches and the budget from public numbers
 (:class:`HeavyTailedSCOPlan`); :func:`run_heavy_tailed_sco` runs it;
-:func:`heavy_tailed_sco` is both in one call.
+:func:`heavy_tailed_sco` is both in one call. For the linear regressor,
+:func:`plan_heavy_tailed_regression` goes from (ε, δ) and the declared constants to
+that plan (the theorems' schedule, :func:`sco_schedule`), and
+:func:`run_heavy_tailed_regression` adds what the fit does to the rows before the
+run: the secret permutation, the cap on entries and the intercept's column.
 
 Privacy (replacement neighbours; n, d public)
 ---------------------------------------------
@@ -39,22 +43,29 @@ Privacy (replacement neighbours; n, d public)
 """
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
 
-from .._kernels.linear_losses import csr_margins, dense_margins, per_example_derivatives
+from .._kernels.linear_losses import (HUBER, SQUARED, csr_margins, dense_margins,
+                                      per_example_derivatives)
 from .._kernels.projections import project_l2_ball
-from ..accounting import ZCDP
+from ..accounting import ZCDP, approx_dp_to_zcdp
 from .heavy_tailed import cwme, n_groups_for, nsme, plan_cwme, plan_noise_smoothing
 
-__all__ = ["ORACLES", "SETTINGS", "sco_schedule", "nsme_exponent", "heavy_tailed_sco"]
+__all__ = ["ORACLES", "SETTINGS", "HeavyTailedSCOPlan", "heavy_tailed_sco", "nsme_exponent",
+           "plan_heavy_tailed_regression", "plan_heavy_tailed_sco",
+           "run_heavy_tailed_regression", "run_heavy_tailed_sco", "sco_schedule"]
 
 ORACLES = ("cwme", "noise_smoothing")
 SETTINGS = ("convex", "strongly_convex")
 DEFAULT_MAX_AUTO_ITER = 1000
 _FLOAT_MAX = float(np.finfo(np.float64).max)
+#: Entries of X and y beyond ±ENTRY_CAP are capped before the run, so that margins
+#: cannot overflow into inf - inf = NaN (a fixed map of each row: no privacy cost).
+ENTRY_CAP = 1e150
+_LOSS_CODES = {"squared": SQUARED, "huber": HUBER}
 
 
 def nsme_exponent(d, rho):
@@ -202,6 +213,10 @@ class HeavyTailedSCOPlan:
     step : CWMEPlan or NoiseSmoothingPlan
         The oracle's plan for one step (its noise scale, sensitivity, budget).
     budget : ZCDP
+    fit_intercept : bool
+        Whether the last of the p columns is the intercept's constant column, added
+        by :func:`run_heavy_tailed_regression` (False for plans of
+        :func:`plan_heavy_tailed_sco`, whose X has its columns already).
     """
 
     n_samples: int
@@ -221,6 +236,7 @@ class HeavyTailedSCOPlan:
     loss_param: float
     step: object
     budget: ZCDP
+    fit_intercept: bool = False
 
     @property
     def n_groups(self):
@@ -408,3 +424,143 @@ def heavy_tailed_sco(X, y, *, loss_code, loss_param, oracle, setting, n_iter, le
         rho=rho, radius=radius, alpha=alpha, failure_prob=failure_prob,
         smoothing_variance=smoothing_variance, penalized=penalized)
     return run_heavy_tailed_sco(X, y, plan, rng, callback=callback)
+
+
+def plan_heavy_tailed_regression(n_samples, n_features, *, epsilon, delta, radius,
+                                 loss="squared", huber_threshold=1.0,
+                                 oracle="noise_smoothing", alpha=0.0, fit_intercept=True,
+                                 max_iter="auto", learning_rate="auto", truncation="auto",
+                                 moment=2.0, moment_bound=1.0, gradient_bound=1.0,
+                                 smoothness=1.0, failure_prob=0.1, smoothing_variance=1.0):
+    """The plan of :class:`~skdpsparse.linear_model.DPHeavyTailedRegressor`'s fit, from
+    public numbers: ρ from (ε, δ), the setting from α, T, η and τ from
+    :func:`sco_schedule` unless given (``"auto"``: the theorems' values, T capped at
+    1000 steps and at n for disjoint batches), then :func:`plan_heavy_tailed_sco` on
+    p = d + 1 columns with an intercept (which the ridge does not penalise).
+
+    **Privacy guarantee.** Public numbers in (n, d, ε, δ and the declared constants;
+    no data enter), a public plan out; what it guarantees is its ``budget``, ρ-zCDP
+    for one row (x, y) replaced, when run by :func:`run_heavy_tailed_regression`
+    (:class:`HeavyTailedSCOPlan`). ρ is the largest value whose conversion (Canonne,
+    Kamath and Steinke 2020, "The discrete Gaussian for differential privacy",
+    Corollary 13) gives (ε, δ)-DP. Assumptions: the constants are declared, not
+    measured on the data. Not covered: constants estimated from the data (the plan,
+    hence the release, would then depend on the data without being charged).
+
+    Parameters
+    ----------
+    n_samples, n_features : int
+        n and d (without the intercept).
+    epsilon, delta : float
+        The (ε, δ)-DP target, converted to ρ-zCDP.
+    radius : float
+        D: the parameters (w, b) stay in the ℓ2 ball of radius D (diameter M = 2D).
+    loss : {"squared", "huber"}, default="squared"
+    huber_threshold : float, default=1.0
+    oracle : {"cwme", "noise_smoothing"}, default="noise_smoothing"
+    alpha : float, default=0.0
+        Ridge weight; > 0 selects the strongly convex setting (disjoint batches).
+    fit_intercept : bool, default=True
+    max_iter, learning_rate, truncation : "auto", int or float
+        T, η and τ, or ``"auto"`` for :func:`sco_schedule`'s.
+    moment, moment_bound, gradient_bound, smoothness : float
+        k, γ, R and L of :func:`sco_schedule`.
+    failure_prob : float, default=0.1
+        β for cwme's number of groups.
+    smoothing_variance : float, default=1.0
+        c of noise_smoothing.
+
+    Returns
+    -------
+    HeavyTailedSCOPlan
+        With ``fit_intercept`` set.
+
+    Examples
+    --------
+    >>> from skdpsparse.mechanisms.heavy_tailed_sco import plan_heavy_tailed_regression
+    >>> plan = plan_heavy_tailed_regression(20000, 3, epsilon=1.0, delta=1e-6,
+    ...                                     radius=2.0)
+    >>> plan.n_features, plan.fit_intercept, plan.setting, plan.n_iter
+    (4, True, 'convex', 1000)
+    >>> plan.penalized.tolist()  # the ridge (none here) would spare the intercept
+    [1.0, 1.0, 1.0, 0.0]
+    """
+    if loss not in _LOSS_CODES:
+        raise ValueError(f"loss must be one of {tuple(_LOSS_CODES)}, got {loss!r}.")
+    n, d = int(n_samples), int(n_features)
+    p = d + bool(fit_intercept)
+    rho = approx_dp_to_zcdp(float(epsilon), float(delta))
+    setting = "strongly_convex" if alpha > 0 else "convex"
+    sched = sco_schedule(
+        setting, oracle, n, p, rho, moment=moment, moment_bound=moment_bound,
+        diameter=2.0 * radius, gradient_bound=gradient_bound, smoothness=smoothness,
+        strong_convexity=alpha, max_iter=DEFAULT_MAX_AUTO_ITER,
+        n_iter=None if _is_auto(max_iter) else int(max_iter))
+    eta = sched["learning_rate"] if _is_auto(learning_rate) else float(learning_rate)
+    tau = sched["truncation"] if _is_auto(truncation) else float(truncation)
+    penalized = np.ones(p, dtype=bool)
+    if fit_intercept:
+        penalized[-1] = False  # the intercept is not penalised
+    param = 0.0 if loss == "squared" else float(huber_threshold)
+    plan = plan_heavy_tailed_sco(
+        n, p, loss_code=_LOSS_CODES[loss], loss_param=param, oracle=oracle,
+        setting=setting, n_iter=sched["n_iter"], learning_rate=eta, truncation=tau,
+        rho=rho, radius=radius, alpha=float(alpha), failure_prob=float(failure_prob),
+        smoothing_variance=float(smoothing_variance), penalized=penalized)
+    return replace(plan, fit_intercept=bool(fit_intercept))
+
+
+def _is_auto(value):
+    return isinstance(value, str) and value == "auto"
+
+
+def run_heavy_tailed_regression(X, y, plan, rng, *, callback=None):
+    """Run a plan of :func:`plan_heavy_tailed_regression` on (X, y): the rows in a
+    secret random order, entries capped at ±1e150, the intercept's column of ones,
+    then :func:`run_heavy_tailed_sco`.
+
+    **Privacy guarantee.** ``plan.budget`` (ρ-zCDP) for one row (x, y) replaced (n and
+    d public), for a plan from :func:`plan_heavy_tailed_regression`
+    (:class:`HeavyTailedSCOPlan`): the permutation is drawn from ``rng`` and does not
+    depend on the data, so the guarantee of every fixed order holds for the mixture
+    (module notes); the cap is a fixed map of each row (no privacy cost). Assumptions:
+    ``rng`` secret. Not covered: the noise and the order when ``rng`` is known (a
+    fixed seed), and the run's duration.
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n, d)
+        Never rescaled or clipped beyond the cap: the oracle bounds each row's
+        influence, whatever its size.
+    y : array-like of shape (n,)
+    plan : HeavyTailedSCOPlan
+    rng : RandomSource or numpy.random.Generator
+        The permutation is drawn first, then the noise of every step.
+    callback : callable, optional
+        ``callback(t, w)`` after every step.
+
+    Returns
+    -------
+    coef : ndarray of shape (d,)
+    intercept : float
+        0.0 without an intercept.
+    info : dict
+        As :func:`run_heavy_tailed_sco`.
+    """
+    n, d = X.shape
+    if (n, d + plan.fit_intercept) != (plan.n_samples, plan.n_features):
+        raise ValueError(f"X has shape {X.shape}, but the plan is for ({plan.n_samples}, "
+                         f"{plan.n_features - plan.fit_intercept}).")
+    perm = rng.permutation(n)
+    y = np.clip(np.asarray(y, dtype=np.float64)[perm], -ENTRY_CAP, ENTRY_CAP)
+    X = X[perm]
+    if X.dtype == np.float64:  # (float32 cannot exceed the cap)
+        if sp.issparse(X):
+            np.clip(X.data, -ENTRY_CAP, ENTRY_CAP, out=X.data)
+        else:
+            X = np.clip(X, -ENTRY_CAP, ENTRY_CAP)
+    if plan.fit_intercept:
+        ones = np.ones((n, 1), dtype=X.dtype)
+        X = sp.hstack([X, ones], format="csr") if sp.issparse(X) else np.hstack([X, ones])
+    w, info = run_heavy_tailed_sco(X, y, plan, rng, callback=callback)
+    return w[:d].copy(), float(w[d]) if plan.fit_intercept else 0.0, info

@@ -67,11 +67,14 @@ from ..utils._random import as_random_source
 from .output_perturbation import BETA, CLASSIFICATION_LOSSES, bound_inputs
 
 __all__ = [
+    "SparseExponentialPlan",
     "choose_tau",
     "enumerate_net",
     "exponential_mechanism",
     "net_scores",
+    "plan_sparse_exponential",
     "score_sensitivity",
+    "sparse_exponential",
     "sparse_exponential_mechanism",
     "sparse_net_size",
 ]

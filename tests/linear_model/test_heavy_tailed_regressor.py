@@ -1,5 +1,6 @@
-"""DPHeavyTailedRegressor (Kamath, Liu and Zhang 2022, Algorithms 1-2): the theorems' schedules, the noise
-of one step reconstructed from the seed, excess risk against n, bounding, sklearn API."""
+"""DPHeavyTailedRegressor (Kamath, Liu and Zhang 2022, Algorithms 1-2): the theorems'
+schedules, the noise of one step reconstructed from the seed, excess risk against n,
+bounding, sklearn API."""
 
 import math
 
@@ -225,12 +226,13 @@ def test_huber_threshold_is_used_and_huber_delta_warns_for_one_release(monkeypat
     from skdpsparse.linear_model import _heavy_tailed
 
     seen = []
+    run = _heavy_tailed.run_heavy_tailed_regression
 
-    def spy(*args, **kwargs):
-        seen.append(kwargs["loss_param"])
-        return heavy_tailed_sco(*args, **kwargs)
+    def spy(X, y, plan, rng, **kwargs):
+        seen.append(plan.loss_param)
+        return run(X, y, plan, rng, **kwargs)
 
-    monkeypatch.setattr(_heavy_tailed, "heavy_tailed_sco", spy)
+    monkeypatch.setattr(_heavy_tailed, "run_heavy_tailed_regression", spy)
     X, y, _ = heavy_tailed_linear_model(2000, 3, 0)
     common = dict(loss="huber", max_iter=5, random_state=0)
     with warnings.catch_warnings():

@@ -2,10 +2,11 @@
 
 The oracle's per-step scale against a hand computation (the sensitivity of the module
 notes of :mod:`skdpsparse.mechanisms.heavy_tailed`, σ = Δ₂/√(2ρ_t)), the wrapper
-``heavy_tailed_sco`` against plan + run, and the teeth: the noise scale of every
-step is read back and composed (ρ/T per step on all rows, or ρ per disjoint batch) to
-at most the plan's ρ, which a replaced plan (half the noise, or each step given the
-whole ρ on all rows) exceeds.
+``heavy_tailed_sco`` against plan + run, the regressor against its plan
+(``plan_heavy_tailed_regression``) and run (``run_heavy_tailed_regression``), and the
+teeth: the noise scale of every step is read back and composed (ρ/T per step on all
+rows, or ρ per disjoint batch) to at most the plan's ρ, which a replaced plan (half the
+noise, or each step given the whole ρ on all rows) exceeds.
 """
 
 import dataclasses
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 import skdpsparse.mechanisms.heavy_tailed as H
+from skdpsparse._kernels.linear_losses import HUBER
 from skdpsparse.mechanisms.heavy_tailed_sco import (
     heavy_tailed_sco,
     plan_heavy_tailed_sco,
@@ -121,3 +123,89 @@ def test_a_replaced_plan_is_caught_by_the_composed_noise(setting, variant, monke
     expected = variant == "correct" or (variant == "whole rho per step"
                                         and setting == "strongly_convex")
     assert within == expected
+
+
+# ------------------------------------------------- the regressor's plan and run
+@pytest.mark.parametrize("alpha", [0.0, 0.5])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_the_regression_plan_is_the_schedule_at_the_converted_rho(alpha, fit_intercept):
+    """ρ from (ε, δ) by Canonne, Kamath and Steinke (2020) Corollary 13, then the
+    theorems' T, η, τ for p = d (+ 1) columns, and the ridge sparing the intercept."""
+    from skdpsparse.accounting import approx_dp_to_zcdp
+    from skdpsparse.mechanisms.heavy_tailed_sco import (plan_heavy_tailed_regression,
+                                                        sco_schedule)
+
+    n, d = 5000, 3
+    p = d + fit_intercept
+    plan = plan_heavy_tailed_regression(n, d, epsilon=2.0, delta=1e-5, radius=1.5,
+                                        loss="huber", huber_threshold=0.7, oracle="cwme",
+                                        alpha=alpha, fit_intercept=fit_intercept, moment=3)
+    rho = approx_dp_to_zcdp(2.0, 1e-5)
+    setting = "strongly_convex" if alpha else "convex"
+    sched = sco_schedule(setting, "cwme", n, p, rho, moment=3, diameter=3.0,
+                         strong_convexity=alpha)
+    assert (plan.rho, plan.setting, plan.n_features, plan.fit_intercept) == (
+        rho, setting, p, fit_intercept)
+    assert (plan.n_iter, plan.learning_rate, plan.truncation) == (
+        sched["n_iter"], sched["learning_rate"], sched["truncation"])
+    assert plan.budget.rho == rho and (plan.loss_code, plan.loss_param) == (HUBER, 0.7)
+    assert plan.penalized.tolist() == [1.0] * d + [0.0] * fit_intercept
+    given = plan_heavy_tailed_regression(n, d, epsilon=2.0, delta=1e-5, radius=1.5,
+                                         max_iter=7, learning_rate=0.3, truncation=2.5,
+                                         alpha=alpha, fit_intercept=fit_intercept)
+    assert (given.n_iter, given.learning_rate, given.truncation) == (7, 0.3, 2.5)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_the_regressor_is_plan_then_run(sparse):
+    """DPHeavyTailedRegressor.fit is validate -> plan -> run -> release: the same seed
+    through plan_heavy_tailed_regression + run_heavy_tailed_regression gives its
+    coefficients bit for bit."""
+    import scipy.sparse as sp
+
+    from skdpsparse.linear_model import DPHeavyTailedRegressor
+    from skdpsparse.mechanisms.heavy_tailed_sco import (plan_heavy_tailed_regression,
+                                                        run_heavy_tailed_regression)
+    from skdpsparse.utils import fit_random_source
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_t(3, (400, 3))
+    y = X @ np.array([0.5, -0.2, 0.1]) + rng.standard_t(3, 400)
+    X = sp.csr_matrix(X * (rng.random(X.shape) < 0.6)) if sparse else X
+    reg = DPHeavyTailedRegressor(mean_oracle="cwme", radius=2.0, max_iter=5,
+                                 random_state=0).fit(X, y)
+    plan = plan_heavy_tailed_regression(*X.shape, epsilon=1.0, delta=1e-6, radius=2.0,
+                                        oracle="cwme", max_iter=5)
+    coef, intercept, info = run_heavy_tailed_regression(
+        X, y, plan, fit_random_source(0, reg, X, y))
+    np.testing.assert_array_equal(coef, reg.coef_)
+    assert intercept == reg.intercept_ and info["noise_scale"] == reg.noise_scale_
+    assert reg.privacy_spent_ == plan.budget
+
+
+def test_the_run_draws_the_row_order_first_then_runs_the_plan():
+    """The secret permutation (exchangeable groups and batches even for sorted input)
+    is the key's first draw; the capped rows, with the intercept's column, then go to
+    run_heavy_tailed_sco with the same key. A run without the permutation differs."""
+    from skdpsparse.mechanisms.heavy_tailed_sco import (plan_heavy_tailed_regression,
+                                                        run_heavy_tailed_regression)
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_t(3, (300, 2))
+    X[0, 0] = 1e300  # capped at 1e150
+    y = np.sort(rng.standard_t(3, 300))  # sorted: the groups see the order
+    plan = plan_heavy_tailed_regression(*X.shape, epsilon=1.0, delta=1e-6, radius=2.0,
+                                        oracle="cwme", alpha=0.5, max_iter=3)
+    coef, intercept, _ = run_heavy_tailed_regression(X, y, plan, np.random.default_rng(6))
+    key = np.random.default_rng(6)
+    perm = key.permutation(300)
+    Xp = np.hstack([np.clip(X[perm], -1e150, 1e150), np.ones((300, 1))])
+    w, _ = run_heavy_tailed_sco(Xp, y[perm], plan, key)
+    np.testing.assert_array_equal(coef, w[:2])
+    assert intercept == w[2]
+    unpermuted, _ = run_heavy_tailed_sco(np.hstack([np.clip(X, -1e150, 1e150),
+                                                    np.ones((300, 1))]),
+                                         y, plan, np.random.default_rng(6))
+    assert not np.array_equal(unpermuted, w)
+    with pytest.raises(ValueError, match=r"plan is for \(300, 2\)"):
+        run_heavy_tailed_regression(X[:, :1], y, plan, np.random.default_rng(6))

@@ -49,9 +49,14 @@ def test_the_wrapper_is_plan_then_run():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((100, 3)) / 2
     y = np.vstack([np.sign(X[:, 0]), -np.sign(X[:, 1])])
+    # tau="auto" under a cap of 10^4 points (the default cap of 10^6 took two minutes
+    # of scoring here)
     theta, budget, info = sparse_exponential_mechanism(
-        X, y, loss="logistic", epsilon=2.0, radius=1.0, rng=np.random.default_rng(1))
-    plan = plan_sparse_exponential(100, 3, 2, loss="logistic", epsilon=2.0, radius=1.0)
+        X, y, loss="logistic", epsilon=2.0, radius=1.0, rng=np.random.default_rng(1),
+        max_net_size=10**4)
+    plan = plan_sparse_exponential(100, 3, 2, loss="logistic", epsilon=2.0, radius=1.0,
+                                   max_net_size=10**4)
+    assert plan.tau == info["tau"] and 10**3 < plan.net_size <= 10**4
     np.testing.assert_array_equal(theta, sparse_exponential(X, y, plan,
                                                             np.random.default_rng(1)))
     assert budget == plan.budget and info["net_size"] == plan.net_size
@@ -82,3 +87,29 @@ def test_a_replaced_plan_is_caught_by_the_temperature(variant, monkeypatch):
     spent = sum(eps * delta_u / sens for sens, eps in draws)
     assert len(draws) == 2
     assert (spent <= plan.budget.epsilon * (1 + 1e-12)) == (variant == "correct")
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_the_classifier_is_plan_then_run(fit_intercept):
+    """DPOutputPerturbationClassifier(method="exponential") is validate -> plan -> run
+    -> release: the same key through plan_sparse_exponential + sparse_exponential
+    gives its coefficients bit for bit, and its budget is the plan's."""
+    from skdpsparse.linear_model import DPOutputPerturbationClassifier
+    from skdpsparse.linear_model._base import one_vs_rest_targets
+    from skdpsparse.utils import fit_random_source
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((60, 2))
+    y = rng.integers(0, 3, 60)
+    clf = DPOutputPerturbationClassifier(method="exponential", loss="hinge", radius=1.0,
+                                         tau=0.5, epsilon=2.0, fit_intercept=fit_intercept,
+                                         intercept_scaling=1.0, classes=[0, 1, 2],
+                                         random_state=0).fit(X, y)
+    targets = one_vs_rest_targets(y, clf.classes_)
+    c = 1.0 if fit_intercept else 0.0
+    plan = plan_sparse_exponential(60, 2, 3, loss="hinge", epsilon=2.0, radius=1.0,
+                                   tau=0.5, intercept_scaling=c)
+    theta = sparse_exponential(X, targets, plan, fit_random_source(0, clf, X, targets))
+    np.testing.assert_array_equal(clf.coef_, theta[:, :2])
+    np.testing.assert_array_equal(clf.intercept_, c * theta[:, 2] if c else np.zeros(3))
+    assert clf.privacy_spent_ == plan.budget and clf.tau_ == plan.tau
