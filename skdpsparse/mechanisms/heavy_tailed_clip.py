@@ -284,6 +284,10 @@ TAIL_INDEX_MAX = 50.0
 #: The inner quantile of each tail is at ``TAIL_RATIO`` times the outer one's level.
 TAIL_RATIO = 4.0
 
+#: How the tail quantiles are drawn: of x − m (m the released median; default) or of x
+#: (the rule before issue 19's second round, kept by name).
+TAILS = ("deviations", "values")
+
 
 def auto_clip_level(n, n_features, *, quantile_epsilon, grid_size, beta=0.05):
     """The outer tail level α of the private quantiles (public numbers only).
@@ -298,7 +302,7 @@ def auto_clip_level(n, n_features, *, quantile_epsilon, grid_size, beta=0.05):
     return min(1.0 / 16.0, rank_error(grid_size, quantile_epsilon, beta) / n)
 
 
-def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None):
+def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None, floor=False):
     """The clipping interval of each column from its five private quantiles
     (post-processing: no privacy cost).
 
@@ -315,6 +319,19 @@ def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None):
     noise's standard deviation per unit of width). Symmetric tails cancel and keep a
     tight interval; a heavy tail on one side widens that side only.
 
+    ``floor=True`` (the ``tails="deviations"`` rule of :func:`plan_quantile_clipped_mean`)
+    removes the candidates inside the outer quantile, C < t_out. Why, from public
+    numbers only: at the level of :func:`auto_clip_level`, α·n is the exponential
+    mechanism's rank error 2(ln G + ln 20)/ε_q, while the clip that balances bias and
+    noise leaves out about n·s·√(a − 1) rows per side (s = ``noise_sd``; setting the
+    derivative of B(C)² + (sC)² to zero with B(C) = C·P(X − m > C)/(a − 1)). With
+    the split of the plan (ε_q from fρ over 5d draws, s from (1 − f)ρ), their ratio
+    is 2(ln G + ln 20)·√(5(1 − f)/(4f))/√(a − 1), about 66/√(a − 1) at f = 0.1 and
+    G = 963: the balance lies beyond the outer quantile for every index a the model
+    allows below 4000, so clipping inside it only adds bias. Without the floor a
+    noisy fit of a steep index (t_out close to t_in) clipped at t_in, 4αn rows (12 %
+    of a Pareto column at n = 10⁴, ε = 4, d = 10).
+
     Returns
     -------
     lower, upper : ndarrays of shape (d,)
@@ -324,7 +341,7 @@ def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None):
     sides = []
     stretch = MAX_STRETCH if max_stretch is None else float(max_stretch)
     for t_in, t_out in ((q[3] - med, q[4] - med), (med - q[1], med - q[0])):
-        sides.append(_tail_candidates(t_in, t_out, TAIL_RATIO * level, stretch))
+        sides.append(_tail_candidates(t_in, t_out, TAIL_RATIO * level, stretch, floor))
     (c_up, b_up), (c_lo, b_lo) = sides
     # err[j, u, l] for every pair of candidates of column j. A modelled bias of up to
     # 1e300 squares to inf: such a candidate is simply never the argmin (no warning).
@@ -339,7 +356,7 @@ def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None):
     return med - c_lo[rows, il], med + c_up[rows, iu]
 
 
-def _tail_candidates(t_in, t_out, inner_mass, stretch):
+def _tail_candidates(t_in, t_out, inner_mass, stretch, floor=False):
     """Candidate clipping distances C (d, K) and the modelled bias B(C) of one tail."""
     k = np.arange(81) / 4.0
     t_in = np.maximum(t_in, 0.0)
@@ -355,6 +372,8 @@ def _tail_candidates(t_in, t_out, inner_mass, stretch):
     bias = np.where(np.isfinite(bias), bias, 1e300)
     # The fitted index is noisy: never extrapolate beyond MAX_STRETCH·t_out.
     C = np.minimum(C, stretch * np.maximum(t_out, base)[:, None])
+    if floor:  # never clip inside the outer quantile (see extrapolated_interval)
+        C = np.maximum(C, t_out[:, None])
     return C, bias
 
 
@@ -458,6 +477,9 @@ class QuantileClipPlan:
     budget : ZCDP, PureDP or ApproxDP, with its event
     approx_dp : ApproxDP or PureDP
         The (ε, δ) ``budget`` implies at ``delta``.
+    tails : {"deviations", "values"}
+        How the tail quantiles are drawn (:func:`plan_quantile_clipped_mean`); the
+        same draws at the same ε either way.
     """
 
     n_samples: int
@@ -478,6 +500,7 @@ class QuantileClipPlan:
     draws: object
     budget: object
     approx_dp: object
+    tails: str = "deviations"
 
 
 def _shared_level(n, grid_size, epsilon_each):
@@ -488,7 +511,7 @@ def _shared_level(n, grid_size, epsilon_each):
 
 def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
                                scale_fraction=SCALE_FRACTION, level="auto", grid=None,
-                               noise="auto"):
+                               noise="auto", tails="deviations"):
     """The budget split and the draws of private_clip, from public numbers
     (arguments as :func:`private_quantile_clipped_mean`).
 
@@ -517,6 +540,8 @@ def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
     grid = geometric_grid() if grid is None else np.asarray(grid, dtype=np.float64)
     if noise not in ("auto", "gaussian", "laplace"):
         raise ValueError(f"noise must be 'auto', 'gaussian' or 'laplace', got {noise!r}.")
+    if tails not in TAILS:
+        raise ValueError(f"tails must be one of {TAILS}, got {tails!r}.")
     if delta == 0 and noise == "gaussian":
         raise ValueError("noise='gaussian' needs delta > 0.")
     # The mean's noise: Laplace (pure ε_m-DP) or Gaussian ((1 − f)ρ-zCDP).
@@ -573,7 +598,7 @@ def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
     return QuantileClipPlan(
         n, d, epsilon, delta, f, grid, "laplace" if laplace else "gaussian", bool(shared),
         n_draws, eps_q, alpha, 1.0 if capped else None, noise_sd, rho_m, eps_m, draws,
-        budget, budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget)
+        budget, budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget, tails)
 
 
 def _located_interval(X, plan, rng):
@@ -589,14 +614,27 @@ def _located_interval(X, plan, rng):
     counts = (rank_counts(X, grid, strict=True), rank_counts(X, grid))
     med = private_quantiles(X, [0.5], epsilon_each=eps_q, rng=rng, grid=grid,
                             counts=counts)
-    inner = private_quantiles(X, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
-                              epsilon_each=eps_q, rng=rng, grid=grid, counts=counts,
-                              anchors=np.vstack([med, med]))
-    outer = private_quantiles(X, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
-                              grid=grid, counts=counts, anchors=inner)
-    quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
+    if plan.tails == "deviations":
+        shift = med[0]
+        counts = (rank_counts(X, grid, strict=True, shift=shift),
+                  rank_counts(X, grid, shift=shift))
+        inner = private_quantiles(X, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
+                                  epsilon_each=eps_q, rng=rng, grid=grid, counts=counts)
+        outer = private_quantiles(X, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
+                                  grid=grid, counts=counts, anchors=inner)
+        quantiles = np.vstack([outer[:1], inner[:1], np.zeros((1, med.shape[1])),
+                               inner[1:], outer[1:]]) + shift
+        quantiles[2] = shift
+    else:
+        inner = private_quantiles(X, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
+                                  epsilon_each=eps_q, rng=rng, grid=grid, counts=counts,
+                                  anchors=np.vstack([med, med]))
+        outer = private_quantiles(X, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
+                                  grid=grid, counts=counts, anchors=inner)
+        quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
     lower, upper = extrapolated_interval(quantiles, alpha, plan.noise_sd,
-                                         max_stretch=plan.max_stretch)
+                                         max_stretch=plan.max_stretch,
+                                         floor=plan.tails == "deviations")
     return lower, upper, quantiles
 
 
@@ -638,7 +676,8 @@ def quantile_clipped_mean(X, plan, rng):
 
 
 def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCALE_FRACTION,
-                                  level="auto", grid=None, noise="auto"):
+                                  level="auto", grid=None, noise="auto",
+                                  tails="deviations"):
     """A private mean that needs no bound: private quantiles locate each column's
     clipping interval, then :func:`private_clipped_mean` (two mechanisms, composed):
     :func:`plan_quantile_clipped_mean` then :func:`quantile_clipped_mean`.
@@ -653,9 +692,18 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
        q_{1−α} by the exponential mechanism
        (:func:`~skdpsparse.mechanisms.quantile.private_quantiles`, 5d draws on the
        public :func:`~skdpsparse.mechanisms.quantile.geometric_grid`), α from
-       :func:`auto_clip_level`.
+       :func:`auto_clip_level`. The median m_j first; with ``tails="deviations"``
+       (default) the four tail quantiles are those of x_ij − m_j (ranks counted by
+       :func:`~skdpsparse.mechanisms.quantile.rank_counts` with ``shift``), so the
+       grid's points are distances from the median: the geometric grid's fine
+       resolution near 0 (160 points between 2^-20 and 1) no longer sits in the
+       middle of a column whose tail crosses 0, where ranks could not tell the
+       points apart and the draws stopped near 0 (a symmetrised Pareto column with
+       true q_{4α} = −0.08 drew 0.013). ``tails="values"`` is the earlier rule
+       (quantiles of x, the inner ones anchored at the median).
     2. The interval [lo_j, hi_j] from them by :func:`extrapolated_interval`
-       (post-processing: each tail's Pareto fit says how far to clip).
+       (post-processing: each tail's Pareto fit says how far to clip; with
+       ``tails="deviations"`` never inside the outer quantile, ``floor=True``).
     3. The mean of column j clipped into [lo_j, hi_j] plus noise proportional to
        hi_j − lo_j (:func:`private_clipped_mean`).
 
@@ -687,6 +735,9 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
         ε-DP implies (ε, δ)-DP); ``"auto"``: :func:`laplace_is_better`.
     grid : ndarray, optional
         The public grid of the quantiles.
+    tails : {"deviations", "values"}, default="deviations"
+        The tail quantiles of x − m (m the released median) or of x (the earlier
+        rule). Same draws at the same ε: the budget does not depend on it.
 
     Returns
     -------
@@ -700,7 +751,7 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
     X = _as_data(X)
     plan = plan_quantile_clipped_mean(*X.shape, epsilon=epsilon, delta=delta,
                                       scale_fraction=scale_fraction, level=level, grid=grid,
-                                      noise=noise)
+                                      noise=noise, tails=tails)
     estimate, run = quantile_clipped_mean(X, plan, rng)
     info = {"method": "private_clip", "noise": run["noise"], "scale": run["scale"],
             "lower": run["lower"], "upper": run["upper"], "quantiles": run["quantiles"],

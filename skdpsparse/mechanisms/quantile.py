@@ -30,7 +30,7 @@ every interval of generated Pareto columns to 0 at n = 10⁴, and a one-sided on
 0 pulled a positive column's upper quantile to −2^40 (the 160 steps from 2^-20 to 1
 are worth more than all n ranks). Beyond the anchor the score's minimum does not move
 where the ranks fall by more than w_a per step (a Pareto(3) tail at the level
-:func:`~skdpsparse.mechanisms.heavy_tailed.auto_clip_level` chooses: about 4.6/ε
+:func:`~skdpsparse.mechanisms.heavy_tailed_clip.auto_clip_level` chooses: about 4.6/ε
 ranks per 9 % step). The mechanism draws k with
 probability proportional to exp(-ε u(g_k)/2)
 (McSherry and Talwar 2007, "Mechanism design via differential privacy"; Dwork and
@@ -72,7 +72,11 @@ m·``max_exponent`` (m = ``steps_per_octave``): scale-free, relative resolution
 beyond the grid count at the grid's ends (ranks are counts, so nothing is rejected or
 clipped for being large). Its weakness: a column whose spread is small next to its
 offset (values 1000 ± 1) is located to the grid's relative resolution (±90), not to
-its spread.
+its spread. Counting deviations from a released centre (:func:`rank_counts` with
+``shift``, as the tail draws of
+:func:`~skdpsparse.mechanisms.heavy_tailed_clip.plan_quantile_clipped_mean` do from the
+median) puts the grid's resolution on the spread instead; the shift is a release, so
+each count still moves by at most one.
 """
 
 import math
@@ -122,9 +126,12 @@ def _check_grid(grid):
     return grid
 
 
-def rank_counts(X, grid, *, strict=False):
+def rank_counts(X, grid, *, strict=False, shift=None):
     """counts[j, k] = #{i : X[i, j] <= grid[k]} (``strict``: < grid[k]), exactly
-    (implicit zeros of a sparse ``X`` included).
+    (implicit zeros of a sparse ``X`` included); with ``shift`` (one value per column,
+    public or released earlier), the counts of the deviations:
+    #{i : X[i, j] − shift_j <= grid[k]}, the difference rounded in float64 (a function
+    of the entry alone, so a row still moves each count by at most one).
 
     **Privacy guarantee.** None by itself: a deterministic statistic of the data
     with no noise, so releasing its output is not private. What it provides is the
@@ -139,6 +146,8 @@ def rank_counts(X, grid, *, strict=False):
         Finite values (a NaN or infinity raises ValueError).
     grid : ndarray of shape (G,), strictly increasing
     strict : bool, default=False
+    shift : ndarray of shape (d,), optional
+        Subtracted from column j before counting (e.g. a released median).
 
     Returns
     -------
@@ -150,23 +159,32 @@ def rank_counts(X, grid, *, strict=False):
     # searchsorted(grid, x, "left") = the first k with grid[k] >= x: x counts towards
     # every "<=" count from k on; "right" = the first k with grid[k] > x, for "<".
     side = "right" if strict else "left"
+    if shift is None:
+        shift = np.zeros(d)
+    else:
+        shift = np.broadcast_to(np.asarray(shift, dtype=np.float64), (d,))
+        if not np.all(np.isfinite(shift)):
+            raise ValueError("shift must be finite.")
     hist = np.zeros((d, G + 1), dtype=np.int64)  # hist[j, b]: values with bin index b
     if sp.issparse(X):
         X = as_canonical_csr(X)
         values, cols = X.data, X.indices
         if not np.all(np.isfinite(values)):
             raise ValueError("X contains NaN or infinite values.")
-        bins = np.searchsorted(grid, values, side=side)
+        with np.errstate(over="ignore"):  # ±1.7e308 − shift may round to ±inf: a far end
+            bins = np.searchsorted(grid, values - shift[cols], side=side)
         np.add.at(hist, (cols, bins), 1)
         zeros = n - np.bincount(cols, minlength=d)
-        hist[:, np.searchsorted(grid, 0.0, side=side)] += zeros
+        hist[np.arange(d), np.searchsorted(grid, 0.0 - shift, side=side)] += zeros
     else:
         X = np.asarray(X)
         for j in range(d):
             col = X[:, j]
             if not np.all(np.isfinite(col)):
                 raise ValueError("X contains NaN or infinite values.")
-            hist[j] = np.bincount(np.searchsorted(grid, col, side=side), minlength=G + 1)
+            with np.errstate(over="ignore"):
+                dev = col - shift[j] if shift[j] != 0 else col
+            hist[j] = np.bincount(np.searchsorted(grid, dev, side=side), minlength=G + 1)
     return np.cumsum(hist[:, :G], axis=1)
 
 
