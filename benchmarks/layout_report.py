@@ -98,6 +98,36 @@ def tree(root, files):
     return out
 
 
+def _test_mirror(root, tests):
+    """Modules without ``tests/<subpackage>/test_<module>.py`` (or ``test_<subpackage>_
+    <module>.py`` where the basename is taken elsewhere), and test files named for no
+    module (a ``_plan``/``_review``-style suffix after a module's name counts as named)."""
+    modules = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if path.name == "__init__.py" or path.name.startswith("__"):
+            continue
+        package = rel.parts[0].lstrip("_") if len(rel.parts) > 1 else ""
+        modules[(package, path.stem.lstrip("_"))] = str(rel)
+    found = {}
+    for path in sorted(tests.rglob("test_*.py")):
+        rel = path.relative_to(tests)
+        package = rel.parts[0] if len(rel.parts) > 1 else ""
+        found.setdefault(package, []).append(path.stem.removeprefix("test_"))
+    missing, unnamed = [], []
+    for (package, name), rel in modules.items():
+        names = found.get(package, [])
+        if name not in names and f"{package}_{name}" not in names:
+            missing.append(rel)
+    for package, names in found.items():
+        stems = {n for p, n in modules if p == package}
+        for name in names:
+            bare = name.removeprefix(f"{package}_") if package else name
+            if not any(bare == m or bare.startswith(m + "_") for m in stems):
+                unnamed.append(f"{package + '/' if package else ''}test_{name}.py")
+    return missing, unnamed
+
+
 def _function_level_graph(graph_module, root):
     """The import graph with the imports inside functions added (lazy imports)."""
     files = graph_module.module_files(root)
@@ -145,6 +175,11 @@ def main(argv=None):
     for group in lazy_cycles:
         print(f"  {len(group)} modules: " + ", ".join(m.removeprefix(args.root + ".")
                                                       for m in group))
+    missing, unnamed = _test_mirror(root, REPO / "tests")
+    print("\n# tests/ against the package (tests/<subpackage>/test_<module>.py)\n")
+    print(f"modules without a test file of their name ({len(missing)}): "
+          + ", ".join(missing))
+    print(f"test files named for no module ({len(unnamed)}): " + ", ".join(unnamed))
 
 
 if __name__ == "__main__":
