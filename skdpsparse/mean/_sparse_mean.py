@@ -43,7 +43,10 @@ class DPSparseMeanEstimator(PrivateMeanMixin, BaseEstimator):
     δ > 0: discrete Gaussian noise for Δ₂ = 2L/n with σ from the tight zCDP→(ε, δ)
     conversion (Canonne, Kamath and Steinke 2020, "The discrete Gaussian for
     differential privacy", Theorem 14; ``calibration="classic"``: the paper's σ where it
-    suffices), (ε, δ)-DP; δ = 0: discrete Laplace noise for Δ₁ = 2L√s/n, ε-DP.
+    suffices), (ε, δ)-DP; δ = 0: discrete Laplace noise for Δ₁ = 2L√s/n, ε-DP. With
+    ``one_hot_blocks`` (threshold, projection) negative entries are first set to 0, so
+    two rows differ by at most √2·L (⟨x, x'⟩ ≥ 0 for nonnegative rows) and the
+    Gaussian noise is for Δ₂ = √2·L/n, whatever the data.
     ``"l1_recovery"`` releases noisy measurements of the bounded mean instead (Theorem
     3.4 there; its sensitivity in :mod:`skdpsparse.mechanisms.l1_recovery`).
     Thresholding, the projections, basis pursuit and the ``"auto"`` choice (public
