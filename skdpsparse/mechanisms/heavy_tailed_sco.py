@@ -546,6 +546,19 @@ def run_heavy_tailed_regression(X, y, plan, rng, *, callback=None):
         0.0 without an intercept.
     info : dict
         As :func:`run_heavy_tailed_sco`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdpsparse.mechanisms.heavy_tailed_sco import (
+    ...     plan_heavy_tailed_regression, run_heavy_tailed_regression)
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_t(5, (5000, 2))
+    >>> y = X @ np.array([0.5, -0.5]) + rng.standard_t(3, 5000)
+    >>> plan = plan_heavy_tailed_regression(5000, 2, epsilon=2.0, delta=1e-6, radius=2.0)
+    >>> coef, intercept, info = run_heavy_tailed_regression(X, y, plan, rng)
+    >>> coef.shape, bool(np.linalg.norm(np.r_[coef, intercept]) <= 2.0)
+    ((2,), True)
     """
     n, d = X.shape
     if (n, d + plan.fit_intercept) != (plan.n_samples, plan.n_features):

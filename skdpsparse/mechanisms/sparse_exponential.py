@@ -443,6 +443,17 @@ def plan_sparse_exponential(n_samples, n_features, n_problems=1, *, loss, loss_p
     ------
     ValueError
         Without ``radius``, or when the net has more than ``max_net_size`` points.
+
+    Examples
+    --------
+    τ = D: the net is 0 and ±D·e_j (2p + 1 points); the hinge loss's Δ_u is
+    (1 + A) − (1 − A)₊ = 2 with A = D·R = 1.
+
+    >>> from skdpsparse.mechanisms.sparse_exponential import plan_sparse_exponential
+    >>> plan = plan_sparse_exponential(200, 3, loss="hinge", epsilon=1.0, radius=1.0,
+    ...                                tau=1.0, intercept_scaling=0.0)
+    >>> plan.net_size, plan.score_sensitivity, plan.budget
+    (7, 2.0, PureDP(epsilon=1.0))
     """
     if radius is None:
         raise ValueError("The sparse exponential mechanism needs a bounded domain: set "
@@ -484,6 +495,19 @@ def sparse_exponential(X, targets, plan, rng):
     Returns
     -------
     ndarray of shape (K, p)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdpsparse.mechanisms.sparse_exponential import (plan_sparse_exponential,
+    ...                                                       sparse_exponential)
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((200, 3))
+    >>> plan = plan_sparse_exponential(200, 3, loss="hinge", epsilon=1.0, radius=1.0,
+    ...                                tau=1.0, intercept_scaling=0.0)
+    >>> theta = sparse_exponential(X, np.sign(X[:, 0]), plan, rng)
+    >>> theta.shape, int(np.abs(theta).sum()) <= 1  # a point of the net
+    ((1, 3), True)
     """
     n, d = X.shape
     targets = np.atleast_2d(targets)
