@@ -33,6 +33,14 @@ rows' order, which Spark keeps only for some DataFrames:
 
 A key that is not derived from the data needs no digest: the rows are then not
 hashed, and both orders give the in-memory release.
+
+User-level units (``privacy_unit=<integer column>``, :func:`_fit_units`): U counted
+in the JVM, one repartition by the unit column so that every unit's rows meet in one
+partition, each unit's total bounded there
+(:mod:`skdpsparse.distributed._units`), the partitions' exact sums as task results,
+and a driver check that the partitions held U units in all (a split unit would be
+bounded, and counted, more than once). The statistic is the in-memory units fit's;
+the key hashes the (id, row) pairs as a multiset.
 """
 
 import pickle
