@@ -249,26 +249,7 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
             return fitted
         validate_params(self, self._parameter_constraints)
-        huber_threshold = float(self.huber_threshold)
-        if not (isinstance(self.huber_delta, str) and self.huber_delta == "deprecated"):
-            # scikit-learn's deprecation of a renamed parameter: one release of warning.
-            warnings.warn("The parameter 'huber_delta' of DPHeavyTailedRegressor was "
-                          "renamed 'huber_threshold' in 0.1 and will be removed in 0.2; "
-                          "its value is used as huber_threshold.", FutureWarning,
-                          stacklevel=2)
-            huber_threshold = float(self.huber_delta)
-        radius = _DEFAULT_RADIUS if self.radius is None else float(self.radius)
-        if self.radius is None:
-            # From the parameters only, before the data are read (never from the data).
-            warnings.warn(
-                "DPHeavyTailedRegressor: radius was not declared, so the parameters "
-                f"(w, b) are kept in the l2 ball of radius {_DEFAULT_RADIUS:g}. The "
-                "guarantees of Kamath, Liu and Zhang (2022) on the excess risk need the "
-                "population minimizer inside that ball, intercept included: a model "
-                f"with ||(w, b)|| > {_DEFAULT_RADIUS:g} (targets whose mean is far from "
-                "0, say) cannot be fit and may do worse than predicting a constant. "
-                "Declare radius from public knowledge of the model (the scale of y), "
-                "or centre y by a public offset.", UserWarning, stacklevel=2)
+        huber_threshold, radius = self._huber_threshold(), self._radius()
         if self.mean_oracle == "noise_smoothing" and self.moment < 2:
             raise ValueError("mean_oracle='noise_smoothing' needs a bound on a moment of "
                              f"order k >= 2, got moment={self.moment!r}.")
@@ -309,6 +290,33 @@ class DPHeavyTailedRegressor(RegressorMixin, BaseEstimator):
         progress.report("done", detail=f"released, privacy spent {budget} "
                         f"({self.approx_dp_spent_})", seconds=False)
         return self
+
+    def _huber_threshold(self):
+        """``huber_threshold``, or the deprecated ``huber_delta`` when set (with a
+        FutureWarning: scikit-learn's deprecation of a renamed parameter, one release)."""
+        if isinstance(self.huber_delta, str) and self.huber_delta == "deprecated":
+            return float(self.huber_threshold)
+        warnings.warn("The parameter 'huber_delta' of DPHeavyTailedRegressor was "
+                      "renamed 'huber_threshold' in 0.1 and will be removed in 0.2; "
+                      "its value is used as huber_threshold.", FutureWarning,
+                      stacklevel=3)
+        return float(self.huber_delta)
+
+    def _radius(self):
+        """D: the declared radius, or 10 with a warning from the parameters only,
+        before the data are read (never from the data)."""
+        if self.radius is not None:
+            return float(self.radius)
+        warnings.warn(
+            "DPHeavyTailedRegressor: radius was not declared, so the parameters "
+            f"(w, b) are kept in the l2 ball of radius {_DEFAULT_RADIUS:g}. The "
+            "guarantees of Kamath, Liu and Zhang (2022) on the excess risk need the "
+            "population minimizer inside that ball, intercept included: a model "
+            f"with ||(w, b)|| > {_DEFAULT_RADIUS:g} (targets whose mean is far from "
+            "0, say) cannot be fit and may do worse than predicting a constant. "
+            "Declare radius from public knowledge of the model (the scale of y), "
+            "or centre y by a public offset.", UserWarning, stacklevel=3)
+        return _DEFAULT_RADIUS
 
     def predict(self, X):
         """Predict with the private linear model.
