@@ -97,8 +97,8 @@ def measurement_noise_sigma(n, *, epsilon, delta, norm_bound, calibration="analy
     sensitivity = 2.0 * MEASUREMENT_CLIP * norm_bound / n
     # "classic" is the seed's σ² = 18L² ln(2.5/δ)/(nε)², i.e. sensitivity 3L/n at δ/2
     # (the seed charges the other δ/2 to the RIP event, which clipping makes moot).
-    return discrete_gaussian_sigma(sensitivity, epsilon,
-                          delta / 2.0 if calibration == "classic" else delta, calibration)
+    return discrete_gaussian_sigma(
+        sensitivity, epsilon, delta / 2.0 if calibration == "classic" else delta, calibration)
 
 
 @dataclass(frozen=True)

@@ -72,10 +72,7 @@ from .l1_recovery import (
     uses_compressed_sensing,
 )
 from .._kernels.projections import project_blocks_simplex_nb, project_l1_then_l2_nb
-from .projection import (
-    bounded_mean, mean_noise, plan_projection, release_bounded_mean,
-    row_bounds,
-)
+from .projection import bounded_mean, mean_noise, plan_projection, release_bounded_mean
 
 METHODS = ("threshold", "projection", "l1_recovery", "gaussian", "laplace")
 
