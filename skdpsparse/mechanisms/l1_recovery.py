@@ -170,6 +170,20 @@ def plan_l1_recovery(n_samples, n_features, *, epsilon, delta, norm_bound, spars
     Returns
     -------
     L1RecoveryPlan
+
+    Examples
+    --------
+    Below d ≥ m ln² m the plan is the dense Gaussian release's:
+
+    >>> from skdpsparse.mechanisms.l1_recovery import plan_l1_recovery
+    >>> plan = plan_l1_recovery(2000, 500, epsilon=1.0, delta=1e-6, norm_bound=1.0,
+    ...                         sparsity=5)
+    >>> plan.branch, plan.budget is plan.dense.budget
+    ('gaussian', True)
+    >>> plan = plan_l1_recovery(500, 2**20, epsilon=1.0, delta=1e-6, norm_bound=1.0,
+    ...                         sparsity=2)
+    >>> plan.branch, plan.sensitivity == 3.0 / 500
+    ('compressed_sensing', True)
     """
     if not delta > 0:
         raise ValueError("Gaussian l1-recovery needs delta > 0.")

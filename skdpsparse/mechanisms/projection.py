@@ -249,6 +249,19 @@ def plan_projection(n_samples, n_features, *, epsilon, delta, norm_bound, sparsi
     Returns
     -------
     ProjectionPlan
+
+    Examples
+    --------
+    Laplace noise of scale 2L√s/(nε) = 2·1·3/(1000·0.5) for δ = 0:
+
+    >>> import numpy as np
+    >>> from skdpsparse.mechanisms.projection import plan_projection, projection
+    >>> plan = plan_projection(1000, 50, epsilon=0.5, delta=0, norm_bound=1.0, sparsity=9)
+    >>> plan.kind, round(plan.noise_scale, 6), str(plan.budget)
+    ('laplace', 0.012, '0.5-DP')
+    >>> X = np.eye(1000, 50)
+    >>> projection(X, plan, np.random.default_rng(0)).shape
+    (50,)
     """
     kind, scale, budget = mean_noise(
         n_samples, epsilon=epsilon, delta=delta, norm_bound=norm_bound,
