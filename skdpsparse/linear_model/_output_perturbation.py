@@ -208,23 +208,8 @@ class _BaseOutputPerturbation(BaseEstimator):
         c = self._intercept_scaling(d, norm_bound) if self.fit_intercept else 0.0
         bounds = dict(norm_bound=norm_bound, sparsity=self.sparsity,
                       intercept_scaling=c, label_bound=float(label_bound))
-        if self.method == "exponential":
-            plan = plan_sparse_exponential(
-                n, d, K, loss=loss, loss_param=loss_param, epsilon=epsilon,
-                radius=self.radius, tau=self.tau, max_net_size=int(self.max_net_size),
-                **bounds)
-            theta = sparse_exponential(X, targets, plan, rng)
-            attrs = {"alpha_": 0.0, "tau_": plan.tau}
-            budget = plan.budget
-        else:
-            plan = plan_output_perturbation(
-                n, d, K, loss=loss, loss_param=loss_param, epsilon=epsilon,
-                delta=delta, alpha=self.alpha, objective=self.objective, radius=self.radius,
-                calibration=self.calibration, tol=float(self.tol), **bounds)
-            theta, info = output_perturbation(X, targets, plan, rng,
-                                              max_iter=self.solver_max_iter)
-            attrs = {"alpha_": plan.alpha, "noise_scale_": plan.noise_scale}
-            budget = plan.budget  # info (solver diagnostics) depends on the data: dropped
+        theta, budget, attrs = self._plan_and_run(X, targets, loss, loss_param, epsilon,
+                                                  delta, bounds, rng)
         if private:
             budget = compose_with_bounds(eps_bound, budget)
         coef = theta[:, :d]
@@ -234,6 +219,25 @@ class _BaseOutputPerturbation(BaseEstimator):
         if loss in ("squared", "huber"):
             attrs["label_bound_"] = float(label_bound)
         return coef, intercept, budget, attrs
+
+    def _plan_and_run(self, X, targets, loss, loss_param, epsilon, delta, bounds, rng):
+        """The mechanism's plan from public numbers (and the bounds, declared or
+        already released), then its run: (theta, budget, attributes)."""
+        (n, d), K = X.shape, targets.shape[0]
+        if self.method == "exponential":
+            plan = plan_sparse_exponential(
+                n, d, K, loss=loss, loss_param=loss_param, epsilon=epsilon,
+                radius=self.radius, tau=self.tau, max_net_size=int(self.max_net_size),
+                **bounds)
+            theta = sparse_exponential(X, targets, plan, rng)
+            return theta, plan.budget, {"alpha_": 0.0, "tau_": plan.tau}
+        plan = plan_output_perturbation(
+            n, d, K, loss=loss, loss_param=loss_param, epsilon=epsilon, delta=delta,
+            alpha=self.alpha, objective=self.objective, radius=self.radius,
+            calibration=self.calibration, tol=float(self.tol), **bounds)
+        # info (solver diagnostics) depends on the data: dropped
+        theta, _ = output_perturbation(X, targets, plan, rng, max_iter=self.solver_max_iter)
+        return theta, plan.budget, {"alpha_": plan.alpha, "noise_scale_": plan.noise_scale}
 
     def _intercept_scaling(self, n_features, norm_bound):
         """c: the declared value, or R/√s for "auto" (R declared or privately
