@@ -461,3 +461,26 @@ def test_non_finite_input_raises_on_every_path(bad, message):
             with pytest.raises(ValueError, match=message):
                 est.fit(Xi, yi)
             assert not hasattr(est, "coef_")
+
+
+def test_the_remembered_noise_calibration_is_the_calibration():
+    """plan_cyclic_sgd remembers the calibrated z by its public arguments: the z of a
+    first and of a repeated plan both equal a direct calibration, and the repeat
+    does not search again; other public numbers give their own z."""
+    from skdpsparse.accounting import calibrate_last_iterate_noise
+    from skdpsparse.mechanisms.cyclic_sgd import _calibrated_noise_multiplier, plan_cyclic_sgd
+
+    kw = dict(loss="logistic", norm_bound=1.0, fit_intercept=True, batch_size=64, delta=1e-6,
+              penalty="l2", alpha=1e-4)
+    for n, epochs, eps in [(1000, 1, 1.0), (1000, 2, 1.0), (3000, 1, 0.5)]:
+        plan = plan_cyclic_sgd(n, 5, epochs=epochs, epsilon=eps, **kw)
+        hits = _calibrated_noise_multiplier.cache_info().hits
+        again = plan_cyclic_sgd(n, 5, epochs=epochs, epsilon=eps, **kw)
+        assert _calibrated_noise_multiplier.cache_info().hits == hits + 1
+        direct = calibrate_last_iterate_noise(
+            eps, 1e-6, n_samples=n, batch_size=64, epochs=epochs,
+            learning_rate=plan.learning_rate, clip_norm=plan.clip_norm, weak_convexity=None,
+            smoothness=None, clipping_can_bind=plan.accounting["clipping_can_bind"],
+            domain_diameter=None)
+        assert plan.noise_multiplier == again.noise_multiplier == direct
+        assert plan.budget == again.budget
