@@ -9,9 +9,10 @@ functions added, where lazy imports could hide a circle.
 
 Usage::
 
-    python benchmarks/layout_report.py [--top 15] [--root skdpsparse]
+    python benchmarks/layout_report.py [--top 15] [--root skdpsparse] [--rev REV]
 
-Static analysis only: nothing of the package is imported, no timing is taken.
+``--rev``: the layout at a git revision (read with ``git archive``), for a before and
+after. Static analysis only: nothing of the package is imported, no timing is taken.
 """
 
 import argparse
@@ -19,6 +20,9 @@ import ast
 import importlib.util
 import io
 import statistics
+import subprocess
+import tarfile
+import tempfile
 import tokenize
 from pathlib import Path
 
@@ -146,8 +150,21 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--root", default="skdpsparse")
+    parser.add_argument("--rev", default=None, help="a git revision (default: the tree)")
     args = parser.parse_args(argv)
-    root = REPO / args.root
+    if args.rev is None:
+        return report(args, REPO)
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.rev, args.root,
+                                  "tests"], capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        print(f"(at {args.rev})")
+        return report(args, Path(tmp))
+
+
+def report(args, base):
+    root = base / args.root
     files, funcs = measure(root)
     print(f"# Layout of {args.root}/ (code lines: no blank, comment or docstring lines)\n")
     print("\n".join(tree(root, files)))
@@ -175,7 +192,7 @@ def main(argv=None):
     for group in lazy_cycles:
         print(f"  {len(group)} modules: " + ", ".join(m.removeprefix(args.root + ".")
                                                       for m in group))
-    missing, unnamed = _test_mirror(root, REPO / "tests")
+    missing, unnamed = _test_mirror(root, base / "tests")
     print("\n# tests/ against the package (tests/<subpackage>/test_<module>.py)\n")
     print(f"modules without a test file of their name ({len(missing)}): "
           + ", ".join(missing))
