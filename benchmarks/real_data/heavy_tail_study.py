@@ -9,8 +9,8 @@ mean), beside the interval's width and the number of rows clipped per column.
     python benchmarks/real_data/heavy_tail_study.py [--seeds 3] [--n 10000 100000]
 
 Sets: ``make_heavy_tailed`` Student-t(3) and symmetrised Pareto(3) at d = 10, and a
-one-sided Lomax(3) (shape 3, scale 1, shifted to mean 1) and log-normal(0, 1.5) at
-d = 1, skewed like delays and incomes. Timings are not measured.
+one-sided Lomax(3) (shape 3, scale 1), log-normal(0, 1.5) and log-normal(8, 1) capped
+at 2·10⁴ at d = 1, skewed like delays and incomes, the last bounded like prices. Timings are not measured.
 """
 
 import argparse
@@ -34,6 +34,7 @@ def sets(n, seed):
                                            tail_parameter=3.0, random_state=seed)[0]
     yield "lomax(3) d=1", rng.pareto(3.0, size=(n, 1))
     yield "lognormal(1.5) d=1", rng.lognormal(0.0, 1.5, size=(n, 1))
+    yield "capped lognormal(8, 1) d=1", np.minimum(rng.lognormal(8.0, 1.0, size=(n, 1)), 2e4)
 
 
 def study(X, eps, delta, seed, **kw):
@@ -83,6 +84,7 @@ def compare(argv=None):
     p.add_argument("--n", type=int, nargs="*", default=[10**4, 10**5])
     p.add_argument("--epsilons", type=float, nargs="*", default=[1.0, 4.0])
     p.add_argument("--delta", type=float, default=1e-6)
+    p.add_argument("--only", default=None, help="substring of the set names to run")
     p.add_argument("--variant", nargs="*", default=["values", "deviations"])
     a = p.parse_args(argv)
     for n in a.n:
@@ -91,6 +93,8 @@ def compare(argv=None):
             for name, X in sets(n, seed):
                 data.setdefault(name, []).append(X)
         for name, Xs in data.items():
+            if a.only and not name.endswith(a.only):
+                continue
             for eps in a.epsilons:
                 orc = np.mean([oracle_error(X, *full_budget_noise(*X.shape, eps, a.delta))
                                for X in Xs])
@@ -114,6 +118,7 @@ def compare(argv=None):
 VARIANTS = {  # label: (keyword arguments, module constants replaced for the run)
     "values": (dict(tails="values"), {}),
     "deviations": (dict(tails="deviations"), {}),
+    "union": (dict(tails="union"), {}),
     "deviations_f0.2": (dict(tails="deviations", scale_fraction=0.2), {}),
 }
 

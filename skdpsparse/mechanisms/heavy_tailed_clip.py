@@ -284,9 +284,10 @@ TAIL_INDEX_MAX = 50.0
 #: The inner quantile of each tail is at ``TAIL_RATIO`` times the outer one's level.
 TAIL_RATIO = 4.0
 
-#: How the tail quantiles are drawn: of x − m (m the released median; default) or of x
-#: (the rule before issue 19's second round, kept by name).
-TAILS = ("deviations", "values")
+#: How the tail quantiles are drawn (:func:`private_quantile_clipped_mean`): on the
+#: union of the grid and the grid shifted by the released median (default), on the
+#: shifted grid alone, or on the grid alone (the rule before issue 19's second round).
+TAILS = ("union", "deviations", "values")
 
 
 def auto_clip_level(n, n_features, *, quantile_epsilon, grid_size, beta=0.05):
@@ -319,7 +320,8 @@ def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None, floor=Fa
     noise's standard deviation per unit of width). Symmetric tails cancel and keep a
     tight interval; a heavy tail on one side widens that side only.
 
-    ``floor=True`` (the ``tails="deviations"`` rule of :func:`plan_quantile_clipped_mean`)
+    ``floor=True`` (every ``tails`` rule of :func:`plan_quantile_clipped_mean` but
+    ``"values"``)
     removes the candidates inside the outer quantile, C < t_out. Why, from public
     numbers only: at the level of :func:`auto_clip_level`, α·n is the exponential
     mechanism's rank error 2(ln G + ln 20)/ε_q, while the clip that balances bias and
@@ -444,7 +446,9 @@ class QuantileClipPlan:
     ``mean_epsilon`` (ε-DP; basic composition for δ = 0, Rényi accounting of both
     parts for δ > 0, :func:`laplace_epsilon_after`). The interval and the mean's
     noise scale are computed in the run from the draws' releases (post-processing);
-    the mean's budget is fixed here.
+    the mean's budget is fixed here. The grid of the tail draws (``tails``) depends
+    on the data only through the released median, so every rule has the same draws,
+    sensitivity and budget.
 
     Attributes
     ----------
@@ -477,9 +481,9 @@ class QuantileClipPlan:
     budget : ZCDP, PureDP or ApproxDP, with its event
     approx_dp : ApproxDP or PureDP
         The (ε, δ) ``budget`` implies at ``delta``.
-    tails : {"deviations", "values"}
-        How the tail quantiles are drawn (:func:`plan_quantile_clipped_mean`); the
-        same draws at the same ε either way.
+    tails : {"union", "deviations", "values"}
+        How the tail quantiles are drawn (:func:`private_quantile_clipped_mean`); the
+        same draws at the same ε whichever rule.
     """
 
     n_samples: int
@@ -500,7 +504,7 @@ class QuantileClipPlan:
     draws: object
     budget: object
     approx_dp: object
-    tails: str = "deviations"
+    tails: str = "union"
 
 
 def _shared_level(n, grid_size, epsilon_each):
@@ -511,7 +515,7 @@ def _shared_level(n, grid_size, epsilon_each):
 
 def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
                                scale_fraction=SCALE_FRACTION, level="auto", grid=None,
-                               noise="auto", tails="deviations"):
+                               noise="auto", tails="union"):
     """The budget split and the draws of private_clip, from public numbers
     (arguments as :func:`private_quantile_clipped_mean`).
 
@@ -614,7 +618,10 @@ def _located_interval(X, plan, rng):
     counts = (rank_counts(X, grid, strict=True), rank_counts(X, grid))
     med = private_quantiles(X, [0.5], epsilon_each=eps_q, rng=rng, grid=grid,
                             counts=counts)
-    if plan.tails == "deviations":
+    if plan.tails == "union":
+        inner, outer = _union_tail_draws(X, med[0], alpha, eps_q, rng, grid)
+        quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
+    elif plan.tails == "deviations":
         shift = med[0]
         counts = (rank_counts(X, grid, strict=True, shift=shift),
                   rank_counts(X, grid, shift=shift))
@@ -634,8 +641,70 @@ def _located_interval(X, plan, rng):
         quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
     lower, upper = extrapolated_interval(quantiles, alpha, plan.noise_sd,
                                          max_stretch=plan.max_stretch,
-                                         floor=plan.tails == "deviations")
+                                         floor=plan.tails != "values")
     return lower, upper, quantiles
+
+
+def _column_counts(col, grid):
+    """#{x < g_k} and #{x <= g_k} of one dense column on a sorted grid."""
+    col = np.sort(col)
+    return (np.searchsorted(col, grid, side="left").astype(np.int64),
+            np.searchsorted(col, grid, side="right").astype(np.int64))
+
+
+def _union_tail_draws(X, med, alpha, eps_q, rng, grid):
+    """The four tail draws of every column (``tails="union"``) on the union of the
+    public grid and the grid shifted by the released median, U_j = grid ∪ (m_j + grid):
+    the inner ones with the prior |k − k_m| (one unit per step of U_j from m_j), the
+    outer ones with the anchored prior w_a·max(0, 8·log2(|g − m_j|/|a − m_j|)) on the
+    tail's side, a the inner draw (steps of the deviation grid beyond it).
+
+    Privacy: U_j and both priors are functions of earlier releases (m_j, a) and public
+    numbers, the same on neighbouring datasets (adaptive composition); each row adds
+    one to #{x < g} or #{x ≤ g} for the points g above it, so a replaced row moves
+    every count, hence every score, by at most one: each draw is the exponential
+    mechanism with Δ_u = 1, ε_q-DP and ε_q-bounded range, as the plan charges."""
+    from .quantile import prior_weight
+    from .sparse_exponential import exponential_mechanism
+
+    n, d = X.shape
+    Xc = X.tocsc() if sp.issparse(X) else X
+    levels = (TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha)
+    outer_levels = (alpha, 1.0 - alpha)
+    inner = np.empty((2, d))
+    outer = np.empty((2, d))
+    steps = 8.0  # the public grid's points per octave
+    w_a = prior_weight(eps_q)
+    for j in range(d):
+        col = (Xc[:, [j]].toarray().ravel() if sp.issparse(Xc) else
+               np.asarray(Xc[:, j], dtype=np.float64))
+        if not np.all(np.isfinite(col)):
+            raise ValueError("X contains NaN or infinite values.")
+        m = med[j]
+        with np.errstate(over="ignore"):
+            shifted = m + grid
+        U = np.unique(np.concatenate([grid, shifted[np.isfinite(shifted)]]))
+        below, at_most = _column_counts(col, U)
+        dev = np.abs(U - m)
+        index = np.arange(U.size)
+        k_m = int(np.searchsorted(U, m))  # m is a grid point, hence in U
+        for t, (q_in, q_out) in enumerate(zip(levels, outer_levels)):
+            side = U < m if t == 0 else U > m
+            r = int(np.rint(q_in * n))
+            dist = np.maximum(below - r, 0) + np.maximum(r - at_most, 0)
+            k = int(exponential_mechanism((dist + np.abs(index - k_m)).astype(np.float64),
+                                          1.0, eps_q, rng))
+            inner[t, j] = U[k]
+            a = abs(U[k] - m)
+            r = int(np.rint(q_out * n))
+            dist = (np.maximum(below - r, 0) + np.maximum(r - at_most, 0)).astype(np.float64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                beyond = steps * np.log2(dev / a) if a > 0 else np.where(dev > 0, np.inf, 0.0)
+            prior = w_a * np.where(side, np.maximum(beyond, 0.0), 0.0)
+            prior = np.where(np.isfinite(prior), prior, 1e12)
+            k = int(exponential_mechanism(dist + prior, 1.0, eps_q, rng))
+            outer[t, j] = U[k]
+    return inner, outer
 
 
 def quantile_clipped_mean(X, plan, rng):
@@ -677,7 +746,7 @@ def quantile_clipped_mean(X, plan, rng):
 
 def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCALE_FRACTION,
                                   level="auto", grid=None, noise="auto",
-                                  tails="deviations"):
+                                  tails="union"):
     """A private mean that needs no bound: private quantiles locate each column's
     clipping interval, then :func:`private_clipped_mean` (two mechanisms, composed):
     :func:`plan_quantile_clipped_mean` then :func:`quantile_clipped_mean`.
@@ -692,18 +761,26 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
        q_{1−α} by the exponential mechanism
        (:func:`~skdpsparse.mechanisms.quantile.private_quantiles`, 5d draws on the
        public :func:`~skdpsparse.mechanisms.quantile.geometric_grid`), α from
-       :func:`auto_clip_level`. The median m_j first; with ``tails="deviations"``
-       (default) the four tail quantiles are those of x_ij − m_j (ranks counted by
-       :func:`~skdpsparse.mechanisms.quantile.rank_counts` with ``shift``), so the
-       grid's points are distances from the median: the geometric grid's fine
-       resolution near 0 (160 points between 2^-20 and 1) no longer sits in the
-       middle of a column whose tail crosses 0, where ranks could not tell the
-       points apart and the draws stopped near 0 (a symmetrised Pareto column with
-       true q_{4α} = −0.08 drew 0.013). ``tails="values"`` is the earlier rule
-       (quantiles of x, the inner ones anchored at the median).
+       :func:`auto_clip_level`. The median m_j first (public grid, prior one unit
+       per step from 0). ``tails="union"`` (default): the four tail quantiles are
+       drawn on U_j = grid ∪ (m_j + grid), public given the release m_j, so a tail
+       is resolved both near 0 (a positive column piling up above 0) and at the
+       scale of its distance from the median (a tail crossing 0); the inner draws
+       with the prior one unit per step of U_j from m_j, the outer ones with the
+       anchored prior w_a (:func:`~skdpsparse.mechanisms.quantile.prior_weight`) per
+       step of the deviation grid beyond their inner draw,
+       w_a·max(0, 8·log2(|g − m_j|/|a − m_j|)) on the tail's side. Counted on the
+       public grid alone with priors in its index (``tails="values"``, the earlier
+       rule), the 160 points between 2^-20 and 1 sat inside a column whose tail
+       crosses 0 and the draws stopped near 0 (a symmetrised Pareto column with true
+       q_{4α} = −0.08 drew 0.013); on the shifted grid alone
+       (``tails="deviations"``, :func:`~skdpsparse.mechanisms.quantile.rank_counts`
+       with ``shift``) a log-normal column's lower tail, piled up within one grid
+       step of 0 seen from the median, could not be resolved and its draws wandered
+       below 0.
     2. The interval [lo_j, hi_j] from them by :func:`extrapolated_interval`
-       (post-processing: each tail's Pareto fit says how far to clip; with
-       ``tails="deviations"`` never inside the outer quantile, ``floor=True``).
+       (post-processing: each tail's Pareto fit says how far to clip; never inside
+       the outer quantile, ``floor=True``, except with ``tails="values"``).
     3. The mean of column j clipped into [lo_j, hi_j] plus noise proportional to
        hi_j − lo_j (:func:`private_clipped_mean`).
 
@@ -735,9 +812,9 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
         ε-DP implies (ε, δ)-DP); ``"auto"``: :func:`laplace_is_better`.
     grid : ndarray, optional
         The public grid of the quantiles.
-    tails : {"deviations", "values"}, default="deviations"
-        The tail quantiles of x − m (m the released median) or of x (the earlier
-        rule). Same draws at the same ε: the budget does not depend on it.
+    tails : {"union", "deviations", "values"}, default="union"
+        The grid of the tail draws (step 1). Same draws at the same ε: the budget
+        does not depend on it.
 
     Returns
     -------

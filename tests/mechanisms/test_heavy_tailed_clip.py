@@ -1,8 +1,8 @@
 """The located clipped mean (``mechanisms/heavy_tailed_clip.py``, issue 19): the tail
-quantiles drawn as deviations from the released median, the floor at the outer
+quantiles drawn on grids shifted by the released median, the floor at the outer
 quantile, and the plan's budget against the theorem by hand, with broken variants
-(the earlier rule on a column whose tail crosses 0; a plan with half the mean's
-noise) that the checks catch."""
+(the public grid alone on a column whose tail crosses 0; the shifted grid alone on a
+tail piled up above 0; a plan with half the mean's noise) that the checks catch."""
 
 import dataclasses
 import math
@@ -71,26 +71,62 @@ def _clipped_rows(tails, seed=0):
     return rows.max(), info["level"] * X.shape[0]
 
 
-def test_tails_crossing_zero_are_located_as_deviations():
+@pytest.mark.parametrize("tails", ["union", "deviations"])
+def test_tails_crossing_zero_are_located_from_the_median(tails):
     """Symmetrised Pareto(3) columns centred at 0.5 (median > 0, lower tail crossing 0),
-    n = 10⁴, d = 10, ε = 4: the outer level is α·n ≈ 280 rows. Drawn as values, the
-    lower quantiles of some column stop near 0, among the geometric grid's 160 points
-    between 2^-20 and 1 that ranks cannot tell apart, and more than 4αn rows of a column
-    are clipped (the broken variant, measured 1644); as deviations from the median,
-    with the floor, every column clips at most αn rows on each side (measured 15)."""
-    rows, alpha_n = _clipped_rows("deviations")
+    n = 10⁴, d = 10, ε = 4: the outer level is α·n ≈ 280 rows. On the public grid
+    alone (``"values"``, the broken variant) the lower quantiles of some column stop
+    near 0, among the grid's 160 points between 2^-20 and 1 that ranks cannot tell
+    apart, and more than 4αn rows of a column are clipped (measured 1644); with the
+    median-shifted grid and the floor every column clips at most αn rows on each side
+    (measured 15)."""
+    rows, alpha_n = _clipped_rows(tails)
     assert rows <= alpha_n
     rows, alpha_n = _clipped_rows("values")
     assert rows > 4 * alpha_n
 
 
+def _lower_ends(tails):
+    X = np.random.default_rng(10_004).lognormal(0.0, 1.5, size=(50_000, 1))
+    return np.array([C.private_quantile_clipped_mean(
+        X, epsilon=1.0, delta=1e-6, rng=np.random.default_rng(s), tails=tails)[2]["lower"][0]
+        for s in range(6)])
+
+
+def test_a_tail_piled_up_above_zero_stays_above_zero():
+    """Log-normal(0, 1.5), n = 5·10⁴, ε = 1 (one column, ε_q = 0.062): its lowest 9 %
+    lie in (0, 0.083], within one step of the shifted grid seen from the median 1, so
+    on that grid alone (``"deviations"``, the broken variant) no point resolves q_{4α}
+    and the draws wander below 0 (lower ends from −0.3 to −303 in six fits); the union
+    keeps the public grid's resolution near 0 and every lower end is in (0, 0.1)."""
+    union = _lower_ends("union")
+    assert np.all((union > 0) & (union < 0.1)), union
+    assert np.mean(_lower_ends("deviations") < 0) >= 0.5
+
+
+def test_union_counts_move_by_at_most_one_for_a_replaced_row():
+    """The union grid depends on the data only through the released median (the same
+    on both neighbours), and each row adds one to the counts of the grid points at or
+    above it: a replaced row moves every count by at most one."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_t(3, 500)
+    y = x.copy()
+    y[3] = 1.7e308
+    grid, m = geometric_grid(), 0.125
+    U = np.unique(np.concatenate([grid, m + grid]))
+    for a, b in zip(C._column_counts(x, U), C._column_counts(y, U)):
+        assert np.abs(a - b).max() == 1
+
+
 # ------------------------------------------------------------------- the plan
 def test_the_tail_rule_does_not_change_the_budget():
-    plans = [C.plan_quantile_clipped_mean(20_000, 3, epsilon=1.0, delta=1e-6, tails=t)
-             for t in C.TAILS]
-    assert plans[0].tails == "deviations" and plans[1].tails == "values"
-    assert dataclasses.replace(plans[0], tails="values") == plans[1]
-    assert plans[0].budget == plans[1].budget
+    default = C.plan_quantile_clipped_mean(20_000, 3, epsilon=1.0, delta=1e-6)
+    assert default.tails == "union"
+    for t in C.TAILS:
+        plan = C.plan_quantile_clipped_mean(20_000, 3, epsilon=1.0, delta=1e-6, tails=t)
+        assert plan.tails == t
+        assert dataclasses.replace(default, tails=t) == plan
+        assert plan.budget == default.budget and plan.budget.event == default.budget.event
     with pytest.raises(ValueError, match="tails"):
         C.plan_quantile_clipped_mean(20_000, 3, epsilon=1.0, delta=1e-6, tails="median")
 
