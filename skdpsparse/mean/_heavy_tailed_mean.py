@@ -38,10 +38,12 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
     The default (``method="auto"``, which runs ``"private_clip"``) needs no bound
     from the user: a declared share of the budget (``scale_fraction``) locates every
     column's clipping interval by five private quantiles (the exponential mechanism
-    over a public geometric grid, :mod:`skdpsparse.mechanisms.quantile`) and a Pareto
-    extrapolation of each tail (post-processing), and the rest releases the
-    mean of each column clipped into its interval, with noise proportional to the
-    interval's width (:func:`~skdpsparse.mechanisms.heavy_tailed.private_quantile_clipped_mean`).
+    over a public geometric grid, :mod:`skdpsparse.mechanisms.quantile`; the median
+    first, then the tail quantiles on the union of that grid and the grid shifted by
+    the released median) and a Pareto extrapolation of each tail, never inside the
+    outer quantiles (post-processing), and the rest releases the mean of each column
+    clipped into its interval, with noise proportional to the interval's width
+    (:func:`~skdpsparse.mechanisms.heavy_tailed_clip.private_quantile_clipped_mean`).
     With ``bounds=(lower, upper)`` stated, the whole budget goes to the clipped mean.
 
     The estimators of Kamath, Liu and Zhang (2022), "Improved rates for
@@ -125,19 +127,19 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         For private_clip without ``bounds``: α in (0, 1/8), the outer level of the
         private quantiles q_α, q_{4α}, q_{1/2}, q_{1−4α}, q_{1−α} of each column from
         which the interval is extrapolated
-        (:func:`~skdpsparse.mechanisms.heavy_tailed.extrapolated_interval`).
+        (:func:`~skdpsparse.mechanisms.heavy_tailed_clip.extrapolated_interval`).
         ``"auto"``: the exponential mechanism's rank error over n, at most 1/16
-        (:func:`~skdpsparse.mechanisms.heavy_tailed.auto_clip_level`), public numbers
+        (:func:`~skdpsparse.mechanisms.heavy_tailed_clip.auto_clip_level`), public numbers
         only. When that reaches 1/32 for d > 1 columns, n·ε is too small to locate
         each column's scale: two private quantiles of all n·d absolute values
         (sensitivity d) locate one interval [−C, C] shared by every column instead
-        (:func:`~skdpsparse.mechanisms.heavy_tailed.shared_scale_draws`; α is then
+        (:func:`~skdpsparse.mechanisms.heavy_tailed_clip.shared_scale_draws`; α is then
         their level), and a warning says to state ``bounds``. For one column the
         interval is used unstretched at 1/16, with the same warning.
     noise : {"auto", "gaussian", "laplace"}, default="auto"
         For private_clip with δ > 0: Gaussian noise under ρ-zCDP, or Laplace noise
         under ε-DP (which implies (ε, δ)-DP). ``"auto"``: the one with the smaller
-        noise for (d, ε, δ) (:func:`~skdpsparse.mechanisms.heavy_tailed.laplace_is_better`;
+        noise for (d, ε, δ) (:func:`~skdpsparse.mechanisms.heavy_tailed_clip.laplace_is_better`;
         Laplace for few columns).
     truncation : "auto", "corollary_4_2" or float, default="auto"
         τ of cwme and noise_smoothing. ``"auto"`` (or ``"corollary_4_2"``):
