@@ -541,7 +541,7 @@ def defaults_study(epsilons, seeds, datasets=None, variants=STUDY_VARIANTS):
                     if v != "auto":
                         auto = auto_fits[(name, eps, seed)]
                         key, _, factor = v.partition("*") if "*" in v else v.partition("/")
-                        if key == "epochs=10" or key == "epochs=40":
+                        if key.startswith("epochs="):
                             est.set_params(epochs=float(key.split("=")[1]))
                         else:
                             f = float(factor) if "*" in v else 1.0 / float(factor)
@@ -550,8 +550,8 @@ def defaults_study(epsilons, seeds, datasets=None, variants=STUDY_VARIANTS):
                             value = getattr(auto, attr) * f
                             param = {"batch": "batch_size", "lr": "learning_rate",
                                      "clip": "clip_norm"}[key]
-                            est.set_params(**{param: int(max(16, min(n, round(value))))
-                                              if key == "batch" else value})
+                            est.set_params(**{param: (int(max(16, min(n, round(value))))
+                                                      if key == "batch" else value)})
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", UserWarning)
                         est.fit(X, y)
@@ -562,9 +562,8 @@ def defaults_study(epsilons, seeds, datasets=None, variants=STUDY_VARIANTS):
                     cells[v].append(accuracy_score(yte, pred) if kind == "logistic"
                                     else r2_score(yte, pred))
             results[(name, eps)] = {v: float(np.mean(c)) for v, c in cells.items()}
-            print("    " + f"{eps:>5g} " + " ".join(f"{np.mean(cells[v]):>10.4f}"
-                                                     for v in variants)
-                  + f"   {sched}", flush=True)
+            row = " ".join(f"{np.mean(cells[v]):>10.4f}" for v in variants)
+            print(f"    {eps:>5g} {row}   {sched}", flush=True)
     return results
 
 
@@ -577,6 +576,8 @@ def main():
     parser.add_argument("--study-seeds", type=int, default=2)
     parser.add_argument("--study-data", nargs="*", default=None, choices=list(STUDY_DATA))
     parser.add_argument("--study-eps", nargs="*", type=float, default=[0.5, 1.0, 2.0, 4.0])
+    parser.add_argument("--study-variants", nargs="*", default=list(STUDY_VARIANTS),
+                        help="auto, batch/K, batch*K, epochs=E, lr/K, lr*K, clip/K, clip*K")
     parser.add_argument("--tasks", nargs="*", default=["tweets", "income"])
     parser.add_argument("--real-eps", nargs="*", type=float, default=[1.0, 4.0])
     parser.add_argument("--real-seeds", type=int, default=1)
@@ -602,7 +603,8 @@ def main():
     if args.part == 6:  # minutes per fit: only when asked for
         real_tasks(args.tasks, args.real_eps, args.real_seeds)
     if args.part == 7:  # minutes: only when asked for
-        defaults_study(args.study_eps, args.study_seeds, args.study_data)
+        defaults_study(args.study_eps, args.study_seeds, args.study_data,
+                       tuple(args.study_variants))
     print(f"\n({time.perf_counter() - start:.1f} s)")
 
 

@@ -172,3 +172,29 @@ def test_alpha_shrinks_the_coefficients_and_costs_nothing():
     ridge = DPSGDClassifier(alpha=5.0, **kw).fit(X, y)
     assert np.linalg.norm(ridge.coef_) < np.linalg.norm(plain.coef_)
     assert ridge.privacy_spent_ == plain.privacy_spent_
+
+
+def test_regressor_auto_clip_is_a_quarter_of_the_gradient_bound():
+    """clip_norm="auto": the classifier clips at the largest gradient norm G (never
+    binds), the regressor at G/4 (the Huber threshold 1/4 on scaled targets, from the
+    synthetic study of benchmarks/bench_dp_sgd.py --part 7). Public numbers only: the
+    same C on any data; the noise std is z·2C at the same z, and the budget is met."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3000, 4)) / 2
+    y = X @ np.array([1.0, -1.0, 0.5, 0.0]) + 0.1 * rng.normal(size=3000)
+    g = math.sqrt(2.0 ** 2 + 1.0)
+    reg = DPSGDRegressor(epsilon=2.0, label_bound=3.0, norm_bound=2.0, random_state=0)
+    reg.fit(X, y)
+    assert reg.clip_norm_ == pytest.approx(g / 4, rel=1e-12)
+    assert reg.accounting_["noise_std"] == pytest.approx(
+        reg.noise_multiplier_ * 2 * reg.clip_norm_, rel=1e-12)
+    assert reg.privacy_spent_ <= ApproxDP(2.0, 1e-6)
+    other = DPSGDRegressor(epsilon=2.0, label_bound=3.0, norm_bound=2.0,
+                           random_state=0).fit(X[::-1] * 0.5, -y[::-1])
+    assert other.clip_norm_ == reg.clip_norm_ and other.batch_size_ == reg.batch_size_
+    assert DPSGDRegressor(epsilon=2.0, label_bound=3.0, norm_bound=2.0, clip_norm=g,
+                          random_state=0).fit(X, y).clip_norm_ == g
+    clf = DPSGDClassifier(epsilon=2.0, classes=[0, 1], norm_bound=2.0,
+                          random_state=0).fit(X, (y > 0).astype(int))
+    assert clf.clip_norm_ == pytest.approx(g, rel=1e-12)
+    assert reg.score(X, y) > 0.7
