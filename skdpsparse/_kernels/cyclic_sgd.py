@@ -727,19 +727,27 @@ LAZY_MAX_SCALE = 1 << 50  # t = a·N of the Laplace proposal (exact_sampling's b
 
 
 @njit(cache=True, inline="always")
-def _bernoulli_exp_ratio(io, r, rem, den, k2):
-    # Bernoulli(exp(−γ)), γ = (rem/den)/k2 ≤ 1 (Canonne, Kamath and Steinke 2020,
-    # Algorithm 1): its coin Bernoulli(γ/K) is Bernoulli(rem/den) ∧ Bernoulli(1/(k2·K)).
+def _bernoulli_exp_product(io, r, rem, den, q, k):
+    # Bernoulli(exp(−γ)), γ = (rem/den)·(q/k) ≤ 1 (Canonne, Kamath and Steinke 2020,
+    # Algorithm 1): its coin Bernoulli(γ/K) is Bernoulli(rem/den) ∧ Bernoulli(q/k) ∧
+    # Bernoulli(1/K), three independent coins (no product of integers to overflow).
     K = 1
     while True:
         a, r = _bernoulli_fraction(io, r, rem, den)
         if not a:
             break
-        a, r = _bernoulli_reciprocal(io, r, k2 * K)
+        a, r = _bernoulli_fraction(io, r, q, k)
+        if not a:
+            break
+        a, r = _bernoulli_reciprocal(io, r, K)
         if not a:
             break
         K += 1
     return K % 2 == 1, r
+
+
+# Q below this has Q² < 2⁶²: the acceptance factor exp(−Q²/(2k)) is one exact fraction.
+_Q_SQUARE_MAX = 1 << 31
 
 
 @njit(cache=True, inline="always")
@@ -792,22 +800,35 @@ def _draw_gaussian_sum(io, r, k, n):
                 Q = -Q - 1
                 rem = t - rem
         ok = True
-        for i in range(1, Q + 1):  # exp(−Q²/(2k)) = Π_i exp(−(2i − 1)/(2k))
-            num = 2 * i - 1
+        if Q < _Q_SQUARE_MAX:
+            # exp(−Q²/(2k)) as ⌊Q²/(2k)⌋ coins exp(−1) and one of the rest: O(1 + Q²/k)
+            # coins, where the product over i below takes Q (Q is of order √k).
+            num = Q * Q
             den = 2 * k
-            while num > den and ok:  # exp(−1) factors of a γ above 1
+            while num > den and ok:
                 ok, r = _bernoulli_exp_fraction(io, r, 1, 1)
                 num -= den
-            if not ok:
-                break
-            ok, r = _bernoulli_exp_fraction(io, r, num, den)
-            if not ok:
-                break
-        if ok and rem > 0:
-            for _ in range(Q):
-                ok, r = _bernoulli_exp_ratio(io, r, rem, t, k)
+            if ok:
+                ok, r = _bernoulli_exp_fraction(io, r, num, den)
+        else:  # Q² would overflow (|Y| above 2³¹N, rare): one factor per i
+            for i in range(1, Q + 1):  # exp(−Q²/(2k)) = Π_i exp(−(2i − 1)/(2k))
+                num = 2 * i - 1
+                den = 2 * k
+                while num > den and ok:  # exp(−1) factors of a γ above 1
+                    ok, r = _bernoulli_exp_fraction(io, r, 1, 1)
+                    num -= den
                 if not ok:
                     break
+                ok, r = _bernoulli_exp_fraction(io, r, num, den)
+                if not ok:
+                    break
+        if ok and rem > 0:
+            # exp(−f/k)^Q = exp(−f·Q/k) in ⌈Q/k⌉ coins of exponent f·q/k ≤ 1 (q ≤ k).
+            left = Q
+            while left > 0 and ok:
+                q = min(left, k)
+                ok, r = _bernoulli_exp_product(io, r, rem, t, q, k)
+                left -= q
             if ok:
                 ok, r = _bernoulli_exp_square(io, r, rem, t, 2 * k)
         if not ok:

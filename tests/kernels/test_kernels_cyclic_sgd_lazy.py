@@ -29,10 +29,12 @@ def _key(i):
 
 
 # ---------------------------------------------------------------- the sampler
-@pytest.mark.parametrize("k, scale", [(1, 2), (5, 3), (7, 2), (40, 2)])
+@pytest.mark.parametrize("k, scale", [(1, 2), (5, 3), (7, 2), (40, 2), (1000, 2), (3, 41)])
 def test_gaussian_sums_have_the_discrete_gaussian_law(k, scale):
     """Chi-square goodness of fit of 60 000 draws against P(y) ∝ exp(−y²/(2kN²)),
-    cells with expected count ≥ 20, the tails pooled; fails if p < 1e-4."""
+    cells with expected count ≥ 20, the tails pooled; fails if p < 1e-4. The
+    acceptance factor exp(−f·Q/k) is split into ⌈Q/k⌉ coins when Q > k (k = 1, 5, 7
+    here) and is one coin otherwise (k = 40, 1000, and 3 at a larger scale)."""
     draws = discrete_gaussian_sums(np.full(60_000, k), scale, _key(k))
     s2 = k * scale * scale
     span = int(8 * math.sqrt(s2)) + 2
