@@ -31,6 +31,14 @@ per row, the four interleaved in each of ``--rounds`` rounds (paired ratios, so 
 loaded machine moves them less than the absolute times), with the projection to
 n = 10⁷ rows.
 
+``--part spark`` times the Spark fits of the sparse mean (PySpark in local mode,
+``--workers`` cores) on ``--spark-n`` generated rows written as Parquet (list columns
+``indices`` / ``values`` and a ``user`` column of ``--rows-per-unit`` rows per unit on
+average): row level with the multiset key (the default) and with the positional key
+(``row_order="partitions"``), and user level (a distinct count, one shuffle by unit),
+against the in-memory fits of the same rows; wall time only (the Python workers' CPU
+is not read), the cases interleaved in each of ``--rounds`` rounds.
+
 Not a test: it prints numbers and never fails on a wall-clock value. Time it on a
 quiet machine:
 
@@ -39,6 +47,7 @@ quiet machine:
         --chunk-rows 50000 --in-memory-n 100000 --op-n 100000 \\
         --op-d 16384 --op-chunk-rows 25000                           # a quick check
     .venv/bin/python benchmarks/bench_distributed.py --part digest   # the row hashing
+    .venv/bin/python benchmarks/bench_distributed.py --part spark --spark-n 1000000
 """
 
 import argparse
@@ -149,13 +158,18 @@ def main(argv=None):
                         help="rows of the output-perturbation comparison (0: skip it)")
     parser.add_argument("--op-d", type=int, default=2**18)
     parser.add_argument("--op-chunk-rows", type=int, default=125_000)
-    parser.add_argument("--part", choices=("dask", "digest"), default="dask",
-                        help="dask: the fits above; digest: the multiset row hashing")
+    parser.add_argument("--part", choices=("dask", "digest", "spark"), default="dask",
+                        help="dask: the fits above; digest: the multiset row hashing; "
+                        "spark: the Spark fits")
     parser.add_argument("--digest-n", type=int, default=100_000)
+    parser.add_argument("--spark-n", type=int, default=1_000_000)
+    parser.add_argument("--rows-per-unit", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     if args.part == "digest":
         return multiset_digest(args)
+    if args.part == "spark":
+        return spark_fits(args)
 
     from skdpsparse.distributed import fit_distributed, fit_sparse_mean_in_memory
     from skdpsparse.mean import DPSparseMeanEstimator
@@ -305,6 +319,83 @@ def multiset_digest(args):
                                   times["bounded exact sum"])]
     print(f"compiled multiset / bounded sum, per round: {', '.join(f'{r:.1f}' for r in sums)}")
     print(f"compiled == hashlib value: {same}")
+
+
+def _write_parquet(path, n, args):
+    """The generated rows (and unit ids) as Parquet files of ``--chunk-rows`` rows;
+    returns the in-memory matrix and the ids."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    X = in_memory_matrix(n, args.d, args.nnz, args.chunk_rows, args.seed)
+    units = max(1, n // args.rows_per_unit)
+    ids = np.random.default_rng([args.seed, 7]).integers(0, units, n)
+    for k, start in enumerate(range(0, n, args.chunk_rows)):
+        stop = min(n, start + args.chunk_rows)
+        part = X[start:stop]
+        offsets = pa.array((part.indptr - part.indptr[0]).astype(np.int32))
+        pq.write_table(pa.table({
+            "user": pa.array(ids[start:stop]),
+            "indices": pa.ListArray.from_arrays(offsets, pa.array(part.indices)),
+            "values": pa.ListArray.from_arrays(offsets, pa.array(part.data))}),
+            f"{path}/part-{k:05d}.parquet")
+    return X, ids
+
+
+def spark_fits(args):
+    import os
+    import sys
+    import tempfile
+
+    from pyspark.sql import SparkSession
+
+    from skdpsparse.distributed import fit_distributed, fit_sparse_mean_units_in_memory
+    from skdpsparse.mean import DPSparseMeanEstimator
+
+    def est():
+        return DPSparseMeanEstimator(epsilon=1.0, delta=1e-6, sparsity=args.nnz,
+                                     method="threshold", random_state=0)
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (SparkSession.builder.master(f"local[{args.workers}]")
+             .appName("bench-distributed").config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", str(2 * args.workers))
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    n, d = args.spark_n, args.d
+    with tempfile.TemporaryDirectory() as tmp:
+        os.mkdir(f"{tmp}/small")
+        os.mkdir(f"{tmp}/data")
+        _write_parquet(f"{tmp}/small", 2000, args)
+        X, ids = _write_parquet(f"{tmp}/data", n, args)
+        small = spark.read.parquet(f"{tmp}/small")
+        frame = spark.read.parquet(f"{tmp}/data")
+        rows_only = frame.select("indices", "values")
+        cases = {
+            "in memory, estimator.fit": lambda: est().fit(X),
+            "in memory, user level": lambda: fit_sparse_mean_units_in_memory(est(), X, ids),
+            "spark, multiset key": lambda: fit_distributed(est(), rows_only, n_features=d),
+            "spark, positional key": lambda: fit_distributed(
+                est(), rows_only, n_features=d, row_order="partitions"),
+            "spark, user level": lambda: fit_distributed(est(), frame, n_features=d,
+                                                         privacy_unit="user"),
+        }
+        # warm up: the Python workers, their imports and the kernels' cache load
+        fit_distributed(est(), small.select("indices", "values"), n_features=d)
+        fit_distributed(est(), small, n_features=d, privacy_unit="user")
+        times = {name: [] for name in cases}
+        for _ in range(args.rounds):
+            for name, fn in cases.items():
+                wall = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - wall)
+    spark.stop()
+    print(f"spark: n = {n}, d = {d}, {args.nnz} nonzeros, {len(np.unique(ids))} units, "
+          f"local[{args.workers}], {args.rounds} interleaved rounds (wall s)")
+    base = times["in memory, estimator.fit"]
+    for name, t in times.items():
+        ratios = ", ".join(f"{a / b:.2f}" for a, b in zip(t, base))
+        print(f"{name:28s} median {np.median(t):7.2f}   / in-memory fit: {ratios}")
 
 
 if __name__ == "__main__":
