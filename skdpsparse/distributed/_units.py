@@ -100,7 +100,15 @@ def _saturating_sum(rows, cols, values, shape, cap=None):
     added with saturation at ``cap`` (default :data:`SATURATION`; min(cap, exact sum)
     per position)."""
     cap = SATURATION if cap is None else cap
-    order = np.lexsort((cols, rows))
+    if shape[0] * shape[1] < 2**62:
+        # one int64 key, row-major: the same (row, col) order as the lexsort below at
+        # a fraction of its cost (9 s of a 15 s user-level fit at 5·10⁵ rows, d = 2²⁰,
+        # 16 nonzeros); equal pairs may come in another order, which a saturating sum
+        # of non-negative values does not see (min(cap, exact sum) in any order).
+        order = np.argsort(rows.astype(np.int64) * np.int64(shape[1])
+                           + cols.astype(np.int64))
+    else:
+        order = np.lexsort((cols, rows))
     rows, cols, values = rows[order], cols[order], values[order]
     new = np.ones(len(rows), dtype=bool)
     new[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])

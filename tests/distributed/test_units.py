@@ -96,3 +96,21 @@ def test_a_saturated_unit_is_still_bounded(monkeypatch):
     got = np.ldexp(part.sums.astype(np.float64), -plan.frac_bits)
     np.testing.assert_allclose(got, np.array([32.0, -3.0]) / np.hypot(32.0, 3.0),
                                rtol=0, atol=2.0**-plan.frac_bits)
+
+
+def test_saturating_sums_with_many_duplicates_and_rows_match_the_exact_sum():
+    # The one-key sort (row · columns + column) orders the pairs as (row, column):
+    # every row's segments land in its CSR row, in column order, whatever the input
+    # order, with many repeats of each pair.
+    rng = np.random.default_rng(5)
+    shape = (300, 2 * 4096)
+    rows = rng.integers(0, shape[0], 20000)
+    cols = rng.integers(0, 40, 20000) * 200  # repeated pairs, spread columns
+    values = rng.integers(0, 2**40, 20000)
+    exact = sp.coo_matrix((values, (rows, cols)), shape=shape).tocsr()
+    exact.sum_duplicates()
+    got = _units._saturating_sum(rows, cols, values, shape)
+    assert got.has_sorted_indices
+    np.testing.assert_array_equal(got.indptr, exact.indptr)
+    np.testing.assert_array_equal(got.indices, exact.indices)
+    np.testing.assert_array_equal(got.data, exact.data)
