@@ -645,11 +645,16 @@ def _located_interval(X, plan, rng):
     return lower, upper, quantiles
 
 
-def _column_counts(col, grid):
-    """#{x < g_k} and #{x <= g_k} of one dense column on a sorted grid."""
+def _column_counts(col, grid, n_zeros=0):
+    """#{x < g_k} and #{x <= g_k} of one column on a sorted grid: ``col`` its stored
+    values, plus ``n_zeros`` implicit zeros (a sparse column)."""
     col = np.sort(col)
-    return (np.searchsorted(col, grid, side="left").astype(np.int64),
-            np.searchsorted(col, grid, side="right").astype(np.int64))
+    below = np.searchsorted(col, grid, side="left").astype(np.int64)
+    at_most = np.searchsorted(col, grid, side="right").astype(np.int64)
+    if n_zeros:
+        below += n_zeros * (grid > 0)
+        at_most += n_zeros * (grid >= 0)
+    return below, at_most
 
 
 def _union_tail_draws(X, med, alpha, eps_q, rng, grid):
@@ -668,7 +673,7 @@ def _union_tail_draws(X, med, alpha, eps_q, rng, grid):
     from .sparse_exponential import exponential_mechanism
 
     n, d = X.shape
-    Xc = X.tocsc() if sp.issparse(X) else X
+    Xc = sp.csc_matrix(X) if sp.issparse(X) else X  # canonical: duplicates summed
     levels = (TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha)
     outer_levels = (alpha, 1.0 - alpha)
     inner = np.empty((2, d))
@@ -676,15 +681,18 @@ def _union_tail_draws(X, med, alpha, eps_q, rng, grid):
     steps = 8.0  # the public grid's points per octave
     w_a = prior_weight(eps_q)
     for j in range(d):
-        col = (Xc[:, [j]].toarray().ravel() if sp.issparse(Xc) else
-               np.asarray(Xc[:, j], dtype=np.float64))
+        if sp.issparse(Xc):  # the stored values and the count of implicit zeros
+            col = Xc.data[Xc.indptr[j]:Xc.indptr[j + 1]].astype(np.float64)
+            n_zeros = n - col.size
+        else:
+            col, n_zeros = np.asarray(Xc[:, j], dtype=np.float64), 0
         if not np.all(np.isfinite(col)):
             raise ValueError("X contains NaN or infinite values.")
         m = med[j]
         with np.errstate(over="ignore"):
             shifted = m + grid
         U = np.unique(np.concatenate([grid, shifted[np.isfinite(shifted)]]))
-        below, at_most = _column_counts(col, U)
+        below, at_most = _column_counts(col, U, n_zeros)
         dev = np.abs(U - m)
         index = np.arange(U.size)
         k_m = int(np.searchsorted(U, m))  # m is a grid point, hence in U

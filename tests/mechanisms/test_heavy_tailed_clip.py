@@ -183,3 +183,26 @@ def test_the_estimator_charges_the_plans_event():
     plan = C.plan_quantile_clipped_mean(*X.shape, epsilon=1.0, delta=1e-6)
     assert est.privacy_spent_ == plan.budget
     assert est.privacy_spent_.event == plan.budget.event
+
+
+def test_union_draws_of_sparse_columns_equal_the_dense_ones():
+    """The sparse path counts each column's stored values plus its implicit zeros
+    (an explicit stored zero included) without densifying: the same counts, hence
+    the same seeded draws, as the dense matrix."""
+    rng = np.random.default_rng(5)
+    X = rng.standard_t(3, size=(4000, 3)) * (rng.random((4000, 3)) < 0.5)
+    S = sp.csr_matrix(X)
+    S.data[0] = 0.0  # an explicit zero
+    D = S.toarray()
+    U = np.unique(np.concatenate([geometric_grid(), 0.5 + geometric_grid()]))
+    col = S.tocsc()
+    stored = col.data[col.indptr[1]:col.indptr[2]]
+    for a, b in zip(C._column_counts(stored, U, 4000 - stored.size),
+                    C._column_counts(D[:, 1], U)):
+        np.testing.assert_array_equal(a, b)
+    med = np.array([0.0, 0.125, -0.25])
+    args = dict(alpha=0.01, eps_q=0.5, grid=geometric_grid())
+    got = C._union_tail_draws(S, med, rng=np.random.default_rng(0), **args)
+    want = C._union_tail_draws(D, med, rng=np.random.default_rng(0), **args)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
