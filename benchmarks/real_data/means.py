@@ -94,7 +94,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from skdpsparse.accounting import approx_dp_to_zcdp  # noqa: E402
 from skdpsparse.datasets import make_heavy_tailed  # noqa: E402
 from skdpsparse.mean import DPHeavyTailedMean, DPSparseMeanEstimator  # noqa: E402
-from skdpsparse.mechanisms.heavy_tailed import (  # noqa: E402
+from skdpsparse.mechanisms.heavy_tailed_clip import (  # noqa: E402
     laplace_epsilon_after,
     private_clipped_mean,
 )

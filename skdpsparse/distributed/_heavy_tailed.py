@@ -8,7 +8,7 @@ stated bounds.
    integer sums over rows, :func:`partial_rank_counts`;
 2. the clipped mean reads only the per-column sums of clip((x_ij − lo_j)/w_j, 0, 1)
    rounded to 2^-F, F = 52 − bit_length(n)
-   (``skdpsparse.mechanisms.heavy_tailed.box_clipped_mean``): integer sums again,
+   (``skdpsparse.mechanisms.heavy_tailed_clip.box_clipped_mean``): integer sums again,
    :func:`partial_clipped_sums`, with implicit zeros counted per column so a sparse
    chunk is never densified.
 
@@ -28,7 +28,7 @@ from ..accounting import (
     ZCDP, ApproxDP, PureDP, PureDPEvent, ZCDPEvent, approx_dp_to_zcdp, laplace_scale,
     with_event, zcdp_gaussian_sigma,
 )
-from ..mechanisms.heavy_tailed import (
+from ..mechanisms.heavy_tailed_clip import (
     clipped_mean_sensitivity, laplace_epsilon_after, laplace_is_better,
 )
 from ..mechanisms.noise import add_noise_inplace

@@ -20,8 +20,8 @@ public numbers into a frozen plan (:class:`CWMEPlan`, :class:`NoiseSmoothingPlan
 and ``cwme`` and ``nsme`` run one on the data; the ``private_*`` functions are both
 steps in one call. The clipped mean and its privately located interval (the default
 ``private_clip``: ``plan_clipped_mean``, ``plan_quantile_clipped_mean``, ...) live in
-:mod:`skdpsparse.mechanisms.heavy_tailed_clip`; their names are still importable from
-here.
+:mod:`skdpsparse.mechanisms.heavy_tailed_clip`, which imports this module's checks
+(never the reverse: the import graph has no cycle).
 
 Privacy model: neighbouring datasets differ by *replacing* one row; n and d are
 public. Every row is used: out-of-range values are clipped (CWME) or soft-truncated
@@ -915,43 +915,3 @@ def private_noise_smoothing_mean(X, *, tau, epsilon, delta, rng, smoothing_varia
     info = dict(_nsme_info(plan), epsilon=epsilon, delta=delta,
                 approx_dp=plan.budget.to_approx_dp(delta))
     return estimate, plan.budget, info
-
-
-# ------------------------------------------- moved to heavy_tailed_clip (issue 22)
-#: Names of the located clipped mean (private_clip), defined in
-#: :mod:`skdpsparse.mechanisms.heavy_tailed_clip` and still importable from here.
-_CLIP_NAMES = frozenset({
-    "SCALE_FRACTION",
-    "box_clipped_mean",
-    "clipped_mean_sensitivity",
-    "ClippedMeanPlan",
-    "plan_clipped_mean",
-    "clipped_mean",
-    "private_clipped_mean",
-    "N_DRAWS",
-    "BIAS_DOUBT",
-    "MAX_STRETCH",
-    "TAIL_INDEX_MAX",
-    "TAIL_RATIO",
-    "auto_clip_level",
-    "extrapolated_interval",
-    "laplace_epsilon_after",
-    "laplace_is_better",
-    "QuantileClipPlan",
-    "plan_quantile_clipped_mean",
-    "quantile_clipped_mean",
-    "private_quantile_clipped_mean",
-    "SHARED_BELOW_LEVEL",
-    "SHARED_DRAWS",
-    "SHARED_STRETCH",
-    "shared_scale_draws",
-})
-
-
-def __getattr__(name):
-    # Resolved on first use, not imported at the top: heavy_tailed_clip imports this
-    # module's checks, so an eager import here would be circular.
-    if name in _CLIP_NAMES:
-        from . import heavy_tailed_clip
-        return getattr(heavy_tailed_clip, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,8 +4,8 @@ computed from public numbers before the data are read (:func:`plan_heavy_tailed_
 and the run that follows it (:func:`heavy_tailed_mean`).
 
 The methods and their proofs are in :mod:`skdpsparse.mechanisms.heavy_tailed`: the
-located clipping interval (private_clip, :class:`~.heavy_tailed.QuantileClipPlan`), the
-clipped mean on stated bounds (:class:`~.heavy_tailed.ClippedMeanPlan`), the trimmed
+located clipping interval (private_clip, :class:`~.heavy_tailed_clip.QuantileClipPlan`), the
+clipped mean on stated bounds (:class:`~.heavy_tailed_clip.ClippedMeanPlan`), the trimmed
 median of means (:class:`~.heavy_tailed.CWMEPlan`) and the noise-smoothing mean
 (:class:`~.heavy_tailed.NoiseSmoothingPlan`). This module only chooses among them and
 resolves the automatic parameters (τ of Corollary 4.2, the number of groups), all
@@ -21,10 +21,11 @@ from ..accounting import (
     ZCDP, ApproxDP, PureDP, PureDPEvent, ZCDPEvent, approx_dp_to_zcdp, with_event,
 )
 from .heavy_tailed import (
-    SCALE_FRACTION, clipped_mean, cwme, laplace_epsilon_after,
-    laplace_is_better, n_groups_for, nsme, plan_clipped_mean, plan_cwme,
-    plan_noise_smoothing, plan_quantile_clipped_mean, quantile_clipped_mean,
-    truncation_for,
+    cwme, n_groups_for, nsme, plan_cwme, plan_noise_smoothing, truncation_for,
+)
+from .heavy_tailed_clip import (
+    SCALE_FRACTION, clipped_mean, laplace_epsilon_after, laplace_is_better, plan_clipped_mean,
+    plan_quantile_clipped_mean, quantile_clipped_mean,
 )
 
 # Public, but not yet in __all__: every name there must be listed in doc/api.rst
@@ -81,12 +82,12 @@ class HeavyTailedMeanPlan:
     **Privacy guarantee.** A plan is public (no field depends on the data).
     ``budget`` is the guarantee of :func:`heavy_tailed_mean` run with it, for one row
     of the n replaced (n and d public): the guarantee of ``mechanism``, whose class
-    states its theorem (:class:`~skdpsparse.mechanisms.heavy_tailed.QuantileClipPlan`,
-    :class:`~skdpsparse.mechanisms.heavy_tailed.ClippedMeanPlan`,
+    states its theorem (:class:`~skdpsparse.mechanisms.heavy_tailed_clip.QuantileClipPlan`,
+    :class:`~skdpsparse.mechanisms.heavy_tailed_clip.ClippedMeanPlan`,
     :class:`~skdpsparse.mechanisms.heavy_tailed.CWMEPlan`,
     :class:`~skdpsparse.mechanisms.heavy_tailed.NoiseSmoothingPlan`); for stated
     bounds with Laplace noise and δ > 0, (ε, δ)-DP by Rényi accounting of the ε_m-DP
-    release (:func:`~skdpsparse.mechanisms.heavy_tailed.laplace_epsilon_after`). The
+    release (:func:`~skdpsparse.mechanisms.heavy_tailed_clip.laplace_epsilon_after`). The
     secret permutation of cwme's groups (``shuffle``) leaves the sensitivity
     unchanged (it holds for every assignment). ``approx_dp`` is the (ε, δ) that
     ``budget`` implies at the requested δ. A plan whose ``mechanism`` has less noise

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from skdpsparse.distributed import _heavy_tailed, fit_distributed
 from skdpsparse.mean import DPHeavyTailedMean
-from skdpsparse.mechanisms.heavy_tailed import box_clipped_mean
+from skdpsparse.mechanisms.heavy_tailed_clip import box_clipped_mean
 from skdpsparse.mechanisms.quantile import geometric_grid, rank_counts
 
 dask = pytest.importorskip("dask")

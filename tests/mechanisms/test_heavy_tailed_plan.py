@@ -14,6 +14,7 @@ import pytest
 
 from skdpsparse.accounting import ZCDP, PureDP, approx_dp_to_zcdp
 from skdpsparse.mechanisms import heavy_tailed as H
+from skdpsparse.mechanisms import heavy_tailed_clip as HC
 from skdpsparse.mechanisms.heavy_tailed_mean import heavy_tailed_mean, plan_heavy_tailed_mean
 from skdpsparse.mechanisms.noise import plan_grid_noise
 from skdpsparse.utils import RandomSource
@@ -78,10 +79,10 @@ def test_noise_smoothing_plan_scale_is_the_corrected_algorithm_4(c):
 
 def test_clipped_mean_plan_counts_only_columns_of_positive_width():
     n = 1000
-    plan = H.plan_clipped_mean(n, [0, -1, 2, 5], [1, 1, 2, 4], rho=0.5)
+    plan = HC.plan_clipped_mean(n, [0, -1, 2, 5], [1, 1, 2, 4], rho=0.5)
     assert plan.n_active == 3 and list(plan.lower) == [0, -1, 2, 4]
     assert plan.noise_scale == pytest.approx(math.sqrt(3) / n / 1.0, rel=1e-15)  # √m/n/√(2ρ)
-    plan = H.plan_clipped_mean(n, [0, -1, 2], [1, 1, 2], epsilon=0.5)
+    plan = HC.plan_clipped_mean(n, [0, -1, 2], [1, 1, 2], epsilon=0.5)
     assert plan.noise_scale == pytest.approx(2 / n / 0.5, rel=1e-15)  # m/n/ε
     assert plan.true_sensitivity > plan.sensitivity  # the float rounding is charged
     assert plan.true_sensitivity < plan.sensitivity * (1 + 1e-12)
@@ -90,21 +91,21 @@ def test_clipped_mean_plan_counts_only_columns_of_positive_width():
 def test_private_clip_plan_splits_the_budget_as_documented():
     n, d, eps, delta, f = 100_000, 3, 1.0, 1e-6, 0.1
     rho = approx_dp_to_zcdp(eps, delta)
-    plan = H.plan_quantile_clipped_mean(n, d, epsilon=eps, delta=delta, scale_fraction=f,
-                                        noise="gaussian")
+    plan = HC.plan_quantile_clipped_mean(n, d, epsilon=eps, delta=delta, scale_fraction=f,
+                                         noise="gaussian")
     assert not plan.shared and plan.n_draws == 5 * d
     assert plan.quantile_epsilon == pytest.approx(math.sqrt(8 * f * rho / (5 * d)), rel=1e-14)
     assert plan.mean_rho == pytest.approx((1 - f) * rho, rel=1e-12)
     assert plan.budget.rho == pytest.approx(rho, rel=1e-12)
     assert plan.noise_sd == pytest.approx(math.sqrt(d) / n / math.sqrt(2 * (1 - f) * rho))
-    pure = H.plan_quantile_clipped_mean(n, d, epsilon=eps, delta=0.0, scale_fraction=f)
+    pure = HC.plan_quantile_clipped_mean(n, d, epsilon=eps, delta=0.0, scale_fraction=f)
     assert pure.kind == "laplace"
     assert pure.quantile_epsilon == pytest.approx(f * eps / (5 * d), rel=1e-14)
     assert pure.mean_epsilon == pytest.approx((1 - f) * eps, rel=1e-14)
     assert pure.budget.epsilon == pytest.approx(eps, rel=1e-14)
     # few rows for many columns: two pooled draws of the shared scale
-    shared = H.plan_quantile_clipped_mean(1000, 50, epsilon=1.0, delta=1e-6)
-    assert shared.shared and shared.n_draws == H.SHARED_DRAWS
+    shared = HC.plan_quantile_clipped_mean(1000, 50, epsilon=1.0, delta=1e-6)
+    assert shared.shared and shared.n_draws == HC.SHARED_DRAWS
 
 
 def test_estimator_plan_resolves_corollary_4_2_and_the_groups():

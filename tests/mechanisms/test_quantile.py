@@ -12,7 +12,7 @@ from scipy import stats
 from skdpsparse.accounting import ZCDP, PureDP, approx_dp_to_zcdp
 from skdpsparse.accounting.events import implied_by
 from skdpsparse.mean import DPHeavyTailedMean
-from skdpsparse.mechanisms.heavy_tailed import (
+from skdpsparse.mechanisms.heavy_tailed_clip import (
     box_clipped_mean,
     private_quantile_clipped_mean,
 )
@@ -200,7 +200,7 @@ def test_laplace_is_chosen_for_few_columns():
     ρ = 0.0244); after the quantiles' 10 % for d <= 5. The (ε, δ) fit then composes
     zCDP draws with a pure release by Rényi accounting."""
     from skdpsparse.accounting import ApproxDP
-    from skdpsparse.mechanisms.heavy_tailed import laplace_is_better
+    from skdpsparse.mechanisms.heavy_tailed_clip import laplace_is_better
 
     assert [d for d in range(1, 30) if laplace_is_better(d, 1.0, 1e-6)] == list(range(1, 11))
     assert [d for d in range(1, 30) if laplace_is_better(d, 1.0, 1e-6, 0.1)] == [1, 2, 3, 4, 5]
