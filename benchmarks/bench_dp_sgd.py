@@ -507,6 +507,11 @@ STUDY_DATA = {
     "onehot-logistic n=1e5": (synthetic_onehot, 100_000, "logistic"),
     "onehot-linear n=5e4": (synthetic_onehot, 50_000, "linear"),
     "hashed-linear n=2e4": (synthetic_hashed, 20_000, "linear"),
+    # The public shape of the tweets task of bench_real_data.py (12 456 training rows,
+    # 2^18 hashed columns): synthetic rows of that shape, not the tweets.
+    "hashed-logistic n=12456 d=2^18": (
+        lambda n, seed, kind="logistic": synthetic_hashed(n, seed, d=1 << 18, kind=kind),
+        12_456, "logistic"),
 }
 STUDY_VARIANTS = ("auto", "batch/4", "batch*4", "epochs=10", "epochs=40", "lr/2", "lr*2",
                   "clip/2")
