@@ -196,7 +196,13 @@ class RandomSource:
         if isinstance(n, numbers.Integral):
             return exact_sampling.permutation(int(n), self._next_key("permutation"), 0)
         items = np.asarray(n)
-        return items[exact_sampling.permutation(len(items), self._next_key("permutation"), 0)]
+        key = self._next_key("permutation")
+        if items.ndim == 1 and (items.dtype.kind == "i" or (
+                items.dtype.kind == "u" and items.dtype.itemsize < 8)):
+            # The same permutation, bit for bit, without the index array and the gather
+            # (a third of the shuffled-group cwme's time at n = 2e5).
+            return exact_sampling.shuffled(items, key, 0).astype(items.dtype, copy=False)
+        return items[exact_sampling.permutation(len(items), key, 0)]
 
     def choice(self, n, size, replace=True):
         """``size`` indices of ``range(n)``, uniform, with or without replacement.

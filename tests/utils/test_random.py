@@ -170,3 +170,16 @@ def test_the_data_digest_is_one_function_of_the_data_for_every_path_and_thread_c
     changed = X.copy()
     changed.data[-1] = np.nextafter(changed.data[-1], 2.0)
     assert _digest_array(changed) != _digest_array(X)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint16, np.uint64, np.float64])
+def test_permutation_of_an_array_is_the_gather_of_the_index_permutation(dtype):
+    # Integer items are shuffled in place (exact_sampling.shuffled) instead of gathered
+    # through an index permutation: the same permutation bit for bit, and the dtype kept.
+    items = (np.arange(1000) * 7 % 13).astype(dtype)
+    if dtype is np.uint64:
+        items[3] = np.uint64(2**64 - 1)  # above int64: the gather path
+    key = bytes(range(32))
+    shuffled = RandomSource(key).permutation(items)
+    assert shuffled.dtype == items.dtype
+    np.testing.assert_array_equal(shuffled, items[RandomSource(key).permutation(items.size)])
