@@ -40,7 +40,7 @@ def pytest_configure(config):
                        if isinstance(f, CPUDispatcher)), None)  # None: NUMBA_DISABLE_JIT
         where = _cache_safety.kernel_cache_path(kernel) or ""
         safe = (IndexDataCacheFile.save is _cache_safety.scoped_save
-                and _cache_safety._STATE["ours"] == os.path.normpath(where))
+                and os.path.normpath(where) in _cache_safety._STATE["ours"])
         if kernel is not None and (_WORKER_CACHE is None or not safe
                                    or not where.startswith(_WORKER_CACHE)):
             # numba was imported before this file (by a plugin) or the controller did

@@ -16,10 +16,11 @@ again when it is next needed. The price is a data file per save instead of a reu
 number (a save of an existing key, after a stale index, leaves the old file behind).
 
 :func:`install` routes the saves of this package's kernels (the cache folder numba chose
-for ``skdpsparse/_kernels``: every kernel file is in that one directory, so they share it)
-through :func:`save_unique`, and every other cache file through the save it found, so
-other libraries' caches behave as numba made them. ``tests/kernels/test_kernels_cache.py``
-replays the race on both.
+for a source directory is shared by every file in it: ``skdpsparse/_kernels`` registers
+its folder, and ``skdpsparse/distributed``, whose few compiled loops sit beside the code
+that ships them, registers its own) through :func:`save_unique`, and every other cache
+file through the save it found, so other libraries' caches behave as numba made them.
+``tests/kernels/test_kernels_cache.py`` replays the race on both.
 """
 
 import os
@@ -30,7 +31,7 @@ from numba.core.caching import IndexDataCacheFile
 #: numba's own ``save``, as this module found it.
 NUMBA_SAVE = IndexDataCacheFile.save
 
-_STATE = {"ours": None, "other": NUMBA_SAVE}
+_STATE = {"ours": frozenset(), "other": NUMBA_SAVE}
 
 
 def save_unique(self, key, data):
@@ -44,16 +45,17 @@ def save_unique(self, key, data):
 
 def scoped_save(self, key, data):
     """:func:`save_unique` for this package's cache folder, the previous save elsewhere."""
-    ours = _STATE["ours"]
-    if ours is not None and os.path.normpath(self._cache_path) == ours:
+    if os.path.normpath(self._cache_path) in _STATE["ours"]:
         return save_unique(self, key, data)
     return _STATE["other"](self, key, data)
 
 
 def install(cache_path):
-    """Route saves into ``cache_path`` (this package's kernel cache folder; None under
-    ``NUMBA_DISABLE_JIT``) through :func:`save_unique`. Idempotent."""
-    _STATE["ours"] = None if cache_path is None else os.path.normpath(cache_path)
+    """Route saves into ``cache_path`` (a cache folder of this package's compiled code;
+    None under ``NUMBA_DISABLE_JIT``, which adds nothing) through :func:`save_unique`,
+    besides the folders installed before. Idempotent."""
+    if cache_path is not None:
+        _STATE["ours"] = _STATE["ours"] | {os.path.normpath(cache_path)}
     if IndexDataCacheFile.save is not scoped_save:
         _STATE["other"] = IndexDataCacheFile.save
         IndexDataCacheFile.save = scoped_save

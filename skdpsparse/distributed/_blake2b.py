@@ -22,6 +22,8 @@ write the same code under the same index entry.
 import numpy as np
 from numba import njit
 
+from .._kernels import _cache_safety
+
 __all__ = ["initial_state", "row_multiset_limbs"]
 
 _IV = np.array([0x6A09E667F3BCC908, 0xBB67AE8584CAA73B, 0x3C6EF372FE94F82B,
@@ -162,3 +164,8 @@ def row_multiset_limbs(indptr, indices, value_bits, tag, h_rows, h_expand, acc):
                 acc[8 * q + j] = y
                 carry = np.uint64(1) if (c1 or c2) else np.uint64(0)
     return acc
+
+
+# Cached beside this file: saves through the package's unique-name save, safe when
+# workers compile at once (_kernels/_cache_safety).
+_cache_safety.install(_cache_safety.kernel_cache_path(row_multiset_limbs))

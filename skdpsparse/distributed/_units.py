@@ -38,6 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from .._kernels import _cache_safety
 from .._kernels._common import bounding_scale_nb
 from .._kernels.fixed_point import bounded_fixed_sum
 from ..mechanisms.projection import mean_fixed_point_bits
@@ -198,3 +199,8 @@ def unit_bucket(ids, n_buckets):
     (no key, nothing random; the result does not depend on it, only the load does)."""
     return (np.asarray(ids).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
             >> np.uint64(40)) % np.uint64(n_buckets)
+
+
+# The compiled loops above are cached beside this file: their saves go through the
+# package's unique-name save, safe when workers compile at once (_kernels/_cache_safety).
+_cache_safety.install(_cache_safety.kernel_cache_path(_scaled_grid_csr))
