@@ -63,6 +63,18 @@ def score(kind, y_true, y_pred):
 _SIGMA_CACHE = {}
 
 
+def _smallest_noise(eps_of, epsilon):
+    """The smallest noise multiplier (to 0.5 %, rounded up) whose ε, ``eps_of(z)``
+    (decreasing in z), is at most ``epsilon``: doubling, then geometric bisection."""
+    lo, hi = 0.3, 1.0
+    while eps_of(hi) > epsilon:
+        lo, hi = hi, hi * 2.0
+    while hi / lo > 1.005:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if eps_of(mid) > epsilon else (lo, mid)
+    return hi
+
+
 def recipe_noise_multiplier(q, steps, epsilon, delta):
     """Smallest σ (to 0.5 %) with (ε, δ) after ``steps`` Poisson-sampled Gaussians."""
     import dp_accounting
@@ -80,13 +92,7 @@ def recipe_noise_multiplier(q, steps, epsilon, delta):
         acc.compose(event, int(steps))
         return acc.get_epsilon(delta)
 
-    lo, hi = 0.3, 1.0
-    while eps_of(hi) > epsilon:
-        lo, hi = hi, hi * 2.0
-    while hi / lo > 1.005:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if eps_of(mid) > epsilon else (lo, mid)
-    _SIGMA_CACHE[key] = hi
+    _SIGMA_CACHE[key] = hi = _smallest_noise(eps_of, epsilon)
     return hi
 
 
@@ -117,12 +123,7 @@ def recipe_noise_multiplier_replace_one(n, batch_size, steps, epsilon, delta):
             int(n), int(batch_size), dp_accounting.GaussianDpEvent(z)), int(steps))
         return acc.get_epsilon(delta)
 
-    lo, hi = 0.3, 1.0
-    while eps_of(hi) > epsilon:
-        lo, hi = hi, hi * 2.0
-    while hi / lo > 1.005:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if eps_of(mid) > epsilon else (lo, mid)
+    hi = _smallest_noise(eps_of, epsilon)
     # The library's bound for the same steps (Wang, Balle and Kasiviswanathan's
     # expansion with the exact ternary moments of Gaussians: derived for the continuous
     # Gaussian, doc/derivations/dp_sgd.rst) is also valid here; each z alone gives
