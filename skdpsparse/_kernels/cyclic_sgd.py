@@ -28,23 +28,27 @@ a > 0 and b is in the ball, where Newton's method finds it. No noise is drawn he
 """
 
 import math
+from decimal import Context, Decimal
+from fractions import Fraction
 
 import numpy as np
 from llvmlite import ir
-from numba import njit
+from numba import njit, prange
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from ._common import _DBL_MIN, bounding_scale_nb, l2_norm_range_nb, on_grid_nb
-from .exact_sampling import (
-    _bernoulli_exp_fraction,
-    _bernoulli_fraction,
-    _bernoulli_reciprocal,
-    _bit_length,
-    _discrete_laplace_parts,
-    _magnitude,
-    _new_reader,
+from ._common import (
+    _DBL_MIN,
+    bounding_scale_nb,
+    l2_norm_range_nb,
+    on_grid_nb,
+    threads_are_fork_safe,
 )
+from .exact_sampling import _SATURATED, _bit_length, _bits, _uniform_below_bits
+from .grid_noise import MARGIN, _below, _exp_neg, _offset, _reader_at
+from .grid_noise_exact import KeyBits
+from .grid_noise_exact import below as exact_below
+from .grid_noise_exact import exp_neg as exact_exp_neg
 from .linear_losses import (
     _clipped_derivative,
     _csr_margin,
@@ -70,6 +74,7 @@ __all__ = [
     "dense_multiclass_cyclic_sgd_steps",
     "csr_multiclass_cyclic_sgd_steps",
     "discrete_gaussian_sums",
+    "exact_gaussian_sum",
     "lazy_final_flush",
     "lazy_max_count",
 ]
@@ -724,127 +729,153 @@ def csr_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, start, 
 # whose probabilities differ from the sum's by a factor within e^{±6·exp(−π²N²/2)}.
 
 LAZY_MAX_SCALE = 1 << 50  # t = a·N of the Laplace proposal (exact_sampling's bound)
+#: A lazy draw aborts to the exact algorithm when a|y| would reach this (a·|y| in int64).
+_LAZY_PRODUCT_MAX = 1 << 62
+# exp(−1), correctly rounded (within 2⁻⁵⁴): the threshold of the proposal's geometric part.
+_E_MINUS_ONE = float(Context(prec=40).exp(Decimal(-1)))
 
 
-@njit(cache=True, inline="always")
-def _bernoulli_exp_product(io, r, rem, den, q, k):
-    # Bernoulli(exp(−γ)), γ = (rem/den)·(q/k) ≤ 1 (Canonne, Kamath and Steinke 2020,
-    # Algorithm 1): its coin Bernoulli(γ/K) is Bernoulli(rem/den) ∧ Bernoulli(q/k) ∧
-    # Bernoulli(1/K), three independent coins (no product of integers to overflow).
-    K = 1
-    while True:
-        a, r = _bernoulli_fraction(io, r, rem, den)
-        if not a:
-            break
-        a, r = _bernoulli_fraction(io, r, q, k)
-        if not a:
-            break
-        a, r = _bernoulli_reciprocal(io, r, K)
-        if not a:
-            break
-        K += 1
-    return K % 2 == 1, r
-
-
-# Q below this has Q² < 2⁶²: the acceptance factor exp(−Q²/(2k)) is one exact fraction.
-_Q_SQUARE_MAX = 1 << 31
-
-
-@njit(cache=True, inline="always")
-def _bernoulli_exp_square(io, r, rem, den, k2):
-    # Bernoulli(exp(−γ)), γ = (rem/den)²/k2 ≤ 1: coin Bernoulli(rem/den)² ∧ Bernoulli(1/(k2·K)).
-    K = 1
-    while True:
-        a, r = _bernoulli_fraction(io, r, rem, den)
-        if not a:
-            break
-        a, r = _bernoulli_fraction(io, r, rem, den)
-        if not a:
-            break
-        a, r = _bernoulli_reciprocal(io, r, k2 * K)
-        if not a:
-            break
-        K += 1
-    return K % 2 == 1, r
-
-
-@njit(cache=True)
-def _draw_gaussian_sum(io, r, k, n):
-    """One draw of the discrete Gaussian of variance parameter σ² = k·n² (exact).
-
-    CKS 2020 Algorithm 3 with the proposal scale t = a·n, a = ⌈√k⌉ (any t > 0 is
-    valid): Y from the discrete Laplace of scale t, accepted with probability
-    exp(−(|Y| − σ²/t)²/(2σ²)) = exp(−x²/(2k)) with x = |a|Y| − kn|/(an) = Q + f,
-    f = rem/(an), computed in integers; exp(−x²/(2k)) = exp(−Q²/(2k)) ·
-    exp(−Qf/k) · exp(−f²/(2k)) = Π_{i≤Q} exp(−(2i−1)/(2k)) · exp(−f/k)^Q ·
-    exp(−f²/(2k)), each factor an exact coin.
-    """
-    a = 1
+@njit(cache=True, _nrt=False, inline="always")
+def _ceil_sqrt(k):
+    a = max(1, int(math.sqrt(float(k))))  # within one of ⌈√k⌉ (k < 2⁵³): corrected below
     while a * a < k:
         a += 1
+    while a > 1 and (a - 1) * (a - 1) >= k:
+        a -= 1
+    return a
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _lazy_draw(io, r, k, n, margin):
+    """One draw of N_Z(0, k·n²), or (0, False, r) when a decision is undecided.
+
+    The algorithm (its exact statement is :func:`exact_gaussian_sum`): Canonne, Kamath
+    and Steinke 2020, Algorithm 3 with the proposal scale t = a·n, a = ⌈√k⌉ (any t > 0
+    is valid), the discrete Laplace proposal drawn by their Algorithm 2 (U uniform on
+    [0, t) accepted with probability exp(−U/t), then V geometric: the successes of
+    Bernoulli(exp(−1)) coins; |Y| = U + V·t and a sign, −0 rejected), and the proposal
+    accepted with probability exp(−(a|Y| − kn)²/(2k·t²)). Every coin "uniform W <
+    threshold" reads W four bits at a time (:func:`.grid_noise._below`) against the
+    threshold computed in floating point with an absolute error below 2⁻⁴⁸; a cell
+    within ``margin`` of it aborts the draw, so every decision taken is the exact one.
+    """
+    a = _ceil_sqrt(k)
     t = a * n
     t_bits = _bit_length(t - 1)
-    k1 = k // a
-    k0 = k - k1 * a
+    y_max = _LAZY_PRODUCT_MAX // a
+    inv_t = 1.0 / float(t)
+    inv_den = 0.5 / (float(k) * float(t) * float(t))
     while True:
-        negative, u, v, r = _discrete_laplace_parts(io, r, t, t_bits)
-        # a|Y| − kn = (a u − k0 n) + t (v a − k1), with |Y| = u + v t.
-        g = a * u - k0 * n
-        q0 = g // t  # floor
-        rem = g - q0 * t
-        Q = v * a - k1 + q0
-        if Q < 0:  # x = |Q + rem/t| = (−Q − 1) + (t − rem)/t
-            if rem == 0:
-                Q = -Q
-            else:
-                Q = -Q - 1
-                rem = t - rem
-        ok = True
-        if Q < _Q_SQUARE_MAX:
-            # exp(−Q²/(2k)) as ⌊Q²/(2k)⌋ coins exp(−1) and one of the rest: O(1 + Q²/k)
-            # coins, where the product over i below takes Q (Q is of order √k).
-            num = Q * Q
-            den = 2 * k
-            while num > den and ok:
-                ok, r = _bernoulli_exp_fraction(io, r, 1, 1)
-                num -= den
-            if ok:
-                ok, r = _bernoulli_exp_fraction(io, r, num, den)
-        else:  # Q² would overflow (|Y| above 2³¹N, rare): one factor per i
-            for i in range(1, Q + 1):  # exp(−Q²/(2k)) = Π_i exp(−(2i − 1)/(2k))
-                num = 2 * i - 1
-                den = 2 * k
-                while num > den and ok:  # exp(−1) factors of a γ above 1
-                    ok, r = _bernoulli_exp_fraction(io, r, 1, 1)
-                    num -= den
-                if not ok:
-                    break
-                ok, r = _bernoulli_exp_fraction(io, r, num, den)
-                if not ok:
-                    break
-        if ok and rem > 0:
-            # exp(−f/k)^Q = exp(−f·Q/k) in ⌈Q/k⌉ coins of exponent f·q/k ≤ 1 (q ≤ k).
-            left = Q
-            while left > 0 and ok:
-                q = min(left, k)
-                ok, r = _bernoulli_exp_product(io, r, rem, t, q, k)
-                left -= q
-            if ok:
-                ok, r = _bernoulli_exp_square(io, r, rem, t, 2 * k)
-        if not ok:
-            continue
-        y = _magnitude(u, v, t)
-        return (-y if negative else y), r
+        while True:  # U: uniform on [0, t), accepted with probability exp(−U/t)
+            u, r = _uniform_below_bits(io, r, t, t_bits)
+            if u == 0:
+                break
+            decision, r = _below(io, r, _exp_neg(float(u) * inv_t), margin)
+            if decision == 1:
+                break
+            if decision == -1:
+                return 0, False, r
+        v = 0
+        while True:  # V: geometric, P(V ≥ v) = exp(−v)
+            decision, r = _below(io, r, _E_MINUS_ONE, margin)
+            if decision == 0:
+                break
+            if decision == -1:
+                return 0, False, r
+            v += 1
+        bit, r = _bits(io, r, 1)
+        negative = bit == 1
+        if negative and u == 0 and v == 0:
+            continue  # zero would otherwise be counted twice
+        if v > (y_max - u) // t:
+            return 0, False, r  # a|y| beyond int64: the exact algorithm takes it
+        y = u + v * t
+        g = a * y - k * n  # |g| < 2⁶² (k·n ≤ a²n ≤ 2⁶¹ by lazy_max_count)
+        if g != 0:
+            x = float(g)
+            decision, r = _below(io, r, _exp_neg(x * x * inv_den), margin)
+            if decision == -1:
+                return 0, False, r
+            if decision == 0:
+                continue
+        return (-y if negative else y), True, r
+
+
+@njit(cache=True, _nrt=False)
+def _lazy_draw_range(io, r, out, counts, start, stop, n, margin, state, c):
+    # As grid_noise._draw_range: no reference counting, helpers inlined.
+    for i in range(start, stop):
+        before = r
+        y, ok, r = _lazy_draw(io, r, counts[i], n, margin)
+        if not ok:  # draw i is left to the exact algorithm, from the bits it started at
+            state[c, 0] = i
+            state[c, 1] = _offset(before)
+            return
+        out[i] = y
+    state[c, 0] = -1
 
 
 @njit(cache=True)
-def _gaussian_sums_fill(out, counts, n, key, domain, chunk):
-    n_chunks = (out.shape[0] + chunk - 1) // chunk
-    for c in range(n_chunks):
-        io, r = _new_reader(key, c, domain)
-        for i in range(c * chunk, min(out.shape[0], (c + 1) * chunk)):
-            y, r = _draw_gaussian_sum(io, r, counts[i], n)
-            out[i] = y
+def _lazy_fill_chunk(out, counts, n, key, domain, chunk, margin, state, c):
+    """Chunk c from draw ``state[c, 0]`` at bit ``state[c, 1]`` of stream (c, domain)."""
+    io, r = _reader_at(key, c, domain, state[c, 1])
+    stop = min(out.size, (c + 1) * chunk)
+    _lazy_draw_range(io, r, out, counts, state[c, 0], stop, n, margin, state, c)
+
+
+# Two functions, not one compiled twice (numba's cache does not key on ``parallel=``:
+# see exact_sampling).
+@njit(cache=True, parallel=True)
+def _lazy_fill_parallel(out, counts, n, key, domain, chunk, margin, state):
+    for c in prange(state.shape[0]):
+        _lazy_fill_chunk(out, counts, n, key, domain, chunk, margin, state, c)
+
+
+@njit(cache=True)
+def _lazy_fill_serial(out, counts, n, key, domain, chunk, margin, state):
+    for c in range(state.shape[0]):
+        if state[c, 0] >= 0:
+            _lazy_fill_chunk(out, counts, n, key, domain, chunk, margin, state, c)
+
+
+def exact_gaussian_sum(bits, k, n):
+    """The algorithm of the lazy draws in exact arithmetic: one draw of N_Z(0, k·n²)
+    from ``bits`` (a :class:`.grid_noise_exact.KeyBits`), an unbounded Python int.
+
+    Canonne, Kamath and Steinke 2020, "The discrete Gaussian for differential
+    privacy", Algorithm 3 with t = a·n, a = ⌈√k⌉, its discrete Laplace proposal by
+    their Algorithm 2, every coin a uniform W read four bits at a time until its cell
+    lies on one side of the threshold (:func:`.grid_noise_exact.below`, exact
+    decimal brackets). The thresholds exp(−U/t), exp(−1) and exp(−g²/(2kt²)) are
+    irrational for a nonzero exponent (Lindemann–Weierstrass), so each comparison ends
+    with probability one. The kernel (:func:`discrete_gaussian_sums`) takes the same
+    decisions on the same bits and leaves here the draws it cannot certify.
+    """
+    a = math.isqrt(k - 1) + 1
+    t = a * n
+    t_bits = (t - 1).bit_length()
+    while True:
+        while True:
+            u = bits.take(t_bits)
+            while u >= t:
+                u = bits.take(t_bits)
+            if u == 0 or exact_below(bits, exact_exp_neg(Fraction(u, t))):
+                break
+        v = 0
+        while exact_below(bits, exact_exp_neg(Fraction(1))):
+            v += 1
+        negative = bits.take(1) == 1
+        if negative and u == 0 and v == 0:
+            continue
+        y = u + v * t
+        g = a * y - k * n
+        if g != 0 and not exact_below(bits, exact_exp_neg(Fraction(g * g, 2 * k * t * t))):
+            continue
+        return -y if negative else y
+
+
+#: Fewer draws than this are filled on one thread (grid_noise's threshold).
+_MIN_THREADED_DRAWS = 1 << 16
 
 
 def lazy_max_count(scale):
@@ -857,8 +888,14 @@ def lazy_max_count(scale):
     return a * a
 
 
-def discrete_gaussian_sums(counts, scale, key, domain=0, *, chunk=4096):
+def discrete_gaussian_sums(counts, scale, key, domain=0, *, chunk=4096, margin=MARGIN):
     """Entry i: one draw of the discrete Gaussian with σ² = counts[i]·N² (exact).
+
+    Entry i belongs to chunk c = i // ``chunk`` and reads stream (c, ``domain``) of
+    the key. The kernel certifies each decision in floating point; a draw it cannot
+    certify (about one in 10⁸ at the default margin) is made by
+    :func:`exact_gaussian_sum` from the same bits, and the chunk resumes after it, so
+    the output depends neither on ``margin`` nor on the thread count.
 
     Parameters
     ----------
@@ -872,10 +909,13 @@ def discrete_gaussian_sums(counts, scale, key, domain=0, *, chunk=4096):
     chunk : int
         Entries per keystream (part of the output's definition, as in
         :func:`.exact_sampling.discrete_noise`).
+    margin : float
+        The certified decisions' margin, in [2⁻⁴⁰, 1/4) (tests raise it to exercise
+        the exact fallback).
 
     Returns
     -------
-    ndarray of int64
+    ndarray of int64, saturated at ±2⁶² (probability below exp(−2⁴⁰)).
     """
     counts = np.ascontiguousarray(counts, dtype=np.int64)
     n = int(scale)
@@ -885,8 +925,24 @@ def discrete_gaussian_sums(counts, scale, key, domain=0, *, chunk=4096):
         raise ValueError("counts must be in [1, lazy_max_count(scale)].")
     if key.dtype != np.int64 or key.shape != (8,):
         raise ValueError("key must be the 8 key words of a ChaCha20 key (chacha.key_words).")
+    if not MARGIN <= margin < 0.25:
+        raise ValueError(f"margin must be in [2^-40, 1/4), got {margin}.")
+    chunk, domain = int(chunk), int(domain)
     out = np.zeros(counts.size, np.int64)
-    _gaussian_sums_fill(out, counts, n, key, int(domain), int(chunk))
+    state = np.zeros((-(-counts.size // chunk), 2), np.int64)
+    state[:, 0] = np.arange(state.shape[0]) * chunk  # each chunk's first draw, at bit 0
+    args = (out, counts, n, key, domain, chunk, float(margin), state)
+    threaded = counts.size > max(chunk, _MIN_THREADED_DRAWS) and threads_are_fork_safe()
+    (_lazy_fill_parallel if threaded else _lazy_fill_serial)(*args)
+    while (state[:, 0] >= 0).any():
+        for c in np.flatnonzero(state[:, 0] >= 0):
+            i, offset = int(state[c, 0]), int(state[c, 1])
+            bits = KeyBits(key, int(c), domain, offset)
+            y = exact_gaussian_sum(bits, int(counts[i]), n)
+            out[i] = min(max(y, -_SATURATED), _SATURATED)
+            state[c, 1] = bits.offset
+            state[c, 0] = i + 1 if i + 1 < min(out.size, (c + 1) * chunk) else -1
+        _lazy_fill_serial(*args)
     return out
 
 

@@ -10,16 +10,19 @@ import scipy.sparse as sp
 from scipy import stats
 
 from skdpsparse._kernels import LOSS_CODES
+from skdpsparse._kernels import cyclic_sgd as cyclic_kernels
 from skdpsparse._kernels.chacha import key_words
 from skdpsparse._kernels.cyclic_sgd import (
     NO_CONSTRAINT,
     csr_cyclic_sgd_steps,
     csr_lazy_cyclic_sgd_steps,
     discrete_gaussian_sums,
+    exact_gaussian_sum,
     lazy_final_flush,
     lazy_max_count,
 )
 from skdpsparse._kernels.exact_sampling import DISCRETE_GAUSSIAN, discrete_noise
+from skdpsparse._kernels.grid_noise_exact import KeyBits
 
 
 def _key(i):
@@ -29,13 +32,9 @@ def _key(i):
 
 
 # ---------------------------------------------------------------- the sampler
-@pytest.mark.parametrize("k, scale", [(1, 2), (5, 3), (7, 2), (40, 2), (1000, 2), (3, 41)])
-def test_gaussian_sums_have_the_discrete_gaussian_law(k, scale):
-    """Chi-square goodness of fit of 60 000 draws against P(y) ∝ exp(−y²/(2kN²)),
-    cells with expected count ≥ 20, the tails pooled; fails if p < 1e-4. The
-    acceptance factor exp(−f·Q/k) is split into ⌈Q/k⌉ coins when Q > k (k = 1, 5, 7
-    here) and is one coin otherwise (k = 40, 1000, and 3 at a larger scale)."""
-    draws = discrete_gaussian_sums(np.full(60_000, k), scale, _key(k))
+def _chi2_pvalue(draws, k, scale):
+    """Chi-square goodness of fit of ``draws`` against P(y) ∝ exp(−y²/(2kN²)), cells
+    with expected count ≥ 20, the tails pooled."""
     s2 = k * scale * scale
     span = int(8 * math.sqrt(s2)) + 2
     ys = np.arange(-span, span + 1)
@@ -46,7 +45,76 @@ def test_gaussian_sums_have_the_discrete_gaussian_law(k, scale):
     observed = np.array([np.sum(draws == v) for v in ys[keep]])
     obs = np.append(observed, draws.size - observed.sum())
     exp = np.append(expected[keep], draws.size - expected[keep].sum())
-    assert stats.chisquare(obs, exp).pvalue > 1e-4
+    return stats.chisquare(obs, exp).pvalue
+
+
+@pytest.mark.parametrize("k, scale", [(1, 2), (5, 3), (7, 2), (40, 2), (1000, 2), (3, 41)])
+def test_gaussian_sums_have_the_discrete_gaussian_law(k, scale):
+    """60 000 draws fit P(y) ∝ exp(−y²/(2kN²)) (chi-square, fails if p < 1e-4), at
+    small and large k (proposal scale ⌈√k⌉N: 2 to 64) and one larger N."""
+    draws = discrete_gaussian_sums(np.full(60_000, k), scale, _key(k))
+    assert _chi2_pvalue(draws, k, scale) > 1e-4
+
+
+def _cks_reference(k, scale, size, rng, exponent_factor=1.0):
+    """A float NumPy version of the algorithm (Canonne, Kamath and Steinke 2020,
+    Algorithm 3 with t = ⌈√k⌉N and a discrete Laplace proposal), for the power check
+    below: ``exponent_factor`` ≠ 1 is a broken acceptance exp(−factor·g²/(2kt²))."""
+    a = math.isqrt(k - 1) + 1
+    t = a * scale
+    out = np.empty(0, dtype=np.int64)
+    while out.size < size:
+        m = 2 * size
+        mag = rng.geometric(1.0 - math.exp(-1.0 / t), m) - 1  # P(|Y| = y) ∝ exp(−y/t)
+        neg = rng.random(m) < 0.5
+        keep = ~(neg & (mag == 0))
+        g = a * mag - k * scale
+        accept = rng.random(m) < np.exp(-exponent_factor * g.astype(float) ** 2
+                                        / (2.0 * k * t * t))
+        y = np.where(neg, -mag, mag)[keep & accept]
+        out = np.concatenate([out, y])
+    return out[:size]
+
+
+@pytest.mark.parametrize("k, scale", [(5, 3), (7, 2)])
+def test_the_law_test_catches_broken_samplers(k, scale):
+    """The chi-square test above has power: it passes a float reference of the same
+    algorithm and rejects (p < 1e-4) an acceptance with exponent g²/(3kt²) instead of
+    g²/(2kt²), and the kernel's own draws for k + 1 (a wrong count: a variance off by
+    1/k, which 60 000 draws see at these small k; at large k the bitwise kernel test
+    below checks that every coordinate receives exactly T steps of noise) or at scale
+    N + 1."""
+    rng = np.random.default_rng(k)
+    assert _chi2_pvalue(_cks_reference(k, scale, 60_000, rng), k, scale) > 1e-4
+    assert _chi2_pvalue(_cks_reference(k, scale, 60_000, rng, 2 / 3), k, scale) < 1e-4
+    wrong_k = discrete_gaussian_sums(np.full(60_000, k + 1), scale, _key(k))
+    assert _chi2_pvalue(wrong_k, k, scale) < 1e-4
+    wrong_n = discrete_gaussian_sums(np.full(60_000, k), scale + 1, _key(k))
+    assert _chi2_pvalue(wrong_n, k, scale) < 1e-4
+
+
+@pytest.mark.parametrize("k, scale", [(1, 2), (5, 3), (1000, 2), (196, 2**29 + 1),
+                                      (2, 2**49)])
+def test_gaussian_sums_kernel_is_the_exact_algorithm(k, scale, monkeypatch):
+    """Draw for draw, the kernel equals the algorithm in exact arithmetic
+    (``exact_gaussian_sum``, read from each chunk's stream), at the default margin and
+    at a margin of 2⁻⁵, where the kernel leaves many draws to that exact algorithm
+    (counted: the fallback runs) and resumes after them."""
+    counts = np.full(240, k)
+    fast = discrete_gaussian_sums(counts, scale, _key(3), 5, chunk=80)
+    fallbacks = []
+
+    def counting(bits, kk, n):
+        fallbacks.append(kk)
+        return exact_gaussian_sum(bits, kk, n)
+
+    monkeypatch.setattr(cyclic_kernels, "exact_gaussian_sum", counting)
+    forced = discrete_gaussian_sums(counts, scale, _key(3), 5, chunk=80, margin=2.0**-5)
+    exact = [exact_gaussian_sum(bits, k, scale) for c in range(3)
+             for bits in [KeyBits(_key(3), c, 5)] for _ in range(80)]
+    assert np.array_equal(fast, np.array(exact))
+    assert np.array_equal(forced, fast)
+    assert len(fallbacks) >= 5
 
 
 def test_gaussian_sums_are_reproducible_and_validate_their_input():
