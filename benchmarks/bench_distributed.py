@@ -284,7 +284,7 @@ def multiset_digest(args):
     """CPU µs per row of the multiset digest (compiled, hashlib), the block digest and
     the bounded sum, interleaved; one thread each."""
     from skdpsparse._kernels.fixed_point import bounded_fixed_sum
-    from skdpsparse.distributed import _digest
+    from skdpsparse.utils import _digest
 
     n = args.digest_n
     X = make_block(0, n, args.d, args.nnz, args.seed)

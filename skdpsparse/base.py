@@ -13,8 +13,7 @@ from .exceptions import InvalidParameterError
 from .ledger import charge_budget
 from .utils._data import check_fit_input, check_supervised_input
 
-__all__ = ["check_fit_params", "distributed_fit", "fit_input", "fitted_attribute_names",
-           "release"]
+__all__ = ["check_fit_params", "fit_input", "fitted_attribute_names", "release"]
 
 #: The key under which :func:`fit_input` hands the data's dtype to :func:`release`.
 _DTYPE_KEY = "_fit_dtype"
@@ -43,22 +42,6 @@ def check_fit_params(estimator, fit_params):
     raise InvalidParameterError(
         f"{name}.fit got unexpected fit parameters {sorted(fit_params)}; it accepts X "
         f"and y only.")
-
-
-def distributed_fit(estimator, X, y=None):
-    """Fit on a Dask collection or a Spark DataFrame without pulling it into memory.
-
-    Returns the fitted estimator when ``X`` is such a collection (through
-    :func:`skdpsparse.distributed.fit_distributed`, which refuses, with the reason, the
-    estimators whose statistic does not decompose), and None for in-memory data, which
-    the caller then fits itself. Checked before scikit-learn's validation, which would
-    compute the whole collection.
-    """
-    from .distributed import fit_distributed, is_distributed_input
-
-    if not is_distributed_input(X):
-        return None
-    return fit_distributed(estimator, X, y)
 
 
 def _as_dtype(value, dtype):

@@ -17,7 +17,7 @@ number (a save of an existing key, after a stale index, leaves the old file behi
 
 :func:`install` routes the saves of this package's kernels (the cache folder numba chose
 for a source directory is shared by every file in it: ``skdpsparse/_kernels`` registers
-its folder, and ``skdpsparse/distributed``, whose few compiled loops sit beside the code
+its folder, and ``skdpsparse/distributed``, whose unit-total loops sit beside the code
 that ships them, registers its own) through :func:`save_unique`, and every other cache
 file through the save it found, so other libraries' caches behave as numba made them.
 ``tests/kernels/test_kernels_cache.py`` replays the race on both.

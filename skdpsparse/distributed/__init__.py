@@ -17,7 +17,7 @@ from ._core import fit_sparse_mean_in_memory
 from ._sparse_mean import fit_sparse_mean_units_in_memory
 from ._units import bound_unit_totals, unit_totals
 
-__all__ = ["bound_unit_totals", "fit_distributed", "fit_sparse_mean_in_memory",
+__all__ = ["bound_unit_totals", "distributed_fit", "fit_distributed", "fit_sparse_mean_in_memory",
            "fit_sparse_mean_units_in_memory", "is_distributed_input", "unit_totals"]
 
 #: Estimators whose fit is a sequence of small noisy steps, each depending on the
@@ -34,6 +34,23 @@ def is_distributed_input(X):
     root = (type(X).__module__ or "").split(".")[0]
     return ((root in ("dask", "dask_expr") and hasattr(X, "__dask_graph__"))
             or (root == "pyspark" and hasattr(X, "mapInArrow")))
+
+
+def distributed_fit(estimator, X, y=None):
+    """Every estimator's first step in ``fit``: fit on a Dask collection or a Spark
+    DataFrame without pulling it into memory.
+
+    Returns the fitted estimator when ``X`` is such a collection (through
+    :func:`fit_distributed`, which refuses, with the reason, the estimators whose
+    statistic does not decompose), and None for in-memory data, which the caller then
+    fits itself. Checked before scikit-learn's validation, which would compute the
+    whole collection. It lives here, not in :mod:`skdpsparse.base`, so that the
+    estimators depend on this package and this package on the base's release step,
+    never the other way round.
+    """
+    if not is_distributed_input(X):
+        return None
+    return fit_distributed(estimator, X, y)
 
 
 def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None,

@@ -31,7 +31,7 @@ from ..mechanisms.projection import mean_fixed_point_bits, projection_mechanism,
 from ..mechanisms.sparse_mean import choose_method, noise_threshold
 from ..utils._random import _digest_array
 from ..utils._random import fit_random_source_from_digests as _fit_key
-from ._digest import DigestPart, chunk_digest, final_digest, merge_digests
+from ..utils._digest import DigestPart, chunk_digest, final_digest, merge_digests
 
 __all__ = ["BoundedSumPart", "BoundedSumPlan", "check_chunk", "fit_random_source_from_digests",
            "merge_parts", "partial_bounded_sum", "release_sparse_mean",
@@ -167,7 +167,7 @@ def fit_random_source_from_digests(random_state, estimator, digests):
 
     The same derivation (BLAKE2b keyed by H(seed material), over the estimator's class,
     its parameters except ``random_state``, and one digest per data array), with the
-    digests merged from the chunks (:mod:`skdpsparse.distributed._digest`, the same
+    digests merged from the chunks (:mod:`skdpsparse.utils._digest`, the same
     function of the data as in memory). Runs on the driver only.
     """
     return _fit_key(random_state, estimator, digests, stacklevel=4)

@@ -26,10 +26,10 @@ def _is_dataframe(X):
 
 def chunk_kernel(X):
     """The digest's kernel tag of the in-memory matrix this collection would validate
-    to (:func:`~skdpsparse.distributed._digest.kernel_tag`), from metadata only: a
+    to (:func:`~skdpsparse.utils._digest.kernel_tag`), from metadata only: a
     dataframe is dense, float32 only when every column is; an array is sparse when its
     chunks are."""
-    from ._digest import kernel_tag
+    from ..utils._digest import kernel_tag
 
     if _is_dataframe(X):
         float32 = all(str(t) == "float32" for t in X.dtypes)

@@ -144,12 +144,12 @@ def fit_heavy_tailed_distributed(estimator, X):
     budget to the clipped mean, as in memory)."""
     import dask
 
-    from ..mean._heavy_tailed_mean import check_bounds
+    from ..mechanisms.heavy_tailed_mean import check_bounds
     from ..utils import validate_params
     from ..base import release
     from ._core import fit_random_source_from_digests
     from ._dask import chunk_kernel, row_chunks
-    from ._digest import final_digest
+    from ..utils._digest import final_digest
 
     validate_params(estimator, estimator._parameter_constraints)
     method = estimator.method
@@ -208,7 +208,7 @@ def fit_heavy_tailed_distributed(estimator, X):
 
 
 def _chunk_digest(chunk, offset, n_features, n_rows):
-    from ._digest import chunk_digest
+    from ..utils._digest import chunk_digest
 
     return chunk_digest(check_chunk(chunk, n_features, offset), offset, n_rows)
 
@@ -217,7 +217,7 @@ def _digest_graph(chunks, n, d):
     """A Delayed of the merged digest part of the chunks (one task per chunk)."""
     import dask
 
-    from ._digest import merge_digests
+    from ..utils._digest import merge_digests
 
     task = dask.delayed(_chunk_digest, pure=True)
     merge = dask.delayed(merge_digests, pure=True)

@@ -54,7 +54,7 @@ from ..mechanisms.output_perturbation import (
 from ..utils import validate_params
 from ._core import check_chunk, fit_random_source_from_digests
 from ._dask import chunk_kernel, row_chunks
-from ._digest import chunk_digest, final_digest, merge_digests
+from ..utils._digest import chunk_digest, final_digest, merge_digests
 
 __all__ = ["DaskRows", "fit_output_perturbation_distributed"]
 
@@ -194,7 +194,7 @@ def _as_dask_vector(y, name):
 def fit_output_perturbation_distributed(estimator, X, y):
     """``DPOutputPerturbation{Classifier,Regressor}.fit`` on a Dask collection (see the
     module doc); returns the fitted estimator."""
-    from ..linear_model._base import declared_classes
+    from ..utils._data import declared_classes
 
     name = type(estimator).__name__
     is_regressor = name == "DPOutputPerturbationRegressor"

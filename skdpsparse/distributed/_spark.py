@@ -18,7 +18,7 @@ rows' order, which Spark keeps only for some DataFrames:
 
 ``row_order="multiset"`` (default)
     The rows are hashed as a multiset
-    (:func:`~skdpsparse.distributed._digest.row_multiset_part`): the same key for
+    (:func:`~skdpsparse.utils._digest.row_multiset_part`): the same key for
     every partitioning and shuffle, so the same seed gives the same release on any
     layout of the same rows, but other noise (of the same distribution) than the
     in-memory or Dask fit, whose digest is positional.
@@ -26,7 +26,7 @@ rows' order, which Spark keeps only for some DataFrames:
     The rows are read in the DataFrame's order (partition index, then position in
     the partition), each partition's first row index taken from a count pass, and
     digested by position as in memory
-    (:func:`~skdpsparse.distributed._digest.chunk_digest`): the same seed gives the
+    (:func:`~skdpsparse.utils._digest.chunk_digest`): the same seed gives the
     in-memory release of the matrix in that order, bit for bit. For a DataFrame whose
     order is deterministic (a local collection or a file scan, no shuffle since); a
     partition whose row count changed between the two passes fails the fit.
@@ -49,7 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._core import BoundedSumPart, check_chunk, key_needs_data, partial_bounded_sum
-from ._digest import DigestPart, chunk_digest, merge_digests, multiset_digest, \
+from ..utils._digest import DigestPart, chunk_digest, merge_digests, multiset_digest, \
     row_multiset_part
 
 __all__ = ["fit_sparse_mean_spark", "is_spark_dataframe"]
@@ -196,7 +196,7 @@ def fit_sparse_mean_spark(estimator, df, *, n_features=None, indices="indices",
     from ..utils import validate_params
     from ..base import release
     from ._core import resolve_sparse_mean, sparse_mean_attributes, sparse_mean_plan
-    from ._digest import kernel_tag
+    from ..utils._digest import kernel_tag
     from ._sparse_mean import _refuse_l1_recovery
 
     validate_params(estimator, estimator._parameter_constraints)
@@ -395,7 +395,7 @@ def _fit_units(estimator, df, unit, d, indices, values, columns):
     """
     from ..base import release
     from ._core import resolve_sparse_mean, sparse_mean_attributes, sparse_mean_plan
-    from ._digest import multiset_digest
+    from ..utils._digest import multiset_digest
     from ._sparse_mean import _refuse_l1_recovery
 
     n_units = int(df.select(unit).distinct().count())

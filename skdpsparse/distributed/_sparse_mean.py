@@ -22,7 +22,7 @@ from ..mechanisms.l1_recovery import (
     uses_compressed_sensing,
 )
 from ._core import fit_random_source_from_digests
-from ._digest import chunk_digest, final_digest, merge_digests
+from ..utils._digest import chunk_digest, final_digest, merge_digests
 from ._units import add_unit_totals, bound_unit_totals, unit_bucket, unit_totals
 
 __all__ = ["fit_sparse_mean_distributed", "fit_sparse_mean_units_in_memory"]

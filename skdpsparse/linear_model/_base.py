@@ -7,10 +7,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets
 
 from ..accounting import ApproxDP, PureDP
-from ..exceptions import warn_privacy_leak
 
 #: The quantile that a bound declared ``"private"`` releases (rows above it are
 #: scaled or clipped to it, never dropped).
@@ -65,68 +63,6 @@ def compose_with_bounds(eps_bounds, budget):
     if isinstance(budget, PureDP):
         return PureDP(eps_bounds) + PureDP(budget.epsilon)
     return ApproxDP(eps_bounds, 0.0) + ApproxDP(budget.epsilon, budget.delta)
-
-
-def declared_classes(estimator, y):
-    """The label set, and the one check of ``y`` against it, for every classifier.
-
-    ``estimator.classes`` declared: the sorted unique declared labels (at least 2), and
-    every label of ``y`` must be one of them. A label that is not is input malformed
-    relative to a declared parameter: a ``ValueError`` naming ``classes``, raised
-    before anything is computed, charged or released (the policy of the user guide,
-    "Validation errors"). Declared labels are accepted whatever their type (0.5
-    included: scikit-learn's target-type check does not apply to a declared set),
-    and need not all occur in ``y``.
-
-    ``classes=None``: the labels present in ``y`` (scikit-learn's checks of
-    classification targets), with a :class:`~skdpsparse.exceptions.PrivacyLeakWarning`
-    (which labels occur is data).
-    """
-    if estimator.classes is None:
-        check_classification_targets(y)
-        classes = np.unique(y)
-        warn_privacy_leak(
-            "classes=None: the label set is read from y, which reveals which labels "
-            "occur. Declare classes to keep the guarantee of privacy_spent_.")
-        if classes.size < 2:
-            raise ValueError(f"{type(estimator).__name__} needs samples of at least 2 "
-                             f"classes; got 1 class ({classes[0]!r}).")
-        return classes
-    try:
-        classes = np.unique(np.asarray(estimator.classes))
-    except TypeError as err:  # labels that cannot be ordered (e.g. mixed str and int)
-        raise ValueError(f"classes must be labels of one comparable type, got "
-                         f"{estimator.classes!r}.") from err
-    if classes.ndim != 1 or classes.size < 2:
-        raise ValueError(f"classes must declare at least 2 labels, got {estimator.classes!r}.")
-    undeclared = _undeclared_labels(np.asarray(y), classes)
-    if undeclared:
-        shown = ", ".join(repr(v) for v in undeclared[:3])
-        more = f" and {len(undeclared) - 3} more" if len(undeclared) > 3 else ""
-        raise ValueError(
-            f"y has labels not declared in classes={estimator.classes!r}: {shown}{more}. "
-            "Every label must be one of the declared classes (or set classes=None, "
-            "which reads the label set from y and reveals it).")
-    return classes
-
-
-def _undeclared_labels(y, classes):
-    """The distinct labels of ``y`` that are not in ``classes`` (equality as NumPy
-    compares: 1.0 is the label 1, "1" is not)."""
-    if y.size == 0:
-        return []
-    try:
-        known = np.isin(y, classes)
-    except TypeError:  # incomparable types: compare one by one
-        known = np.array([any(v == c for c in classes) for v in y.tolist()])
-    bad = y[~known]
-    if bad.size == 0:
-        return []
-    seen = []
-    for v in bad.tolist():
-        if v not in seen:
-            seen.append(v)
-    return seen
 
 
 def one_vs_rest_targets(y, classes):

@@ -14,7 +14,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _kernels
-from ._base import OneVsRestClassifierMixin, declared_classes, one_vs_rest_targets
+from ._base import OneVsRestClassifierMixin, one_vs_rest_targets
+from ..utils._data import declared_classes
 from ..mechanisms.bias_reduced import (
     ACCOUNTINGS,
     MECHANISMS,
@@ -29,7 +30,8 @@ from ..mechanisms.bias_reduced import (
     theorem_learning_rate,
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..base import check_fit_params, distributed_fit, fit_input, release
+from ..base import check_fit_params, fit_input, release
+from ..distributed import distributed_fit
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress
 from ..utils._data import check_fit_input
 

@@ -19,9 +19,10 @@ from ..mechanisms.cyclic_sgd import (
     cyclic_sgd,
     plan_cyclic_sgd,
 )
-from ._base import declared_classes
+from ..utils._data import declared_classes
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..base import check_fit_params, distributed_fit, fit_input, release
+from ..base import check_fit_params, fit_input, release
+from ..distributed import distributed_fit
 from ..utils._data import check_fit_input
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress
 

@@ -10,14 +10,16 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..base import check_fit_params, distributed_fit, fit_input, release
+from ..base import check_fit_params, fit_input, release
+from ..distributed import distributed_fit
 from ..mechanisms.cyclic_sgd import bound_rows_l2, feature_bound
 from ..mechanisms.dp_sgd import (calibrate_dp_sgd_noise, dp_sgd, gradient_norm_bound,
                                  noise_walk, plan_dp_sgd)
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..utils._data import check_fit_input
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress
-from ._base import (OneVsRestClassifierMixin, compose_with_bounds, declared_classes,
+from ..utils._data import declared_classes
+from ._base import (OneVsRestClassifierMixin, compose_with_bounds,
                     private_bound)
 
 _POSITIVE = Interval("real", 0, None, closed="neither")

@@ -10,7 +10,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..mechanisms.heavy_tailed_sco import (ORACLES, plan_heavy_tailed_regression,
                                            run_heavy_tailed_regression)
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..base import check_fit_params, distributed_fit, fit_input, release
+from ..base import check_fit_params, fit_input, release
+from ..distributed import distributed_fit
 from ..utils._data import check_fit_input
 from ..utils._params import keyword_only_since
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress

@@ -10,10 +10,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..mechanisms.noisy_sgd import noisy_sgd, plan_noisy_sgd, rows_needed  # noqa: F401
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..base import check_fit_params, distributed_fit, fit_input, release
+from ..base import check_fit_params, fit_input, release
+from ..distributed import distributed_fit
 from ..utils._data import check_fit_input
 from ..utils._progress import VERBOSE_CONSTRAINT
-from ._base import OneVsRestClassifierMixin, declared_classes, one_vs_rest_targets
+from ._base import OneVsRestClassifierMixin, one_vs_rest_targets
+from ..utils._data import declared_classes
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
 

@@ -11,10 +11,12 @@ from ..mechanisms.output_perturbation import output_perturbation, plan_output_pe
 from ..mechanisms.sparse_exponential import (MAX_NET_SIZE, plan_sparse_exponential,
                                              sparse_exponential)
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
-from ..base import check_fit_params, distributed_fit, fit_input, release
+from ..base import check_fit_params, fit_input, release
+from ..distributed import distributed_fit
 from ..utils._data import check_fit_input
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress
-from ._base import (OneVsRestClassifierMixin, compose_with_bounds, declared_classes,
+from ..utils._data import declared_classes
+from ._base import (OneVsRestClassifierMixin, compose_with_bounds,
                     one_vs_rest_targets, private_bound, row_l2_norms)
 
 _POSITIVE = Interval("real", 0, None, closed="neither")

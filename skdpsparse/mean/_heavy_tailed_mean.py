@@ -13,7 +13,8 @@ from sklearn.base import BaseEstimator
 
 from ..utils._params import keyword_only_since
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress
-from ..base import check_fit_params, distributed_fit, fit_input, release
+from ..base import check_fit_params, fit_input, release
+from ..distributed import distributed_fit
 from ..mechanisms.heavy_tailed_clip import SCALE_FRACTION
 from ..mechanisms.heavy_tailed_mean import (  # noqa: F401 (check_* re-exported)
     check_bounds,

@@ -14,7 +14,8 @@ from .._kernels.projections import project_blocks_simplex_nb
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..utils._params import keyword_only_since
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress
-from ..base import check_fit_params, distributed_fit, fit_input, release
+from ..base import check_fit_params, fit_input, release
+from ..distributed import distributed_fit
 from ._base import PrivateMeanMixin
 
 

@@ -20,7 +20,8 @@ from sklearn.utils.validation import check_is_fitted
 from .._privacy_spent import SELECTION_MARK, check_private_steps
 from ..accounting import ZCDP, ApproxDP, PureDP, zcdp_to_epsilon
 from ..ledger import _charges_suspended
-from ..base import check_fit_params, distributed_fit, release
+from ..base import check_fit_params, release
+from ..distributed import distributed_fit
 from ..mechanisms.private_selection import (
     gamma_for_failure_prob,
     plan_random_stopping,

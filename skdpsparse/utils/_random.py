@@ -52,6 +52,7 @@ import scipy.sparse as sp
 
 from .._kernels import exact_sampling
 from .._kernels.chacha import key_words
+from ._digest import array_digest, kernel_tag
 
 __all__ = ["RandomSource", "as_random_source", "check_generator", "fit_random_source"]
 
@@ -351,7 +352,7 @@ def _canonical(value, depth=0):
 def _digest_array(a):
     """A digest of an array's values and of the kernel family that will read it.
 
-    The mergeable digest of :mod:`skdpsparse.distributed._digest`, one function of
+    The mergeable digest of :mod:`skdpsparse.utils._digest`, one function of
     the data for one in-memory array and for any chunking of it on a cluster (so the
     same seed gives the same key in memory and on Dask). Numeric data is hashed as
     float64 in a canonical sparse form, block of lines by block of lines (rows, or
@@ -367,9 +368,6 @@ def _digest_array(a):
     :meth:`RandomSource.add_discrete_noise` also hashes the exact values it is added
     to.) Non-numeric arrays are hashed through their ``repr``.
     """
-    # Imported here: the distributed package imports this module.
-    from ..distributed._digest import array_digest, kernel_tag
-
     if not sp.issparse(a):
         a = np.asarray(a)
         if a.ndim == 2 and a.shape[1] == 1:

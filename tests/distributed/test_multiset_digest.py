@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from skdpsparse.distributed import _blake2b, _digest
+from skdpsparse._kernels import blake2b as _blake2b
+from skdpsparse.utils import _digest
 
 
 def _awkward_rows(seed, n=700, d=5000):

@@ -21,11 +21,10 @@ import pytest
 import scipy.sparse as sp
 
 from skdpsparse.distributed import (
-    _digest, _sparse_mean, fit_distributed, fit_sparse_mean_in_memory,
-    fit_sparse_mean_units_in_memory,
+    _sparse_mean, fit_distributed, fit_sparse_mean_in_memory, fit_sparse_mean_units_in_memory,
 )
 from skdpsparse.mean import DPSparseMeanEstimator
-from skdpsparse.utils import RandomSource
+from skdpsparse.utils import RandomSource, _digest
 
 from dist_data import sparse_rows
 

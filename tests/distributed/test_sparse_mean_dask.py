@@ -5,7 +5,7 @@ into the bounds and rounded to 2^-F (``skdpsparse._kernels.fixed_point``), so it
 the same integer vector for every chunking, merge order and scheduler; the mean is
 that integer rounded once to float64 and divided by n, and the noise key is derived
 from a digest that is the same function of the data for every chunking
-(``skdpsparse.distributed._digest``). The tests therefore assert bit-identical
+(``skdpsparse.utils._digest``). The tests therefore assert bit-identical
 releases, not a tolerance.
 """
 
@@ -79,7 +79,7 @@ def test_dense_chunks_and_dataframes_give_the_release_of_the_dense_matrix():
 
 
 def test_the_same_seed_gives_the_in_memory_estimator_bit_for_bit():
-    # One digest for both paths (skdpsparse.distributed._digest): the same seed gives
+    # One digest for both paths (skdpsparse.utils._digest): the same seed gives
     # the same key, and the statistic, the noise and the post-processing are the
     # in-memory estimator's.
     X = sparse_rows()

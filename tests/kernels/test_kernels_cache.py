@@ -193,9 +193,10 @@ def test_the_package_routes_its_own_kernels_saves_through_the_unique_save(tmp_pa
 
 
 def test_the_distributed_packages_compiled_loops_are_covered_too():
-    """skdpsparse/distributed holds a few compiled loops (user-level unit totals, the
-    multiset digest's BLAKE2b): their folder is registered as well."""
-    from skdpsparse.distributed import _blake2b, _units
+    """skdpsparse/distributed holds a compiled loop (user-level unit totals): its folder
+    is registered as well, beside _kernels' (the multiset digest's BLAKE2b)."""
+    from skdpsparse._kernels import blake2b as _blake2b
+    from skdpsparse.distributed import _units
 
     for module in (_units, _blake2b):
         kernels = [f for f in vars(module).values()

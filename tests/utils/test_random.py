@@ -148,7 +148,7 @@ def test_parameters_are_encoded_faithfully_or_the_seed_is_refused():
 def test_the_data_digest_is_one_function_of_the_data_for_every_path_and_thread_count():
     import scipy.sparse as sp
 
-    from skdpsparse.distributed import _digest
+    from skdpsparse.utils import _digest
     from skdpsparse.utils._random import _digest_array
 
     X = sp.random(3000, 200, density=0.05, format="csr", random_state=0)

@@ -1,6 +1,6 @@
 """BLAKE2b in numba, for the multiset digest's one hash per row.
 
-:func:`~skdpsparse.distributed._digest.row_multiset_part` hashes every row on its own
+:func:`~skdpsparse.utils._digest.row_multiset_part` hashes every row on its own
 (Spark keeps no row order, so rows cannot be hashed in blocks): with ``hashlib`` that
 is about ten Python calls per row, 36 µs per row of 16 nonzeros, about 140 times the
 bounded sum it accompanies. This module computes the same values in one compiled pass:
@@ -21,8 +21,6 @@ write the same code under the same index entry.
 
 import numpy as np
 from numba import njit
-
-from .._kernels import _cache_safety
 
 __all__ = ["initial_state", "row_multiset_limbs"]
 
@@ -164,8 +162,3 @@ def row_multiset_limbs(indptr, indices, value_bits, tag, h_rows, h_expand, acc):
                 acc[8 * q + j] = y
                 carry = np.uint64(1) if (c1 or c2) else np.uint64(0)
     return acc
-
-
-# Cached beside this file: saves through the package's unique-name save, safe when
-# workers compile at once (_kernels/_cache_safety).
-_cache_safety.install(_cache_safety.kernel_cache_path(row_multiset_limbs))

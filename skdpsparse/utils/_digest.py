@@ -70,7 +70,7 @@ _ROW_TAG = 2**64 - 1  # in place of a block index: a lone row of the multiset di
 
 
 def _initial_states():
-    from ._blake2b import initial_state
+    from .._kernels.blake2b import initial_state
 
     return initial_state(64, 0, _PERSON), initial_state(64, 64, _PERSON_EXPAND)
 
@@ -281,12 +281,12 @@ def row_multiset_part(chunk, n_threads=None):
     different noise of the same distribution.
 
     Each v(row) is ``_block_value(tag, [k], cols, vals)``, computed by the compiled
-    BLAKE2b of :mod:`skdpsparse.distributed._blake2b` (the same bytes as ``hashlib``,
+    BLAKE2b of :mod:`skdpsparse._kernels.blake2b` (the same bytes as ``hashlib``,
     which took about 36 µs per row of 16 nonzeros from Python), on ``n_threads``
     threads over row ranges (default: the free cores; the sum does not depend on it).
     """
     from .._kernels.sparse_rows import free_threads
-    from ._blake2b import row_multiset_limbs
+    from .._kernels.blake2b import row_multiset_limbs
 
     block = chunk if sp.issparse(chunk) and chunk.format == "csr" \
         and chunk.dtype == np.float64 and _is_canonical(chunk) else _canonical_csr(chunk)
