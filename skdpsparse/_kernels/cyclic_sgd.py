@@ -28,7 +28,6 @@ a > 0 and b is in the ball, where Newton's method finds it. No noise is drawn he
 """
 
 import math
-from decimal import Context, Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -45,9 +44,25 @@ from ._common import (
     threads_are_fork_safe,
 )
 from .exact_sampling import _SATURATED, _bit_length, _bits, _uniform_below_bits
-from .grid_noise import MARGIN, _below, _exp_neg, _offset, _reader_at
+from .grid_noise import (
+    _GROUP_CELL,
+    _MAX_DEPTH,
+    GROUP as _GROUP,
+    MARGIN,
+    _below_from,
+    _cached_tables,
+    _exp_neg,
+    _offset,
+    _reader_at,
+    _remainder_part,
+    _table_parts,
+    noise_tables,
+)
+from .grid_noise_exact import H_BITS as EXACT_H_BITS
 from .grid_noise_exact import KeyBits
+from .grid_noise_exact import _tables as exact_tables
 from .grid_noise_exact import below as exact_below
+from .grid_noise_exact import count_above as exact_count_above
 from .grid_noise_exact import exp_neg as exact_exp_neg
 from .linear_losses import (
     _clipped_derivative,
@@ -729,10 +744,6 @@ def csr_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, start, 
 # whose probabilities differ from the sum's by a factor within e^{±6·exp(−π²N²/2)}.
 
 LAZY_MAX_SCALE = 1 << 50  # t = a·N of the Laplace proposal (exact_sampling's bound)
-#: A lazy draw aborts to the exact algorithm when a|y| would reach this (a·|y| in int64).
-_LAZY_PRODUCT_MAX = 1 << 62
-# exp(−1), correctly rounded (within 2⁻⁵⁴): the threshold of the proposal's geometric part.
-_E_MINUS_ONE = float(Context(prec=40).exp(Decimal(-1)))
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -746,54 +757,74 @@ def _ceil_sqrt(k):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _lazy_draw(io, r, k, n, margin):
+def _lazy_draw(io, r, k, n, b, log_k, lower, guide, upper, h_max, margin):
     """One draw of N_Z(0, k·n²), or (0, False, r) when a decision is undecided.
 
     The algorithm (its exact statement is :func:`exact_gaussian_sum`): Canonne, Kamath
     and Steinke 2020, Algorithm 3 with the proposal scale t = a·n, a = ⌈√k⌉ (any t > 0
-    is valid), the discrete Laplace proposal drawn by their Algorithm 2 (U uniform on
-    [0, t) accepted with probability exp(−U/t), then V geometric: the successes of
-    Bernoulli(exp(−1)) coins; |Y| = U + V·t and a sign, −0 rejected), and the proposal
-    accepted with probability exp(−(a|Y| − kn)²/(2k·t²)). Every coin "uniform W <
+    is valid), accepted with probability exp(−(a|Y| − kn)²/(2k·t²)). The proposal's
+    magnitude is a·M + R: M with P(M = m) ∝ exp(−m/n) (the magnitude of the table
+    sampler of :mod:`.grid_noise` at the fixed scale n: its parts H, L, and its
+    remainder), R uniform on [0, a) accepted with probability exp(−R/t), so that
+    P(a·M + R = y) ∝ exp(−y/t); then a sign, −0 rejected. Every coin "uniform W <
     threshold" reads W four bits at a time (:func:`.grid_noise._below`) against the
     threshold computed in floating point with an absolute error below 2⁻⁴⁸; a cell
     within ``margin`` of it aborts the draw, so every decision taken is the exact one.
     """
     a = _ceil_sqrt(k)
     t = a * n
-    t_bits = _bit_length(t - 1)
-    y_max = _LAZY_PRODUCT_MAX // a
+    a_bits = _bit_length(a - 1)
+    # M = j·2^b + rem with j·a² < 2^(61 − b) keeps a·|y| ≤ a²(j + 2)·2^b < 2⁶²
+    # (a²·2^b ≤ a²n/2 ≤ 2⁶⁰); a larger j aborts (always allowed: the exact algorithm
+    # then makes the draw from the same bits).
+    j_cap = float(np.int64(1) << (61 - b)) / (float(a) * float(a))
     inv_t = 1.0 / float(t)
     inv_den = 0.5 / (float(k) * float(t) * float(t))
     while True:
-        while True:  # U: uniform on [0, t), accepted with probability exp(−U/t)
-            u, r = _uniform_below_bits(io, r, t, t_bits)
-            if u == 0:
+        h, bucket, r = _table_parts(io, r, upper, h_max, lower, guide, log_k, _MAX_DEPTH)
+        if h < 0 or bucket < 0:
+            return 0, False, r
+        rem, r = _remainder_part(io, r, n, b, margin)
+        if rem < 0:
+            return 0, False, r
+        j = (h << log_k) + bucket
+        if float(j) >= j_cap:
+            return 0, False, r  # a|y| near int64's end: the exact algorithm takes it
+        m = (j << b) + rem
+        rr = 0
+        while a > 1:  # R: uniform on [0, a), accepted with probability exp(−R/t)
+            rr, r = _uniform_below_bits(io, r, a, a_bits)
+            if rr == 0:
                 break
-            decision, r = _below(io, r, _exp_neg(float(u) * inv_t), margin)
+            # W's first cell against the lower bound 1 − x ≤ exp(−x) decides most
+            # coins (x < 1/n): the same decision, on the same bits, as against exp(−x).
+            x = float(rr) * inv_t
+            w, r = _bits(io, r, _GROUP)
+            if (w + 1) * _GROUP_CELL <= (1.0 - x) - margin:
+                break
+            decision, r = _below_from(io, r, w, _exp_neg(x), margin)
             if decision == 1:
                 break
             if decision == -1:
                 return 0, False, r
-        v = 0
-        while True:  # V: geometric, P(V ≥ v) = exp(−v)
-            decision, r = _below(io, r, _E_MINUS_ONE, margin)
-            if decision == 0:
-                break
-            if decision == -1:
-                return 0, False, r
-            v += 1
         bit, r = _bits(io, r, 1)
         negative = bit == 1
-        if negative and u == 0 and v == 0:
+        if negative and m == 0 and rr == 0:
             continue  # zero would otherwise be counted twice
-        if v > (y_max - u) // t:
-            return 0, False, r  # a|y| beyond int64: the exact algorithm takes it
-        y = u + v * t
+        y = a * m + rr
         g = a * y - k * n  # |g| < 2⁶² (k·n ≤ a²n ≤ 2⁶¹ by lazy_max_count)
         if g != 0:
             x = float(g)
-            decision, r = _below(io, r, _exp_neg(x * x * inv_den), margin)
+            z = x * x * inv_den
+            # 1 − z ≤ exp(−z) ≤ 1 − z + z²/2: W's first cell often decides (as in
+            # grid_noise._draw), the same decision on the same bits as against exp(−z).
+            w, r = _bits(io, r, _GROUP)
+            if (w + 1) * _GROUP_CELL <= (1.0 - z) - margin:
+                decision = 1
+            elif z <= 1.0 and w * _GROUP_CELL >= 1.0 - z * (1.0 - 0.5 * z) + margin:
+                decision = 0
+            else:
+                decision, r = _below_from(io, r, w, _exp_neg(z), margin)
             if decision == -1:
                 return 0, False, r
             if decision == 0:
@@ -802,11 +833,13 @@ def _lazy_draw(io, r, k, n, margin):
 
 
 @njit(cache=True, _nrt=False)
-def _lazy_draw_range(io, r, out, counts, start, stop, n, margin, state, c):
+def _lazy_draw_range(io, r, out, counts, start, stop, n, b, log_k, lower, guide, upper,
+                     h_max, margin, state, c):
     # As grid_noise._draw_range: no reference counting, helpers inlined.
     for i in range(start, stop):
         before = r
-        y, ok, r = _lazy_draw(io, r, counts[i], n, margin)
+        y, ok, r = _lazy_draw(io, r, counts[i], n, b, log_k, lower, guide, upper, h_max,
+                              margin)
         if not ok:  # draw i is left to the exact algorithm, from the bits it started at
             state[c, 0] = i
             state[c, 1] = _offset(before)
@@ -816,26 +849,32 @@ def _lazy_draw_range(io, r, out, counts, start, stop, n, margin, state, c):
 
 
 @njit(cache=True)
-def _lazy_fill_chunk(out, counts, n, key, domain, chunk, margin, state, c):
+def _lazy_fill_chunk(out, counts, n, b, log_k, lower, guide, upper, h_max, key, domain,
+                     chunk, margin, state, c):
     """Chunk c from draw ``state[c, 0]`` at bit ``state[c, 1]`` of stream (c, domain)."""
     io, r = _reader_at(key, c, domain, state[c, 1])
     stop = min(out.size, (c + 1) * chunk)
-    _lazy_draw_range(io, r, out, counts, state[c, 0], stop, n, margin, state, c)
+    _lazy_draw_range(io, r, out, counts, state[c, 0], stop, n, b, log_k, lower, guide, upper,
+                     h_max, margin, state, c)
 
 
 # Two functions, not one compiled twice (numba's cache does not key on ``parallel=``:
 # see exact_sampling).
 @njit(cache=True, parallel=True)
-def _lazy_fill_parallel(out, counts, n, key, domain, chunk, margin, state):
+def _lazy_fill_parallel(out, counts, n, b, log_k, lower, guide, upper, h_max, key, domain,
+                        chunk, margin, state):
     for c in prange(state.shape[0]):
-        _lazy_fill_chunk(out, counts, n, key, domain, chunk, margin, state, c)
+        _lazy_fill_chunk(out, counts, n, b, log_k, lower, guide, upper, h_max, key, domain,
+                         chunk, margin, state, c)
 
 
 @njit(cache=True)
-def _lazy_fill_serial(out, counts, n, key, domain, chunk, margin, state):
+def _lazy_fill_serial(out, counts, n, b, log_k, lower, guide, upper, h_max, key, domain,
+                      chunk, margin, state):
     for c in range(state.shape[0]):
         if state[c, 0] >= 0:
-            _lazy_fill_chunk(out, counts, n, key, domain, chunk, margin, state, c)
+            _lazy_fill_chunk(out, counts, n, b, log_k, lower, guide, upper, h_max, key,
+                             domain, chunk, margin, state, c)
 
 
 def exact_gaussian_sum(bits, k, n):
@@ -843,31 +882,46 @@ def exact_gaussian_sum(bits, k, n):
     from ``bits`` (a :class:`.grid_noise_exact.KeyBits`), an unbounded Python int.
 
     Canonne, Kamath and Steinke 2020, "The discrete Gaussian for differential
-    privacy", Algorithm 3 with t = a·n, a = ⌈√k⌉, its discrete Laplace proposal by
-    their Algorithm 2, every coin a uniform W read four bits at a time until its cell
-    lies on one side of the threshold (:func:`.grid_noise_exact.below`, exact
-    decimal brackets). The thresholds exp(−U/t), exp(−1) and exp(−g²/(2kt²)) are
-    irrational for a nonzero exponent (Lindemann–Weierstrass), so each comparison ends
-    with probability one. The kernel (:func:`discrete_gaussian_sums`) takes the same
-    decisions on the same bits and leaves here the draws it cannot certify.
+    privacy", Algorithm 3 with t = a·n, a = ⌈√k⌉. The proposal, P(y) ∝ exp(−|y|/t), is
+    a·M + R with a sign: M the magnitude of the exact algorithm of
+    :mod:`.grid_noise_exact` at scale n (its parts H, L and remainder, P(M = m) ∝
+    exp(−m/n)) and R uniform on [0, a) accepted with probability exp(−R/t). Every coin
+    is a uniform W read four bits at a time until its cell lies on one side of the
+    threshold (:func:`.grid_noise_exact.below`, exact decimal brackets). The thresholds
+    are irrational for a nonzero exponent (Lindemann–Weierstrass), so each comparison
+    ends with probability one. The kernel (:func:`discrete_gaussian_sums`) takes the
+    same decisions on the same bits and leaves here the draws it cannot certify.
     """
+    b, log_k, _, _, upper_words = noise_tables(n)
+    h_max = len(upper_words)
+    lower, upper = exact_tables(n, b, log_k, h_max)
     a = math.isqrt(k - 1) + 1
     t = a * n
-    t_bits = (t - 1).bit_length()
+    a_bits = (a - 1).bit_length()
     while True:
-        while True:
-            u = bits.take(t_bits)
-            while u >= t:
-                u = bits.take(t_bits)
-            if u == 0 or exact_below(bits, exact_exp_neg(Fraction(u, t))):
+        h = 0
+        while True:  # H: geometric, memoryless past the table (grid_noise_exact.draw)
+            step = exact_count_above(bits, upper, EXACT_H_BITS)
+            h += step
+            if step < h_max:
                 break
-        v = 0
-        while exact_below(bits, exact_exp_neg(Fraction(1))):
-            v += 1
+        bucket = exact_count_above(bits, lower, log_k + 4)
+        while True:  # the remainder on [0, 2^b), accepted with probability exp(−rem/n)
+            rem = bits.take(b) if b else 0
+            if rem == 0 or exact_below(bits, exact_exp_neg(Fraction(rem, n))):
+                break
+        m = (((h << log_k) + bucket) << b) + rem
+        rr = 0
+        while a > 1:
+            rr = bits.take(a_bits)
+            while rr >= a:
+                rr = bits.take(a_bits)
+            if rr == 0 or exact_below(bits, exact_exp_neg(Fraction(rr, t))):
+                break
         negative = bits.take(1) == 1
-        if negative and u == 0 and v == 0:
+        if negative and m == 0 and rr == 0:
             continue
-        y = u + v * t
+        y = a * m + rr
         g = a * y - k * n
         if g != 0 and not exact_below(bits, exact_exp_neg(Fraction(g * g, 2 * k * t * t))):
             continue
@@ -931,7 +985,10 @@ def discrete_gaussian_sums(counts, scale, key, domain=0, *, chunk=4096, margin=M
     out = np.zeros(counts.size, np.int64)
     state = np.zeros((-(-counts.size // chunk), 2), np.int64)
     state[:, 0] = np.arange(state.shape[0]) * chunk  # each chunk's first draw, at bit 0
-    args = (out, counts, n, key, domain, chunk, float(margin), state)
+    b, log_k, _, guide, upper = noise_tables(n)
+    lower_words, upper_words = _cached_tables(n)[1]  # the kernel's layout of the tables
+    args = (out, counts, n, int(b), int(log_k), lower_words, guide, upper_words, upper.size,
+            key, domain, chunk, float(margin), state)
     threaded = counts.size > max(chunk, _MIN_THREADED_DRAWS) and threads_are_fork_safe()
     (_lazy_fill_parallel if threaded else _lazy_fill_serial)(*args)
     while (state[:, 0] >= 0).any():
@@ -956,8 +1013,9 @@ def _flush(j, t, last, kmax, theta, spacing, sums, pos, counts, coords, starts, 
         kk = min(c, kmax)
         if count_only:
             counts[pos] = kk
-            coords[pos] = j
-            starts[pos] = s0
+            if coords.shape[0]:  # only tests ask for them
+                coords[pos] = j
+                starts[pos] = s0
         else:
             theta[j] += spacing * sums[pos]
         pos += 1
@@ -970,8 +1028,8 @@ def _flush(j, t, last, kmax, theta, spacing, sums, pos, counts, coords, starts, 
 @njit(cache=True)
 def csr_lazy_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, start, step0,
                               n_steps, code, param, clip_norm, batch_size, learning_rate,
-                              fit_intercept, noise_spacing, last, mark, scratch, kmax,
-                              sums, counts, coords, starts, count_only):
+                              fit_intercept, noise_spacing, last, scratch, kmax, sums,
+                              counts, coords, starts, count_only):
     """Steps ``step0 .. step0 + n_steps − 1`` of cyclic DP-SGD on CSR rows with lazy noise.
 
     Only for steps without a proximal map (no penalty, no constraint) and with grid
@@ -989,19 +1047,24 @@ def csr_lazy_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, st
     ``starts[i]``; touches neither θ nor the data values), then the caller draws
     ``sums`` and runs ``count_only=False``.
 
+    A coordinate is read at step t unless ``last[j] == t`` already: it was flushed
+    earlier in the step, or t = 0, when nothing is pending. The gradient part is
+    applied once per coordinate where the accumulated sum is nonzero (a zero sum
+    moves θ_j by γ·round(0) = 0, as in the eager kernel), so no per-coordinate mark
+    is kept: two arrays of d entries read at random, not three.
+
     Parameters
     ----------
     last : ndarray of int64, shape (d + 1,)
         Per coordinate, the first step whose noise is pending; updated.
-    mark : ndarray of int64, shape (d,)
-        Scratch, −1 initially (``mark[j] == t``: j already read at step t).
     scratch : ndarray of float64, shape (d,)
         Zeros; the batch gradient is accumulated on the read coordinates and zeroed.
     kmax : int
         The most steps one draw covers (:func:`lazy_max_count`).
     sums, counts, coords, starts : ndarrays
         See above (``counts``/``coords``/``starts`` are written in the counting pass,
-        ``sums`` read in the other); both passes return the number of draws used.
+        ``sums`` read in the other; ``coords`` and ``starts`` may be empty, and are then
+        not written); both passes return the number of draws used.
 
     Returns
     -------
@@ -1010,8 +1073,8 @@ def csr_lazy_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, st
     """
     n = indptr.shape[0] - 1
     d = n_cols
-    if theta.shape[0] != d + 1 or last.shape[0] != d + 1 or mark.shape[0] != d \
-            or scratch.shape[0] != d or order.shape[0] != n or y.shape[0] != n:
+    if theta.shape[0] != d + 1 or last.shape[0] != d + 1 or scratch.shape[0] != d \
+            or order.shape[0] != n or y.shape[0] != n:
         raise ValueError("inconsistent shapes")
     if not 1 <= batch_size <= n or not 0 <= start < n or not noise_spacing > 0.0 \
             or kmax < 1:
@@ -1031,8 +1094,7 @@ def csr_lazy_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, st
                 raise IndexError("order holds an index out of range")
             for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
                 j = np.int64(indices[k])
-                if mark[j] != t:
-                    mark[j] = t
+                if last[j] != t:
                     pos = _flush(j, t, last, kmax, theta, noise_spacing, sums, pos, counts,
                                  coords, starts, count_only)
         if fit_intercept:
@@ -1060,10 +1122,10 @@ def csr_lazy_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, st
             i = rows[r_]
             for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
                 j = np.int64(indices[k])
-                if mark[j] == t:  # once per coordinate
-                    theta[j] -= noise_spacing * on_grid_nb(step * scratch[j] * inv)
+                g = scratch[j]
+                if g != 0.0:  # once per coordinate: zeroed after
+                    theta[j] -= noise_spacing * on_grid_nb(step * g * inv)
                     scratch[j] = 0.0
-                    mark[j] = -1 - t
         if fit_intercept:
             theta[d] -= noise_spacing * on_grid_nb(step * intercept_sum * inv)
     return start, pos

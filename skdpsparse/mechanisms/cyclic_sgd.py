@@ -529,7 +529,6 @@ def _lazy_run(X, y, theta, plan, src, code, progress):
     spacing = grid.spacing
     order = np.arange(n)
     last = np.zeros(d + 1, dtype=np.int64)
-    mark = np.full(d, -1, dtype=np.int64)
     scratch = np.zeros(d)
     row_nnz = np.diff(X.indptr)
     per_step = plan.batch_size * int(row_nnz.max(initial=0)) + 1
@@ -537,37 +536,33 @@ def _lazy_run(X, y, theta, plan, src, code, progress):
     total_steps = plan.n_steps
     split = 1 + total_steps // kmax  # draws per coordinate interval, at most
     start = step0 = 0
+    none = np.zeros(0, dtype=np.int64)  # the draws' coordinates and steps: not recorded
     for epoch, steps in enumerate(_pass_steps(n, plan.batch_size, plan.epochs)):
         for k in range(0, steps, block):
             m = min(block, steps - k)
-            size = m * per_step * split
-            counts = np.empty(size, dtype=np.int64)
-            coords, starts = np.empty_like(counts), np.empty_like(counts)
+            counts = np.empty(m * per_step * split, dtype=np.int64)
             args = (X.indptr, X.indices, X.data, d, y, theta, order, start, step0, m, code,
                     plan.loss_param, plan.clip_norm, plan.batch_size, plan.learning_rate,
                     plan.fit_intercept, spacing)
             saved = last.copy()
-            _, used = csr_lazy_cyclic_sgd_steps(*args, last, mark, scratch, kmax,
-                                                np.zeros(0), counts, coords, starts, True)
+            _, used = csr_lazy_cyclic_sgd_steps(*args, last, scratch, kmax, np.zeros(0),
+                                                counts, none, none, True)
             # N_Z(0, k·(N+1)²) for each interval of k steps of one coordinate.
             key = key_words(src.secret_int(256).to_bytes(32, "little"))
             sums = discrete_gaussian_sums(counts[:used], scale, key).astype(np.float64)
             last[:] = saved
-            mark[:] = -1
-            start, _ = csr_lazy_cyclic_sgd_steps(*args, last, mark, scratch, kmax, sums,
-                                                 counts, coords, starts, False)
+            start, _ = csr_lazy_cyclic_sgd_steps(*args, last, scratch, kmax, sums, counts,
+                                                 none, none, False)
             step0 += m
         progress.report("epoch", epoch + 1, plan.epochs, f"{steps} noisy steps (lazy noise)")
-    size = p * split
-    counts = np.empty(size, dtype=np.int64)
-    coords, starts = np.empty_like(counts), np.empty_like(counts)
+    counts = np.empty(p * split, dtype=np.int64)
     saved = last.copy()
-    used = lazy_final_flush(theta, last, step0, p, kmax, spacing, np.zeros(0), counts, coords,
-                            starts, True)
+    used = lazy_final_flush(theta, last, step0, p, kmax, spacing, np.zeros(0), counts, none,
+                            none, True)
     key = key_words(src.secret_int(256).to_bytes(32, "little"))
     sums = discrete_gaussian_sums(counts[:used], scale, key).astype(np.float64)
     last[:] = saved
-    lazy_final_flush(theta, last, step0, p, kmax, spacing, sums, counts, coords, starts, False)
+    lazy_final_flush(theta, last, step0, p, kmax, spacing, sums, counts, none, none, False)
     return True
 
 

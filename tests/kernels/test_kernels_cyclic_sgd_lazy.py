@@ -147,7 +147,6 @@ def _lazy(X, y, order, b, steps, lr, spacing, fit_intercept, kmax, draw, code):
     p = d + 1 if fit_intercept else d
     theta = np.zeros(d + 1)
     last = np.zeros(d + 1, dtype=np.int64)
-    mark = np.full(d, -1, dtype=np.int64)
     scratch = np.zeros(d)
     start = step0 = 0
     size = 10_000
@@ -158,12 +157,11 @@ def _lazy(X, y, order, b, steps, lr, spacing, fit_intercept, kmax, draw, code):
         args = (X.indptr, X.indices, X.data, d, y, theta, order, start, step0, m, code, 1.0,
                 1.0, b, lr, fit_intercept, spacing)
         saved = last.copy()
-        _, used = csr_lazy_cyclic_sgd_steps(*args, last, mark, scratch, kmax, np.zeros(0),
+        _, used = csr_lazy_cyclic_sgd_steps(*args, last, scratch, kmax, np.zeros(0),
                                             counts, coords, starts, True)
         sums = draw(counts[:used], coords[:used], starts[:used]).astype(np.float64)
         last[:] = saved
-        mark[:] = -1
-        start, used2 = csr_lazy_cyclic_sgd_steps(*args, last, mark, scratch, kmax, sums,
+        start, used2 = csr_lazy_cyclic_sgd_steps(*args, last, scratch, kmax, sums,
                                                  counts, coords, starts, False)
         assert used2 == used
         step0 += m
@@ -230,7 +228,7 @@ def test_lazy_kernel_reads_only_the_batch_coordinates():
     _, used = csr_lazy_cyclic_sgd_steps(
         X.indptr, X.indices, X.data, d, y, np.zeros(d + 1), np.arange(n), 0, 0, 50,
         LOSS_CODES["logistic"], 1.0, 1.0, 2, 0.5, True, 2.0**-10,
-        np.zeros(d + 1, dtype=np.int64), np.full(d, -1, dtype=np.int64), np.zeros(d),
+        np.zeros(d + 1, dtype=np.int64), np.zeros(d),
         1 << 40, np.zeros(0), counts, coords, starts, True)
     assert used <= 50 * (2 * row_max + 1)
 
