@@ -7,9 +7,12 @@ privacy event, the composition, the limit check) is decided in
 check-then-append one atomic step across processes.
 
 A store is given as the path of an SQLite file (the standard library's ``sqlite3``;
-:class:`SQLiteStore` below) or as a SQLAlchemy URL of a PostgreSQL database
-(``postgresql://user@host/db``; :class:`~skdpsparse._ledger_store_server.ServerStore`,
-behind the ``postgres`` extra). Both run the same statements of :class:`Transaction`
+:class:`~skdpsparse._ledger_store_sqlite.SQLiteStore`) or as a SQLAlchemy URL of a
+PostgreSQL database (``postgresql://user@host/db``;
+:class:`~skdpsparse._ledger_store_server.ServerStore`, behind the ``postgres`` extra).
+This module holds what both share (the error, the schema, the statements); which
+backend serves a store is decided in :mod:`skdpsparse.ledger`, the only module that
+imports the backends. Both run the same statements of :class:`Transaction`
 on the same tables; only the way a transaction is opened and locked differs.
 
 Schema (version 2)::
@@ -45,19 +48,23 @@ Connections are opened per transaction (SQLite) or per process (a server's pool)
 never shared across a ``fork``, so forked children, threads and spawned workers each
 get their own.
 
-Every database failure is re-raised as :class:`~skdpsparse.ledger.LedgerStoreError`
+Every database failure is re-raised as :class:`LedgerStoreError` (public as
+:class:`skdpsparse.ledger.LedgerStoreError`)
 saying what went wrong (locked, corrupt, missing, unreachable, not a budget store): a
 budget that cannot be read must stop the fit, never read as zero.
 """
 
-import contextlib
 import datetime
 import json
-import os
-import pathlib
-import sqlite3
 
-from .ledger import LedgerStoreError
+
+class LedgerStoreError(RuntimeError):
+    """A budget store cannot be used: locked, corrupt, missing or not a budget store.
+
+    Raised instead of reading an unreadable store as empty: the fit that was being
+    charged releases nothing.
+    """
+
 
 SCHEMA_VERSION = 2
 POSTGRES_EXTRA = 'pip install "skdpsparse[postgres]"'
@@ -93,51 +100,6 @@ def schema(id_column):
 
 def _now():
     return datetime.datetime.now(datetime.timezone.utc).isoformat()
-
-
-# ----------------------------------------------------------------- where a store is
-def is_url(store):
-    return "://" in store
-
-
-def store_location(store):
-    """What every process uses to name the store ``store`` (a path or a URL): the
-    absolute path of an SQLite file, or the URL of a server database, checked.
-
-    Raises TypeError or ValueError (naming ``store``) for something that is neither,
-    and ImportError when a server URL needs the ``postgres`` extra.
-    """
-    if isinstance(store, (str, os.PathLike)):
-        location = os.fspath(store)
-    else:
-        location = None
-    if not isinstance(location, str) or not location:
-        raise TypeError("store must be the path of an SQLite file or a PostgreSQL URL, "
-                        f"got {store!r}.")
-    if not is_url(location):
-        # Workers may run in another directory: every process must name the same file.
-        return os.path.realpath(location)
-    from ._ledger_store_server import server_location
-
-    return server_location(location)
-
-
-def shown(location):
-    """The store's name for messages: a server URL without its password."""
-    if not is_url(location):
-        return location
-    from ._ledger_store_server import hide_password
-
-    return hide_password(location)
-
-
-def open_store(location, timeout):
-    """The store at ``location`` (from :func:`store_location`)."""
-    if not is_url(location):
-        return SQLiteStore(location, timeout)
-    from ._ledger_store_server import ServerStore
-
-    return ServerStore(location, timeout)
 
 
 # ------------------------------------------------------------------------ records
@@ -283,26 +245,6 @@ class Transaction:
                                    f"JSON ({err}); the store was altered or is corrupt.") from err
 
 
-# ------------------------------------------------------------------------- SQLite
-def _kind(err):
-    """What an sqlite3 error means for the user: locked, corrupt, cantopen, schema, other.
-
-    Python >= 3.11 gives SQLite's error name; older versions only the message.
-    """
-    name = getattr(err, "sqlite_errorname", None) or ""
-    text = str(err).lower()
-    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in text or "busy" in text:
-        return "locked"
-    if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or "not a database" in text \
-            or "malformed" in text:
-        return "corrupt"
-    if name.startswith("SQLITE_CANTOPEN") or "unable to open" in text:
-        return "cantopen"
-    if "no such table" in text or "no such column" in text:
-        return "schema"
-    return "other"
-
-
 def locked_error(where, timeout):
     """The LedgerStoreError of a lock held by another connection past ``timeout``."""
     return LedgerStoreError(
@@ -310,105 +252,3 @@ def locked_error(where, timeout):
         f"for more than timeout={timeout:g} s, so nothing was charged and nothing "
         "released. Retry, raise the ledger's timeout, or stop the process that holds "
         "the database open in a transaction.")
-
-
-def _store_error(err, path, timeout):
-    """The LedgerStoreError to raise for the sqlite3 error ``err``."""
-    kind = _kind(err)
-    if kind == "locked":
-        return locked_error(path, timeout)
-    if kind == "corrupt":
-        return LedgerStoreError(
-            f"the budget store {path} is corrupt or not an SQLite database ({err}). The "
-            "budget it records cannot be read: nothing was charged, and the fit being "
-            "charged, if any, released nothing. Restore the file from a backup (a new "
-            "empty store would forget what was spent).")
-    if kind == "cantopen":
-        return LedgerStoreError(f"cannot open the budget store {path} ({err}).")
-    if kind == "schema":
-        return LedgerStoreError(
-            f"{path} is not a skdpsparse budget store, or its tables were altered ({err}).")
-    return LedgerStoreError(f"the budget store {path} failed: {err}")
-
-
-@contextlib.contextmanager
-def _errors(path, timeout):
-    """Re-raise any sqlite3 error as a LedgerStoreError (other exceptions pass)."""
-    try:
-        yield
-    except sqlite3.Error as err:
-        raise _store_error(err, path, timeout) from err
-
-
-def _sqlite_run(conn):
-    return lambda sql, params: conn.execute(sql, params).fetchall()
-
-
-class SQLiteStore:
-    """One SQLite budget store (a file shared by every process on the machine).
-
-    Parameters
-    ----------
-    path : str
-        Absolute path of the database file.
-    timeout : float
-        Seconds to wait for another connection's write lock before raising
-        :class:`~skdpsparse.ledger.LedgerStoreError`.
-    """
-
-    id_column = "INTEGER PRIMARY KEY AUTOINCREMENT"
-
-    def __init__(self, path, timeout):
-        self.path = path
-        self.timeout = timeout
-
-    def _connect(self, create):
-        if not create and not os.path.exists(self.path):
-            raise LedgerStoreError(
-                f"no budget store at {self.path} (a ledger creates it when entered with "
-                "create=True; a mistyped path must not start a new budget at zero).")
-        # mode=rw: a store deleted while a ledger is active is an error, not a new
-        # empty store that a worker would silently start from zero.
-        uri = f"{pathlib.Path(self.path).as_uri()}?mode={'rwc' if create else 'rw'}"
-        return sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
-
-    @contextlib.contextmanager
-    def transaction(self, write=True, create=False):
-        """A transaction on the store, committed when the block ends without error.
-
-        Parameters
-        ----------
-        write : bool, default=True
-            ``BEGIN IMMEDIATE`` (take the write lock first, so that what is read
-            stays true until the commit) rather than a deferred read transaction.
-        create : bool, default=False
-            Create the file and the tables if missing (else they must exist).
-
-        Yields
-        ------
-        Transaction
-        """
-        with _errors(self.path, self.timeout):
-            conn = self._connect(create)
-            try:
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                txn = Transaction(_sqlite_run(conn), self.path,
-                                  integrity=lambda: self._problems(conn))
-                if create:
-                    for statement in schema(self.id_column):
-                        conn.execute(statement, {"version": str(SCHEMA_VERSION)})
-                txn.check_schema()
-                yield txn
-                conn.execute("COMMIT")
-            except BaseException:
-                # A refused charge, an error, or a KeyboardInterrupt: nothing is written.
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise
-            finally:
-                conn.close()
-
-    @staticmethod
-    def _problems(conn):
-        problems = [r[0] for r in conn.execute("PRAGMA quick_check")]
-        return [] if problems == ["ok"] else problems

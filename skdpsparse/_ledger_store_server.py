@@ -49,11 +49,11 @@ import threading
 from ._ledger_store import (
     POSTGRES_EXTRA,
     SCHEMA_VERSION,
+    LedgerStoreError,
     Transaction,
     locked_error,
     schema,
 )
-from .ledger import LedgerStoreError
 
 _DIALECTS = ("postgresql",)  # the servers whose locking this module was written and tested for
 _SCHEMA_LOCK = 0x736B6470  # the advisory lock taken while the tables are created ("skdp")

@@ -84,8 +84,14 @@ import uuid
 import warnings
 
 from .accounting import ZCDP, ApproxDP, PureDP, zcdp_to_epsilon
-from .accounting.composition import compose_events, events_pure_epsilon, events_zcdp_rho
-from .accounting.events import SelfComposedEvent, event_from_dict, event_of, implied_by
+from .accounting.composition import (
+    compose_events,
+    events_pure_epsilon,
+    events_zcdp_rho,
+    implied_by,
+)
+from .accounting.events import SelfComposedEvent, event_from_dict, event_of
+from ._ledger_store import LedgerStoreError
 from .exceptions import BudgetExceededError
 
 __all__ = ["LedgerStoreError", "PrivacyLedger", "charge_budget", "compose"]
@@ -108,14 +114,6 @@ _ENV_BEFORE = {}  # variable name -> its value before this process set it
 _MAX_ANCESTORS = 64  # a bound on the walk up the process tree
 _STALE_LOCK_SECONDS = 60.0  # the lock-file fallback breaks a lock held this long
 _LIMIT_RTOL = 1e-12  # a total this close above the limit is rounding, not excess
-
-
-class LedgerStoreError(RuntimeError):
-    """A budget store cannot be used: locked, corrupt, missing or not a budget store.
-
-    Raised instead of reading an unreadable store as empty: the fit that was being
-    charged releases nothing.
-    """
 
 
 def _reset_lock_in_child():
@@ -537,20 +535,31 @@ def _spent_events(groups, where):
     return events
 
 
-def _store(location, timeout):
-    """The store at ``location`` (an SQLite file's path or a server's URL); sqlite3 and
-    SQLAlchemy are imported only when a store is used (some Python builds lack
-    sqlite3, and ``import skdpsparse`` must not need either)."""
-    from ._ledger_store import open_store
+def _is_url(store):
+    return "://" in store
 
-    return open_store(location, timeout)
+
+def _store(location, timeout):
+    """The store at ``location`` (from :func:`_store_path`): SQLite for a path, the
+    server store for a URL. Each backend is imported only when a store is used (some
+    Python builds lack sqlite3, and ``import skdpsparse`` must not need it nor
+    SQLAlchemy)."""
+    if not _is_url(location):
+        from ._ledger_store_sqlite import SQLiteStore
+
+        return SQLiteStore(location, timeout)
+    from ._ledger_store_server import ServerStore
+
+    return ServerStore(location, timeout)
 
 
 def _shown(location):
     """The store's name in messages (a server URL without its password)."""
-    from ._ledger_store import shown
+    if not _is_url(location):
+        return location
+    from ._ledger_store_server import hide_password
 
-    return shown(location)
+    return hide_password(location)
 
 
 def _charge(targets, budget, record):
@@ -755,10 +764,22 @@ def _composed_total(limit, rows, delta):
 
 
 def _store_path(store):
-    """The absolute path of an SQLite store, or the URL of a server store."""
-    from ._ledger_store import store_location
+    """What every process uses to name the store ``store`` (a path or a URL): the
+    absolute path of an SQLite file, or the URL of a server database, checked.
 
-    return store_location(store)
+    Raises TypeError or ValueError (naming ``store``) for something that is neither,
+    and ImportError when a server URL needs the ``postgres`` extra.
+    """
+    location = os.fspath(store) if isinstance(store, (str, os.PathLike)) else None
+    if not isinstance(location, str) or not location:
+        raise TypeError("store must be the path of an SQLite file or a PostgreSQL URL, "
+                        f"got {store!r}.")
+    if not _is_url(location):
+        # Workers may run in another directory: every process must name the same file.
+        return os.path.realpath(location)
+    from ._ledger_store_server import server_location
+
+    return server_location(location)
 
 
 def _check_timeout(timeout):

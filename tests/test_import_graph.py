@@ -9,6 +9,12 @@ is a module; a package is its ``__init__``) and to that module's parent packages
 Python initialises first. A module's own parents are not edges: they are already being
 initialised when it is loaded, so a package importing its submodules is not a cycle.
 ``benchmarks/layout_report.py`` prints the same graph.
+
+The graph *with* the imports inside functions added (:func:`import_graph` with
+``lazy=True``) must have no cycle either, except the groups in
+:data:`LAZY_CYCLE_ALLOWLIST`, each with its reason: a lazy import that closes a circle
+only hides a module that needs another which needs it back, and the fix is to move what
+both need down a layer (as the ledger's error and the events' base type were moved).
 """
 
 import ast
@@ -31,12 +37,14 @@ def module_files(root=None):
     return files
 
 
-def _load_time_imports(tree):
-    """Import statements executed at load: not inside a function (or lambda)."""
+def _load_time_imports(tree, lazy=False):
+    """Import statements executed at load: not inside a function (or lambda), unless
+    ``lazy`` (then every import statement of the module)."""
     stack = list(ast.iter_child_nodes(tree))
     while stack:
         node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if not lazy and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                          ast.Lambda)):
             continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
@@ -69,15 +77,16 @@ def _targets(node, name, is_package, modules):
     return loaded & set(modules) - _ancestors(name) - {name}
 
 
-def import_graph(root=None):
-    """``{module: set of modules it imports at load}`` over the whole package."""
+def import_graph(root=None, lazy=False):
+    """``{module: set of modules it imports at load}`` over the whole package (with
+    ``lazy``: also the modules its functions import when they run)."""
     files = module_files(root)
     graph = {}
     for name, path in files.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         is_package = path.name == "__init__.py"
         graph[name] = set()
-        for node in _load_time_imports(tree):
+        for node in _load_time_imports(tree, lazy):
             graph[name] |= _targets(node, name, is_package, files)
     return graph
 
@@ -130,6 +139,24 @@ def test_the_package_import_graph_has_no_cycle():
     assert cycles(graph) == []
 
 
+# Groups of modules that import each other once the imports inside functions count,
+# with the reason each is left: {frozenset of module names: reason}.
+LAZY_CYCLE_ALLOWLIST = {
+    frozenset({"skdpsparse._kernels.exact_sampling", "skdpsparse._kernels.grid_noise"}):
+        "the noise kernels were being rewritten this session (issue 24): the exact "
+        "fallback and the floating-point sampler call each other; to be split when "
+        "the kernel work lands",
+}
+
+
+def test_the_graph_with_imports_inside_functions_has_no_other_cycle():
+    graph = import_graph(lazy=True)
+    assert sum(map(len, graph.values())) > sum(map(len, import_graph().values()))
+    found = {frozenset(group) for group in cycles(graph)}
+    assert found <= set(LAZY_CYCLE_ALLOWLIST), sorted(map(sorted, found - set(
+        LAZY_CYCLE_ALLOWLIST)))
+
+
 def test_the_graph_sees_the_package_imports():
     """Edges of known imports, relative and absolute, to modules and to packages."""
     graph = import_graph()
@@ -160,6 +187,8 @@ def test_a_cycle_written_into_a_copy_of_the_package_is_found(tmp_path):
     graph = import_graph(pkg)
     assert graph["skdpsparse.a"] == {"skdpsparse.sub", "skdpsparse.sub.helper"}
     assert cycles(graph) == []  # the import back to ``a`` is inside a function
+    assert cycles(import_graph(pkg, lazy=True)) == [  # ...which the lazy graph sees
+        ["skdpsparse.a", "skdpsparse.sub", "skdpsparse.sub.helper"]]
     (pkg / "sub" / "helper.py").write_text("import skdpsparse.a\n")
     assert cycles(import_graph(pkg)) == [["skdpsparse.a", "skdpsparse.sub",
                                           "skdpsparse.sub.helper"]]

@@ -6,6 +6,7 @@ No data ever enters this layer, only numbers. See ``ARCHITECTURE.md``.
 from .budget import (
     ZCDP,
     ApproxDP,
+    PrivacyEvent,
     PureDP,
     approx_dp_to_zcdp,
     zcdp_to_delta,
@@ -26,6 +27,7 @@ from .composition import (
     events_zcdp_rho,
     gaussian_dp_delta,
     gaussian_dp_epsilon,
+    with_event,
 )
 from .events import (
     ApproxDPEvent,
@@ -34,7 +36,6 @@ from .events import (
     DiscreteLaplaceEvent,
     GaussianEvent,
     LaplaceEvent,
-    PrivacyEvent,
     PureDPEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
@@ -42,7 +43,6 @@ from .events import (
     event_from_dict,
     event_of,
     pure_dp_rdp,
-    with_event,
 )
 from .filters import ApproxDPFilter, filter_epsilon
 from .last_iterate import (

@@ -24,6 +24,7 @@ References
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from ..exceptions import InvalidParameterError
 
 __all__ = [
     "ApproxDP",
+    "PrivacyEvent",
     "PureDP",
     "ZCDP",
     "approx_dp_to_zcdp",
@@ -92,13 +94,48 @@ def _g(x):
     return f"{x:g}"
 
 
+# ----------------------------------------------------------------------- the events' type
+class PrivacyEvent:
+    """Base class of the privacy events (immutable records of a mechanism run).
+
+    Subclasses are frozen dataclasses. Elementary events override the guarantee
+    properties (``gdp_mu2``, ``zcdp_rho``, ``pure_epsilon``, ``approx``) and
+    :meth:`rdp`; composite events override :meth:`leaves`.
+    """
+
+    __slots__ = ()
+
+    gdp_mu2 = None
+    zcdp_rho = None
+    pure_epsilon = None
+    approx = None
+
+    def rdp(self, orders=None):  # noqa: ARG002 - overridden
+        """RDP bounds at ``orders`` (the events' default: ``accounting.DEFAULT_ORDERS``),
+        or None if the event has none."""
+        return None
+
+    def leaves(self):
+        """The elementary events, as ``(event, multiplicity)`` pairs."""
+        return [(self, 1)]
+
+    def to_dict(self):
+        """A JSON-serialisable description; :func:`~skdpsparse.accounting.event_from_dict`
+        inverts it."""
+        out = {"type": type(self).__name__}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, PrivacyEvent):
+                value = value.to_dict()
+            elif isinstance(value, tuple):
+                value = [v.to_dict() for v in value]
+            out[f.name] = value
+        return out
+
+
 def _check_event(event):
     """``event`` is None or a privacy event (see :mod:`skdpsparse.accounting.events`)."""
-    if event is None:
-        return
-    from .events import PrivacyEvent  # events builds on budgets: import when needed
-
-    if not isinstance(event, PrivacyEvent):
+    if event is not None and not isinstance(event, PrivacyEvent):
         raise TypeError(f"event must be a PrivacyEvent or None, got {event!r}")
 
 

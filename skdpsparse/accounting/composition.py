@@ -47,14 +47,23 @@ References
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 from scipy import optimize
 
-from .budget import _TINY_EPSILON, ApproxDP, PureDP, _delta, _nonnegative, zcdp_to_epsilon
+from .budget import (
+    _TINY_EPSILON,
+    ZCDP,
+    ApproxDP,
+    PrivacyEvent,
+    PureDP,
+    _delta,
+    _nonnegative,
+    zcdp_to_epsilon,
+)
 from .calibrate import _log_gaussian_delta
-from .events import PrivacyEvent
 from .rdp import DEFAULT_ORDERS, rdp_to_epsilon
 
 __all__ = [
@@ -63,6 +72,8 @@ __all__ = [
     "events_zcdp_rho",
     "gaussian_dp_delta",
     "gaussian_dp_epsilon",
+    "implied_by",
+    "with_event",
 ]
 
 # gaussian_dp_epsilon aims at δ·(1 − margin): the margin exceeds the ~1e-13 relative
@@ -288,3 +299,70 @@ def compose_events(events, delta=None):
             f"after the (epsilon, delta) events' total delta {delta - delta_left:g}.")
     eps_rest = _rest_epsilon(rest, delta_left) if rest else 0.0
     return ApproxDP(max(eps_opaque + eps_rest, _TINY_EPSILON), delta)
+
+
+# Relative slack when checking that an event implies its budget: the budget and the
+# event's guarantee come from different numerical routes (root finds to ~1e-12).
+_IMPLIES_RTOL = 1e-9
+
+
+def implied_by(event, budget):
+    """True if ``event``'s guarantee implies ``budget`` (up to 1e-9 relative).
+
+    ``PureDP(ε)`` needs a pure ε' ≤ ε; ``ZCDP(ρ)`` a zCDP ρ' ≤ ρ; ``ApproxDP(ε, δ)``
+    that the event, composed on its own by :func:`compose_events` at δ, gives at most ε.
+    """
+    slack = 1.0 + _IMPLIES_RTOL
+    if isinstance(budget, PureDP) or (isinstance(budget, ApproxDP) and budget.delta == 0):
+        eps = events_pure_epsilon([event])
+        return eps is not None and eps <= budget.epsilon * slack
+    if isinstance(budget, ZCDP):
+        rho = events_zcdp_rho([event])
+        return rho is not None and rho <= budget.rho * slack
+    try:
+        total = compose_events([event], budget.delta)
+    except ValueError:
+        return False
+    return total.epsilon <= budget.epsilon * slack
+
+
+def with_event(budget, event):
+    """``budget`` carrying ``event``, the mechanism that produced it.
+
+    The budget's value, ``==``, ``repr`` and ``str`` are unchanged; an accountant that
+    understands events (the privacy ledger) composes the event instead of the budget.
+
+    Parameters
+    ----------
+    budget : PureDP, ApproxDP or ZCDP
+        What the release reports.
+    event : PrivacyEvent
+        What it ran; its guarantee must imply ``budget``.
+
+    Returns
+    -------
+    PureDP, ApproxDP or ZCDP
+        A copy of ``budget`` with ``.event`` set.
+
+    Raises
+    ------
+    ValueError
+        If the event does not imply the budget (a mis-described mechanism: composing
+        its event would understate the privacy loss).
+
+    Examples
+    --------
+    >>> from skdpsparse.accounting import ApproxDP, GaussianEvent, analytic_gaussian_sigma
+    >>> z = analytic_gaussian_sigma(1.0, 1.0, 1e-6)
+    >>> b = with_event(ApproxDP(1.0, 1e-6), GaussianEvent(z))
+    >>> b == ApproxDP(1.0, 1e-6), type(b.event).__name__
+    (True, 'GaussianEvent')
+    """
+    if not isinstance(event, PrivacyEvent):
+        raise TypeError(f"event must be a PrivacyEvent, got {event!r}")
+    if not isinstance(budget, (PureDP, ApproxDP, ZCDP)):
+        raise TypeError(f"not a privacy budget: {budget!r}")
+    if not implied_by(event, budget):
+        raise ValueError(f"{event!r} does not imply {budget}: the event must describe "
+                         "the mechanism that produced the budget.")
+    return dataclasses.replace(budget, event=event)

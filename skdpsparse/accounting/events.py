@@ -25,7 +25,8 @@ combines (``None`` where the event has no such guarantee):
 * ``approx`` -- an opaque (ε, δ) pair, composed by basic composition only.
 
 A budget may carry the event that produced it (``budget.event``, set with
-:func:`with_event`, which checks that the event implies the budget); a bare budget
+:func:`~skdpsparse.accounting.with_event`, which checks that the event implies
+the budget); a bare budget
 stands for the weakest event it allows (:func:`event_of`).
 
 References
@@ -47,14 +48,13 @@ References
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from .budget import ZCDP, ApproxDP, PureDP, _delta, _positive
+from .budget import ZCDP, ApproxDP, PrivacyEvent, PureDP, _delta, _positive
 from .rdp import (
     DEFAULT_ORDERS,
     _log_expm1,
@@ -71,7 +71,6 @@ __all__ = [
     "DiscreteLaplaceEvent",
     "GaussianEvent",
     "LaplaceEvent",
-    "PrivacyEvent",
     "PureDPEvent",
     "SampledWithoutReplacementEvent",
     "SelfComposedEvent",
@@ -79,7 +78,6 @@ __all__ = [
     "event_from_dict",
     "event_of",
     "pure_dp_rdp",
-    "with_event",
 ]
 
 
@@ -128,42 +126,6 @@ def pure_dp_rdp(epsilon, orders=DEFAULT_ORDERS):
 
 
 # ------------------------------------------------------------------------- the events
-class PrivacyEvent:
-    """Base class of the privacy events (immutable records of a mechanism run).
-
-    Subclasses are frozen dataclasses. Elementary events override the guarantee
-    properties (``gdp_mu2``, ``zcdp_rho``, ``pure_epsilon``, ``approx``) and
-    :meth:`rdp`; composite events override :meth:`leaves`.
-    """
-
-    __slots__ = ()
-
-    gdp_mu2 = None
-    zcdp_rho = None
-    pure_epsilon = None
-    approx = None
-
-    def rdp(self, orders=DEFAULT_ORDERS):  # noqa: ARG002 - overridden
-        """RDP bounds at ``orders``, or None if the event has none."""
-        return None
-
-    def leaves(self):
-        """The elementary events, as ``(event, multiplicity)`` pairs."""
-        return [(self, 1)]
-
-    def to_dict(self):
-        """A JSON-serialisable description; :func:`event_from_dict` inverts it."""
-        out = {"type": type(self).__name__}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, PrivacyEvent):
-                value = value.to_dict()
-            elif isinstance(value, tuple):
-                value = [v.to_dict() for v in value]
-            out[f.name] = value
-        return out
-
-
 @dataclass(frozen=True, slots=True)
 class GaussianEvent(PrivacyEvent):
     """``count`` releases of the Gaussian mechanism, each with noise multiplier z.
@@ -509,6 +471,14 @@ def event_of(budget):
     Returns
     -------
     PrivacyEvent
+
+    Examples
+    --------
+    >>> from skdpsparse.accounting import ApproxDP, PureDP
+    >>> event_of(PureDP(0.5))
+    PureDPEvent(epsilon=0.5)
+    >>> event_of(ApproxDP(1.0, 1e-6))
+    ApproxDPEvent(epsilon=1.0, delta=1e-06)
     """
     event = getattr(budget, "event", None)
     if event is not None:
@@ -520,72 +490,3 @@ def event_of(budget):
     if isinstance(budget, ApproxDP):
         return ApproxDPEvent(budget.epsilon, budget.delta)
     raise TypeError(f"not a privacy budget: {budget!r}")
-
-
-# Relative slack when checking that an event implies its budget: the budget and the
-# event's guarantee come from different numerical routes (root finds to ~1e-12).
-_IMPLIES_RTOL = 1e-9
-
-
-def implied_by(event, budget):
-    """True if ``event``'s guarantee implies ``budget`` (up to 1e-9 relative).
-
-    ``PureDP(ε)`` needs a pure ε' ≤ ε; ``ZCDP(ρ)`` a zCDP ρ' ≤ ρ; ``ApproxDP(ε, δ)``
-    that the event, composed on its own by :func:`compose_events` at δ, gives at most ε.
-    """
-    from .composition import compose_events, events_pure_epsilon, events_zcdp_rho
-
-    slack = 1.0 + _IMPLIES_RTOL
-    if isinstance(budget, PureDP) or (isinstance(budget, ApproxDP) and budget.delta == 0):
-        eps = events_pure_epsilon([event])
-        return eps is not None and eps <= budget.epsilon * slack
-    if isinstance(budget, ZCDP):
-        rho = events_zcdp_rho([event])
-        return rho is not None and rho <= budget.rho * slack
-    try:
-        total = compose_events([event], budget.delta)
-    except ValueError:
-        return False
-    return total.epsilon <= budget.epsilon * slack
-
-
-def with_event(budget, event):
-    """``budget`` carrying ``event``, the mechanism that produced it.
-
-    The budget's value, ``==``, ``repr`` and ``str`` are unchanged; an accountant that
-    understands events (the privacy ledger) composes the event instead of the budget.
-
-    Parameters
-    ----------
-    budget : PureDP, ApproxDP or ZCDP
-        What the release reports.
-    event : PrivacyEvent
-        What it ran; its guarantee must imply ``budget``.
-
-    Returns
-    -------
-    PureDP, ApproxDP or ZCDP
-        A copy of ``budget`` with ``.event`` set.
-
-    Raises
-    ------
-    ValueError
-        If the event does not imply the budget (a mis-described mechanism: composing
-        its event would understate the privacy loss).
-
-    Examples
-    --------
-    >>> from skdpsparse.accounting import ApproxDP, analytic_gaussian_sigma
-    >>> z = analytic_gaussian_sigma(1.0, 1.0, 1e-6)
-    >>> b = with_event(ApproxDP(1.0, 1e-6), GaussianEvent(z))
-    >>> b == ApproxDP(1.0, 1e-6), type(b.event).__name__
-    (True, 'GaussianEvent')
-    """
-    if not isinstance(event, PrivacyEvent):
-        raise TypeError(f"event must be a PrivacyEvent, got {event!r}")
-    if not isinstance(budget, (PureDP, ApproxDP, ZCDP)):
-        raise TypeError(f"not a privacy budget: {budget!r}")
-    if not implied_by(event, budget):
-        raise ValueError(f"{event!r} does not imply {budget}: the event must describe "
-                         "the mechanism that produced the budget.")
-    return dataclasses.replace(budget, event=event)

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from scipy import stats
 
 from skdpsparse.accounting import ZCDP, PureDP, approx_dp_to_zcdp
-from skdpsparse.accounting.events import implied_by
+from skdpsparse.accounting.composition import implied_by
 from skdpsparse.mean import DPHeavyTailedMean
 from skdpsparse.mechanisms.heavy_tailed_clip import (
     box_clipped_mean,
