@@ -189,7 +189,6 @@ VARIANTS = {  # label: (keyword arguments, module constants replaced for the run
     "deviations": (dict(tails="deviations"), {}),
     "union": (dict(tails="union"), {}),
     "counted": (dict(tails="counted"), {}),
-    "counted_f0.14": (dict(tails="counted", scale_fraction=0.14), {}),
     "deviations_f0.2": (dict(tails="deviations", scale_fraction=0.2), {}),
 }
 

@@ -41,8 +41,10 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
     column's clipping interval by five private quantiles (the exponential mechanism
     over a public geometric grid, :mod:`skdpsparse.mechanisms.quantile`; the median
     first, then the tail quantiles on the union of that grid and the grid shifted by
-    the released median) and a Pareto extrapolation of each tail, never inside the
-    outer quantiles (post-processing), and the rest releases the mean of each column
+    the released median), noisy counts of the rows beyond each outer quantile (which
+    check the tail model: a tail that ends, e.g. a top-coded column, is not stretched)
+    and a Pareto extrapolation of each tail, never inside the outer quantiles
+    (post-processing), and the rest releases the mean of each column
     clipped into its interval, with noise proportional to the interval's width
     (:func:`~skdpsparse.mechanisms.heavy_tailed_clip.private_quantile_clipped_mean`).
     With ``bounds=(lower, upper)`` stated, the whole budget goes to the clipped mean.
@@ -70,12 +72,15 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
     5d quantile draws (or the 2 draws of the shared scale, each of score sensitivity d;
     exponential mechanism, McSherry and Talwar 2007, "Mechanism design via differential
     privacy"; each ε_q-bounded range, hence ε_q²/8-zCDP, Cesar and Rogers 2021, Lemma
-    3.2) spend fρ, the clipped mean (1 − f)ρ with discrete Gaussian noise for ℓ2
-    sensitivity √d/n in unit coordinates (Canonne, Kamath and Steinke 2020, "The
-    discrete Gaussian for differential privacy", Theorem 14), composed adaptively (Bun
-    and Steinke 2016, Lemma 2.3); with Laplace noise for the mean (few columns), the
-    draws and an ε_m-DP release composed by Rényi accounting to (ε, δ). With
-    private_clip and δ = 0: fε for the draws, (1 − f)ε for the mean with discrete
+    3.2) spend fρ; the 4d tail bins (disjoint per column, so ℓ2 sensitivity √(2d),
+    discrete Gaussian of σ = 2/ε_q, hence 2d·ε_q²/8-zCDP; not with the shared scale)
+    spend 2f/5·ρ more; the clipped mean the rest, (1 − 7f/5)ρ, with discrete Gaussian
+    noise for ℓ2 sensitivity √d/n in unit coordinates (Canonne, Kamath and Steinke
+    2020, "The discrete Gaussian for differential privacy", Theorem 14), composed
+    adaptively (Bun and Steinke 2016, Lemma 2.3); with Laplace noise for the mean (few
+    columns), the draws and an ε_m-DP release composed by Rényi accounting to (ε, δ).
+    With private_clip and δ = 0: fε for the draws, 2f/5·ε for the bins (discrete
+    Laplace of scale 1/ε_q for ℓ1 sensitivity 2d), the rest for the mean with discrete
     Laplace noise for ℓ1 sensitivity d/n; ε-DP by basic composition. With stated
     ``bounds``: the clipped mean alone on the whole budget. With cwme: a change of
     6τ/⌊n/m⌋ per coordinate for odd m and 3τ/⌊n/m⌋ for even m (a half and a quarter of
@@ -122,8 +127,9 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         (n_features,)), chosen without looking at the data. ``None``: located
         privately with ``scale_fraction`` of the budget.
     scale_fraction : float, default=0.1
-        For private_clip without ``bounds``: the share f in (0, 1) of the budget
-        spent on locating the clipping intervals.
+        For private_clip without ``bounds``: the share f of the budget spent on the
+        private quantiles that locate the clipping intervals; the tail counts that
+        check them take 2f/5 more (so f < 5/7), the mean the rest.
     clip_level : "auto" or float, default="auto"
         For private_clip without ``bounds``: α in (0, 1/8), the outer level of the
         private quantiles q_α, q_{4α}, q_{1/2}, q_{1−4α}, q_{1−α} of each column from
@@ -136,7 +142,7 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
         (sensitivity d) locate one interval [−C, C] shared by every column instead
         (:func:`~skdpsparse.mechanisms.heavy_tailed_clip.shared_scale_draws`; α is then
         their level), and a warning says to state ``bounds``. For one column the
-        interval is used unstretched at 1/16, with the same warning.
+        same warning is given at the cap 1/16.
     noise : {"auto", "gaussian", "laplace"}, default="auto"
         For private_clip with δ > 0: Gaussian noise under ρ-zCDP, or Laplace noise
         under ε-DP (which implies (ε, δ)-DP). ``"auto"``: the one with the smaller

@@ -284,10 +284,23 @@ TAIL_INDEX_MAX = 50.0
 #: The inner quantile of each tail is at ``TAIL_RATIO`` times the outer one's level.
 TAIL_RATIO = 4.0
 
-#: How the tail quantiles are drawn (:func:`private_quantile_clipped_mean`): on the
-#: union of the grid and the grid shifted by the released median (default), on the
-#: shifted grid alone, or on the grid alone (the rule before issue 19's second round).
-TAILS = ("union", "deviations", "values")
+#: How the tail quantiles are drawn (:func:`private_quantile_clipped_mean`): as
+#: ``"union"`` plus noisy counts of the rows beyond each outer quantile (default,
+#: issue 19's third round); on the union of the grid and the grid shifted by the
+#: released median; on the shifted grid alone; or on the grid alone (the rule before
+#: issue 19's second round).
+TAILS = ("counted", "union", "deviations", "values")
+
+#: ``tails="counted"``: the far bin of each tail starts at this multiple of the outer
+#: quantile's distance from the median (one octave).
+TAIL_COUNT_RATIO = 2.0
+
+#: ``tails="counted"``: the four tail bins of a column cost as many draws as this.
+COUNT_DRAWS = 2
+
+#: ``tails="counted"``: a far bin's upper bound is its noisy count plus this many of
+#: its standard deviations.
+COUNT_DOUBT = 2.0
 
 
 def auto_clip_level(n, n_features, *, quantile_epsilon, grid_size, beta=0.05):
@@ -303,9 +316,11 @@ def auto_clip_level(n, n_features, *, quantile_epsilon, grid_size, beta=0.05):
     return min(1.0 / 16.0, rank_error(grid_size, quantile_epsilon, beta) / n)
 
 
-def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None, floor=False):
+def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None, floor=False,
+                          tail_counts=None, n_samples=None, count_sd=None):
     """The clipping interval of each column from its five private quantiles
-    (post-processing: no privacy cost).
+    (post-processing: no privacy cost), and with ``tail_counts`` from the noisy
+    counts of rows beyond the outer quantiles (``tails="counted"``, below).
 
     ``quantiles`` holds q_α, q_{4α}, q_{1/2}, q_{1−4α}, q_{1−α} per column (rows),
     α = ``level``. Each tail beyond its inner quantile is modelled as Pareto, from the
@@ -334,6 +349,21 @@ def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None, floor=Fa
     noisy fit of a steep index (t_out close to t_in) clipped at t_in, 4αn rows (12 %
     of a Pareto column at n = 10⁴, ε = 4, d = 10).
 
+    ``tail_counts`` (shape (4, d): per column the noisy numbers of rows in
+    (m + t_out, m + λt_out], beyond m + λt_out, in [m − λt_out', m − t_out') and below
+    m − λt_out', λ = ``TAIL_COUNT_RATIO``, each with noise of standard deviation
+    ``count_sd``) replaces, beyond t_out, the model fitted through the two quantiles
+    by one fitted through the counts: N̂ = N̂_near + N̂_far rows beyond t_out, and
+    the index a = ln(N̂/max(N̂_far, 1))/ln λ (clamped to [1.05, 50]), so that
+    B(C) = (N̂/n)·t_out^a·C^{1−a}/(a − 1). Why: the outer quantile is drawn with a
+    rank error of the order of α·n itself (that is how α is chosen), so its true
+    level, hence the index through it, can be far off, while a count at the released
+    point has an error of ``count_sd`` (about √2/ε_q against α·n ≈ 20/ε_q). A tail
+    whose N̂ is at most 2√2·``count_sd`` (the tail ended before t_out, e.g. a
+    bounded or top-coded column whose outer draw landed above its maximum) is not
+    stretched: C = t_out. A side with t_out = 0, or without counts, keeps the
+    quantiles' model.
+
     Returns
     -------
     lower, upper : ndarrays of shape (d,)
@@ -342,8 +372,13 @@ def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None, floor=Fa
     med = q[2]
     sides = []
     stretch = MAX_STRETCH if max_stretch is None else float(max_stretch)
-    for t_in, t_out in ((q[3] - med, q[4] - med), (med - q[1], med - q[0])):
-        sides.append(_tail_candidates(t_in, t_out, TAIL_RATIO * level, stretch, floor))
+    tails = ((q[3] - med, q[4] - med), (med - q[1], med - q[0]))
+    for side, (t_in, t_out) in enumerate(tails):
+        C, bias = _tail_candidates(t_in, t_out, TAIL_RATIO * level, stretch, floor)
+        if tail_counts is not None:
+            near, far = np.asarray(tail_counts, dtype=np.float64)[2 * side:2 * side + 2]
+            C, bias = _counted_tail(C, bias, t_in, t_out, near, far, n_samples, count_sd)
+        sides.append((C, bias))
     (c_up, b_up), (c_lo, b_lo) = sides
     # err[j, u, l] for every pair of candidates of column j. A modelled bias of up to
     # 1e300 squares to inf: such a candidate is simply never the argmin (no warning).
@@ -376,6 +411,36 @@ def _tail_candidates(t_in, t_out, inner_mass, stretch, floor=False):
     C = np.minimum(C, stretch * np.maximum(t_out, base)[:, None])
     if floor:  # never clip inside the outer quantile (see extrapolated_interval)
         C = np.maximum(C, t_out[:, None])
+    return C, bias
+
+
+def _counted_tail(C, bias, t_in, t_out, near, far, n, count_sd):
+    """The candidates of one tail checked against the noisy counts beyond t_out
+    (:func:`extrapolated_interval`, ``tail_counts``); post-processing."""
+    t_in = np.maximum(t_in, 0.0)
+    t_out = np.maximum(t_out, t_in)
+    total = near + far
+    usable = t_out > 0
+    resolved = 2.0 * math.sqrt(2.0) * count_sd
+    ended = usable & (total <= resolved)
+    log_ratio = math.log(TAIL_COUNT_RATIO)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        a_q = np.log(TAIL_RATIO) / np.log(t_out / t_in)
+        a_q = np.clip(np.where(np.isfinite(a_q), a_q, TAIL_INDEX_MAX), 1.05, TAIL_INDEX_MAX)
+        # The quantiles' model predicts total·λ^(−a_q) rows in the far bin; fewer by
+        # more than two standard deviations of the bin: a lighter tail than fitted.
+        far_hi = far + COUNT_DOUBT * count_sd  # an upper bound on the far bin
+        lighter = usable & ~ended & (far_hi < total * np.exp(-a_q * log_ratio))
+        a = np.log(total / np.maximum(far_hi, 1.0)) / log_ratio
+        a = np.clip(np.where(np.isfinite(a), a, TAIL_INDEX_MAX), 1.05, TAIL_INDEX_MAX)
+        ratio = C / np.where(usable, t_out, 1.0)[:, None]
+        counted = (total / n)[:, None] * t_out[:, None] * ratio ** (1.0 - a[:, None]) / (
+            a[:, None] - 1.0)
+    counted = np.where(np.isfinite(counted), counted, 1e300)
+    bias = np.where(lighter[:, None], counted, bias)
+    # An ended tail: nothing beyond t_out to model, no stretch.
+    bias = np.where(ended[:, None], 0.0, bias)
+    C = np.where(ended[:, None], t_out[:, None], C)
     return C, bias
 
 
@@ -448,7 +513,10 @@ class QuantileClipPlan:
     noise scale are computed in the run from the draws' releases (post-processing);
     the mean's budget is fixed here. The grid of the tail draws (``tails``) depends
     on the data only through the released median, so every rule has the same draws,
-    sensitivity and budget.
+    sensitivity and budget; ``"counted"`` adds the noisy tail bins
+    (:func:`noisy_tail_bins`: ℓ1 sensitivity 2d, ℓ2 √(2d); discrete Laplace b = 1/ε_q
+    or discrete Gaussian σ = 2/ε_q), exactly the charge of 2d more draws, which
+    ``n_draws`` counts (7d in all).
 
     Attributes
     ----------
@@ -456,7 +524,7 @@ class QuantileClipPlan:
     epsilon, delta : float
         The target.
     scale_fraction : float
-        f: the draws' share.
+        f: the quantile draws' share (with ``"counted"`` the bins take 2f/5 more).
     grid : ndarray
         The public grid of the quantiles.
     kind : {"gaussian", "laplace"}
@@ -471,7 +539,9 @@ class QuantileClipPlan:
         α: the outer tail level of the per-column draws, or the level of the pooled
         upper quantile (shared).
     max_stretch : float or None
-        Passed to :func:`extrapolated_interval` (1.0 at the cap of α).
+        Passed to :func:`extrapolated_interval`: None (``MAX_STRETCH``), or 1.0 at
+        the cap of α with ``tails="values"`` (the earlier rule; with the floor of the
+        other rules the stretch is allowed at the cap too).
     noise_sd : float
         The mean's noise per unit of width with every column active (for the
         extrapolation).
@@ -481,9 +551,18 @@ class QuantileClipPlan:
     budget : ZCDP, PureDP or ApproxDP, with its event
     approx_dp : ApproxDP or PureDP
         The (ε, δ) ``budget`` implies at ``delta``.
-    tails : {"union", "deviations", "values"}
+    tails : {"counted", "union", "deviations", "values"}
         How the tail quantiles are drawn (:func:`private_quantile_clipped_mean`); the
-        same draws at the same ε whichever rule.
+        same draws at the same ε whichever rule, and with ``"counted"`` the noisy
+        tail bins besides, charged as ``COUNT_DRAWS`` draws per column (in
+        ``n_draws``).
+    count_kind : {"laplace", "gaussian"} or None
+        The noise of the tail bins (``"counted"``): discrete Laplace when the draws
+        are ε_q-DP (δ = 0), discrete Gaussian when they are ε_q²/8-zCDP.
+    count_scale : float
+        Its scale b = 1/ε_q (Laplace) or σ = 2/ε_q (Gaussian) per bin, for the ℓ1
+        sensitivity 2d (ℓ2 √(2d)) of the 4d bins: 2dε_q-DP or dε_q²/4-zCDP, the
+        charge of 2d draws.
     """
 
     n_samples: int
@@ -504,7 +583,17 @@ class QuantileClipPlan:
     draws: object
     budget: object
     approx_dp: object
-    tails: str = "union"
+    tails: str = "counted"
+    count_kind: str | None = None
+    count_scale: float = 0.0
+
+    @property
+    def count_sd(self):
+        """The standard deviation of one noisy tail bin (0 without bins)."""
+        if self.count_kind is None:
+            return 0.0
+        b = self.count_scale
+        return math.sqrt(2.0) * b if self.count_kind == "laplace" else b
 
 
 def _shared_level(n, grid_size, epsilon_each):
@@ -515,7 +604,7 @@ def _shared_level(n, grid_size, epsilon_each):
 
 def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
                                scale_fraction=SCALE_FRACTION, level="auto", grid=None,
-                               noise="auto", tails="union"):
+                               noise="auto", tails="counted"):
     """The budget split and the draws of private_clip, from public numbers
     (arguments as :func:`private_quantile_clipped_mean`).
 
@@ -549,15 +638,23 @@ def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
     if delta == 0 and noise == "gaussian":
         raise ValueError("noise='gaussian' needs delta > 0.")
     # The mean's noise: Laplace (pure ε_m-DP) or Gaussian ((1 − f)ρ-zCDP).
-    laplace = noise == "laplace" or (noise == "auto" and laplace_is_better(d, epsilon, delta, f))
+    # tails="counted": the tail bins are charged as COUNT_DRAWS·d more draws at the
+    # quantile draws' ε_q, so the locating step spends f·(N_DRAWS + COUNT_DRAWS)/N_DRAWS.
+    located = f * (N_DRAWS + COUNT_DRAWS) / N_DRAWS if tails == "counted" else f
+    if not located < 1:
+        raise ValueError(f"scale_fraction must be below {N_DRAWS / (N_DRAWS + COUNT_DRAWS)!r} "
+                         f"with tails='counted', got {scale_fraction!r}.")
+    laplace = noise == "laplace" or (noise == "auto" and laplace_is_better(
+        d, epsilon, delta, located))
     rho = approx_dp_to_zcdp(epsilon, delta) if delta > 0 else None
 
     def each(k):  # ε of each of k draws sharing fρ (zCDP) or fε (pure)
         return (quantile_epsilon(k, rho=f * rho) if delta > 0
                 else quantile_epsilon(k, epsilon=f * epsilon))
 
-    n_draws = N_DRAWS * d
-    eps_q = each(n_draws)
+    counted = tails == "counted"
+    eps_q = each(N_DRAWS * d)  # f over the quantile draws, whichever rule
+    n_draws = (N_DRAWS + (COUNT_DRAWS if counted else 0)) * d
     # Too few rows for 5d draws (α at its cap, public numbers only): one scale shared
     # by all columns instead, from SHARED_DRAWS draws on the pooled |x_ij|.
     shared = level == "auto" and auto_clip_level(
@@ -565,6 +662,7 @@ def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
     if shared:
         n_draws = SHARED_DRAWS
         eps_q = each(n_draws)
+        counted = False
     draws = SelfComposedEvent(ZCDPEvent(eps_q**2 / 8.0) if delta > 0 else PureDPEvent(eps_q),
                               n_draws)
     eps_m = rho_m = None
@@ -597,12 +695,20 @@ def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
         noise_sd = math.sqrt(d) / n / math.sqrt(2.0 * rho_m)
         event = ComposedEvent((draws, ZCDPEvent(rho_m)))
         budget = with_event(ZCDP(n_draws * eps_q**2 / 8.0 + rho_m), event)
-    # At the cap of α the draws are too noisy to extrapolate from: no stretch.
-    capped = level == "auto" and alpha >= 1.0 / 16.0
+    # The Pareto stretch is allowed at the cap of α too (max_stretch None): the floor
+    # keeps the interval outside the outer quantiles, and pinning it there clipped
+    # α·n = n/16 rows per side (see extrapolated_interval). tails="values" (no floor)
+    # keeps the earlier rule, no stretch at the cap, bit for bit.
+    capped = tails == "values" and level == "auto" and alpha >= 1.0 / 16.0
+    # The tail bins: 2d ε_q-DP (b = 1/ε_q for ℓ1 sensitivity 2d) or 2d·ε_q²/8-zCDP
+    # (σ = 2/ε_q for ℓ2 sensitivity √(2d)): the charge of COUNT_DRAWS·d draws.
+    count_kind = None if not counted else ("gaussian" if delta > 0 else "laplace")
+    count_scale = 0.0 if not counted else (2.0 / eps_q if delta > 0 else 1.0 / eps_q)
     return QuantileClipPlan(
         n, d, epsilon, delta, f, grid, "laplace" if laplace else "gaussian", bool(shared),
         n_draws, eps_q, alpha, 1.0 if capped else None, noise_sd, rho_m, eps_m, draws,
-        budget, budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget, tails)
+        budget, budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget, tails,
+        count_kind, count_scale)
 
 
 def _located_interval(X, plan, rng):
@@ -618,9 +724,12 @@ def _located_interval(X, plan, rng):
     counts = (rank_counts(X, grid, strict=True), rank_counts(X, grid))
     med = private_quantiles(X, [0.5], epsilon_each=eps_q, rng=rng, grid=grid,
                             counts=counts)
-    if plan.tails == "union":
+    bins = None
+    if plan.tails in ("union", "counted"):
         inner, outer = _union_tail_draws(X, med[0], alpha, eps_q, rng, grid)
         quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
+        if plan.tails == "counted":
+            bins = noisy_tail_bins(X, np.sort(quantiles, axis=0), plan, rng)
     elif plan.tails == "deviations":
         shift = med[0]
         counts = (rank_counts(X, grid, strict=True, shift=shift),
@@ -641,8 +750,69 @@ def _located_interval(X, plan, rng):
         quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
     lower, upper = extrapolated_interval(quantiles, alpha, plan.noise_sd,
                                          max_stretch=plan.max_stretch,
-                                         floor=plan.tails != "values")
+                                         floor=plan.tails != "values", tail_counts=bins,
+                                         n_samples=plan.n_samples, count_sd=plan.count_sd)
     return lower, upper, quantiles
+
+
+def tail_bin_edges(quantiles):
+    """The public edges of the four tail bins of every column (``tails="counted"``)
+    from its released quantiles (sorted, rows q_α … q_{1−α}): with m the median,
+    t = q_{1−α} − m and t' = m − q_α, the upper bins (m + t, m + λt] and
+    (m + λt, ∞), the lower ones [m − λt', m − t') and (−∞, m − λt'),
+    λ = ``TAIL_COUNT_RATIO``. Returns (hi, hi_far, lo, lo_far), each of shape (d,)."""
+    q = np.asarray(quantiles, dtype=np.float64)
+    med, hi, lo = q[2], q[4], q[0]
+    with np.errstate(over="ignore"):
+        hi_far = med + TAIL_COUNT_RATIO * (hi - med)
+        lo_far = med - TAIL_COUNT_RATIO * (med - lo)
+    return hi, hi_far, lo, lo_far
+
+
+def tail_bin_counts(X, quantiles):
+    """The exact counts of the four tail bins of every column (NOT private), shape
+    (4, d): #{hi < x ≤ hi_far}, #{x > hi_far}, #{lo_far ≤ x < lo}, #{x < lo_far}
+    for the edges of :func:`tail_bin_edges`. The bins of one column are disjoint
+    (lo ≤ m ≤ hi), so one row is in at most one of them."""
+    X = _as_data(X)
+    hi, hi_far, lo, lo_far = tail_bin_edges(quantiles)
+    n, d = X.shape
+    out = np.zeros((4, d))
+    Xc = sp.csc_matrix(X) if sp.issparse(X) else X
+    for j in range(d):
+        if sp.issparse(Xc):
+            col = Xc.data[Xc.indptr[j]:Xc.indptr[j + 1]].astype(np.float64)
+            col = np.concatenate([col, np.zeros(n - col.size)])
+        else:
+            col = np.asarray(Xc[:, j], dtype=np.float64)
+        above_far = np.count_nonzero(col > hi_far[j])
+        below_far = np.count_nonzero(col < lo_far[j])
+        out[0, j] = np.count_nonzero(col > hi[j]) - above_far
+        out[1, j] = above_far
+        out[2, j] = np.count_nonzero(col < lo[j]) - below_far
+        out[3, j] = below_far
+    return out
+
+
+def noisy_tail_bins(X, quantiles, plan, rng):
+    """The four tail bins of every column plus the plan's noise (``tails="counted"``).
+
+    **Privacy guarantee.** The edges are functions of earlier releases (the
+    quantiles) and public numbers, the same on neighbouring datasets (adaptive
+    composition). The bins of a column are disjoint, so a replaced row leaves at most
+    one bin and enters at most one per column: ℓ1 sensitivity 2d and ℓ2 √(2d) over
+    the 4d bins. Discrete Laplace noise of scale b = 1/ε_q is then (2d/b) = 2dε_q-DP
+    (Ghosh, Roughgarden and Sundararajan 2009), discrete Gaussian of σ = 2/ε_q is
+    (2d/(2σ²)) = dε_q²/4-zCDP (Canonne, Kamath and Steinke 2020, Theorem 14): the
+    charge of ``COUNT_DRAWS``·d = 2d draws of ε_q (or ε_q²/8) each, which the plan
+    includes in ``n_draws``. The counts are integers, exact in float64.
+    """
+    bins = tail_bin_counts(X, quantiles)
+    d = bins.shape[1]
+    sens = 2.0 * d if plan.count_kind == "laplace" else math.sqrt(2.0 * d)
+    add_noise_inplace(bins.reshape(-1), _check_rng(rng), plan.count_kind, plan.count_scale,
+                      sensitivity=sens, n_changed=2 * d)
+    return bins
 
 
 def _column_counts(col, grid, n_zeros=0):
@@ -663,6 +833,13 @@ def _union_tail_draws(X, med, alpha, eps_q, rng, grid):
     the inner ones with the prior |k − k_m| (one unit per step of U_j from m_j), the
     outer ones with the anchored prior w_a·max(0, 8·log2(|g − m_j|/|a − m_j|)) on the
     tail's side, a the inner draw (steps of the deviation grid beyond it).
+
+    The inner prior stays one unit per step: w_a per step (tried in issue 19's third
+    round against an atom at a column's maximum, where every point above it scores
+    the same and the inner draw wandered about 2/ε_q steps above the data) pulled
+    the inner draws onto the median at ε_q = 0.02 (n = 10⁴, one column, ε = 1 pure):
+    U_j has some 200 steps between m_j ± 2^-20 and the tail, worth more than the
+    n/4 ranks that separate them.
 
     Privacy: U_j and both priors are functions of earlier releases (m_j, a) and public
     numbers, the same on neighbouring datasets (adaptive composition); each row adds
@@ -754,7 +931,7 @@ def quantile_clipped_mean(X, plan, rng):
 
 def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCALE_FRACTION,
                                   level="auto", grid=None, noise="auto",
-                                  tails="union"):
+                                  tails="counted"):
     """A private mean that needs no bound: private quantiles locate each column's
     clipping interval, then :func:`private_clipped_mean` (two mechanisms, composed):
     :func:`plan_quantile_clipped_mean` then :func:`quantile_clipped_mean`.
@@ -786,9 +963,19 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
        with ``shift``) a log-normal column's lower tail, piled up within one grid
        step of 0 seen from the median, could not be resolved and its draws wandered
        below 0.
+    1b. ``tails="counted"`` (default): the numbers of rows in four bins per column
+       beyond the outer quantiles, (m + t, m + 2t], beyond m + 2t, and their mirror
+       images below (t the outer quantile's distance from the median; edges from
+       releases only), plus discrete Laplace (b = 1/ε_q, δ = 0) or discrete Gaussian
+       (σ = 2/ε_q) noise (:func:`noisy_tail_bins`). The bins of a column are
+       disjoint, so a replaced row moves them by at most 2 in ℓ1 (√2 in ℓ2) per
+       column: 2dε_q-DP or 2d·ε_q²/8-zCDP, the charge of 2d draws.
     2. The interval [lo_j, hi_j] from them by :func:`extrapolated_interval`
-       (post-processing: each tail's Pareto fit says how far to clip; never inside
-       the outer quantile, ``floor=True``, except with ``tails="values"``).
+       (post-processing: each tail's Pareto fit says how far to clip, checked
+       against the bins: a tail with no rows beyond the outer quantile is not
+       stretched, one with fewer rows in the far bin than the fit predicts is
+       refitted through the bins; never inside the outer quantile, ``floor=True``,
+       except with ``tails="values"``).
     3. The mean of column j clipped into [lo_j, hi_j] plus noise proportional to
        hi_j − lo_j (:func:`private_clipped_mean`).
 
@@ -796,12 +983,15 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
 
     * zCDP path (``delta > 0``, Gaussian): ρ = ``approx_dp_to_zcdp(epsilon, delta)``;
       the draws get fρ (each ε_q = √(8fρ/(5d)), ε_q²/8-zCDP as bounded-range
-      mechanisms), the mean (1 − f)ρ with discrete Gaussian noise; in all ρ-zCDP
-      (Bun and Steinke 2016, Lemma 2.3, adaptive composition: the mean's interval is
-      the draws' output).
+      mechanisms), the bins 2fρ/5 (``"counted"``), the mean the rest, (1 − 7f/5)ρ
+      (or (1 − f)ρ without bins), with discrete Gaussian noise; in all ρ-zCDP (Bun
+      and Steinke 2016, Lemma 2.3, adaptive composition: the mean's interval is the
+      draws' and the bins' output).
     * pure path (``delta == 0``, or Laplace chosen for δ > 0): the draws get fε (each
-      fε/(5d)), the mean (1 − f)ε with discrete Laplace noise; in all ε-DP (basic
-      composition), which implies (ε, δ)-DP for every δ.
+      fε/(5d)), the bins 2fε/5, the mean the rest with discrete Laplace noise; in
+      all ε-DP (basic composition), which implies (ε, δ)-DP for every δ. (For
+      δ > 0 with Laplace the draws and bins are the zCDP ones, composed with the
+      pure mean by Rényi accounting.)
 
     The budget returned carries a :class:`~skdpsparse.accounting.ComposedEvent` of the
     two parts, which is what a privacy ledger composes.
@@ -813,6 +1003,7 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
     delta : float in [0, 1)
     rng : RandomSource or numpy.random.Generator
     scale_fraction : float in (0, 1)
+        f, the quantile draws' share; below 5/7 with ``tails="counted"``.
     level : "auto" or float in (0, 1/16]
         α, the outer tail level; ``"auto"``: :func:`auto_clip_level`.
     noise : {"auto", "gaussian", "laplace"}
@@ -820,9 +1011,9 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
         ε-DP implies (ε, δ)-DP); ``"auto"``: :func:`laplace_is_better`.
     grid : ndarray, optional
         The public grid of the quantiles.
-    tails : {"union", "deviations", "values"}, default="union"
-        The grid of the tail draws (step 1). Same draws at the same ε: the budget
-        does not depend on it.
+    tails : {"counted", "union", "deviations", "values"}, default="counted"
+        The grid of the tail draws (step 1; ``"counted"`` is ``"union"`` with the
+        bins of step 1b). Same draws at the same ε: only the bins change the budget.
 
     Returns
     -------

@@ -1,8 +1,11 @@
 """The located clipped mean (``mechanisms/heavy_tailed_clip.py``, issue 19): the tail
 quantiles drawn on grids shifted by the released median, the floor at the outer
-quantile, and the plan's budget against the theorem by hand, with broken variants
-(the public grid alone on a column whose tail crosses 0; the shifted grid alone on a
-tail piled up above 0; a plan with half the mean's noise) that the checks catch."""
+quantile, the noisy tail bins of ``tails="counted"``, the stretch at the cap of α, and
+the plan's budget against the theorem by hand, with broken variants (the public grid
+alone on a column whose tail crosses 0; the shifted grid alone on a tail piled up
+above 0; a plan with half the mean's noise; bins with half their noise, as for a count
+sensitivity of half the true one; the interval pinned at the outer quantiles at the
+cap; no bins on a top-coded column) that the checks catch."""
 
 import dataclasses
 import math
@@ -120,15 +123,51 @@ def test_union_counts_move_by_at_most_one_for_a_replaced_row():
 
 # ------------------------------------------------------------------- the plan
 def test_the_tail_rule_does_not_change_the_budget():
-    default = C.plan_quantile_clipped_mean(20_000, 3, epsilon=1.0, delta=1e-6)
-    assert default.tails == "union"
-    for t in C.TAILS:
+    """The three grids of the draws share one plan; ``"counted"`` (the default) has
+    the same draws at the same ε_q plus the bins, charged as 2d draws more."""
+    union = C.plan_quantile_clipped_mean(20_000, 3, epsilon=1.0, delta=1e-6, tails="union")
+    for t in ("deviations", "values"):
         plan = C.plan_quantile_clipped_mean(20_000, 3, epsilon=1.0, delta=1e-6, tails=t)
         assert plan.tails == t
-        assert dataclasses.replace(default, tails=t) == plan
-        assert plan.budget == default.budget and plan.budget.event == default.budget.event
+        assert dataclasses.replace(union, tails=t) == plan
+        assert plan.budget == union.budget and plan.budget.event == union.budget.event
+    counted = C.plan_quantile_clipped_mean(20_000, 3, epsilon=1.0, delta=1e-6)
+    assert counted.tails == "counted" and counted.count_kind == "gaussian"
+    assert counted.quantile_epsilon == union.quantile_epsilon
+    assert counted.n_draws == union.n_draws + 2 * 3
+    assert union.count_kind is None and union.count_scale == 0.0
     with pytest.raises(ValueError, match="tails"):
         C.plan_quantile_clipped_mean(20_000, 3, epsilon=1.0, delta=1e-6, tails="median")
+    with pytest.raises(ValueError, match="scale_fraction"):
+        C.plan_quantile_clipped_mean(20_000, 3, epsilon=1.0, delta=1e-6, scale_fraction=0.75)
+
+
+@pytest.mark.parametrize("delta", [1e-6, 0.0])
+def test_the_counted_plan_is_the_theorem_by_hand(delta):
+    """ε_q from f over the 5d quantile draws (√(8fρ/(5d)) or fε/(5d)); the bins: ℓ1
+    sensitivity 2d (a replaced row leaves one bin and enters one per column), so
+    discrete Laplace b = 1/ε_q is 2dε_q-DP; ℓ2 √(2d), so discrete Gaussian σ = 2/ε_q is
+    2d/(2σ²) = 2d·ε_q²/8-zCDP; with the mean, the whole budget."""
+    n, d, eps = 300_000, 2, 2.0
+    plan = C.plan_quantile_clipped_mean(n, d, epsilon=eps, delta=delta, noise="laplace"
+                                        if delta == 0 else "gaussian")
+    assert not plan.shared
+    if delta > 0:
+        rho = approx_dp_to_zcdp(eps, delta)
+        eps_q = math.sqrt(8 * 0.1 * rho / (5 * d))
+        assert plan.count_kind == "gaussian"
+        assert math.isclose(plan.count_scale, 2 / eps_q)
+        assert math.isclose(2 * d / (2 * plan.count_scale**2), 2 * d * eps_q**2 / 8)
+        assert math.isclose(7 * d * eps_q**2 / 8 + plan.mean_rho, rho)
+    else:
+        eps_q = 0.1 * eps / (5 * d)
+        assert plan.count_kind == "laplace"
+        assert math.isclose(plan.count_scale, 1 / eps_q)
+        assert math.isclose(2 * d / plan.count_scale, 2 * d * eps_q)
+        assert math.isclose(7 * d * eps_q + plan.mean_epsilon, eps)
+        assert math.isclose(plan.budget.epsilon, eps)
+    assert math.isclose(plan.quantile_epsilon, eps_q)
+    assert plan.n_draws == 7 * d
 
 
 class _RecordingSource(RandomSource):
@@ -145,17 +184,21 @@ class _RecordingSource(RandomSource):
 
 def _theorem_holds(plan, source, f=0.2):
     """From the public numbers alone: the draws' ε_q is √(8fρ/(5d)) (each ε_q²/8-zCDP,
-    Cesar and Rogers 2021, Lemma 3.2) and the mean's discrete Gaussian (Canonne, Kamath
-    and Steinke 2020, Theorem 14) has at least σ = (√d/n)/√(2(1 − f)ρ) in unit
-    coordinates, so that the two compose to ρ (Bun and Steinke 2016, Lemma 2.3)."""
+    Cesar and Rogers 2021, Lemma 3.2); the tail bins' discrete Gaussian has at least
+    σ = 2/ε_q for their ℓ2 sensitivity √(2d) (2d·ε_q²/8-zCDP, Canonne, Kamath and
+    Steinke 2020, Theorem 14); and the mean's discrete Gaussian has at least
+    σ = (√d/n)/√(2(1 − 7f/5)ρ) in unit coordinates, so that the three compose to ρ
+    (Bun and Steinke 2016, Lemma 2.3)."""
     n, d = plan.n_samples, plan.n_features
     rho = approx_dp_to_zcdp(plan.epsilon, plan.delta)
     eps_q = quantile_epsilon(5 * d, rho=f * rho)
     sens = math.sqrt(d) / n
-    sigma = sens / math.sqrt(2 * (1 - f) * rho)
+    sigma = sens / math.sqrt(2 * (1 - 7 * f / 5) * rho)
     needed = plan_grid_noise("gaussian", sigma, sens, d).grid_scale
-    (kind, scale), = source.scales
+    bins_needed = plan_grid_noise("gaussian", 2 / eps_q, math.sqrt(2 * d), 2 * d).grid_scale
+    (bins_kind, bins_scale), (kind, scale) = source.scales
     return (kind == "gaussian" and scale >= needed
+            and bins_kind == "gaussian" and bins_scale >= bins_needed
             and plan.quantile_epsilon <= eps_q * (1 + 1e-12)
             and plan.n_draws * plan.quantile_epsilon**2 / 8 + plan.mean_rho
             <= rho * (1 + 1e-12))
@@ -173,6 +216,96 @@ def test_the_run_draws_what_the_theorem_needs_and_half_the_noise_is_caught():
     source = _RecordingSource()
     C.quantile_clipped_mean(X, half, source)
     assert not _theorem_holds(half, source)
+    # Bins calibrated for a count sensitivity of half the true one: σ/2.
+    half = dataclasses.replace(plan, count_scale=plan.count_scale / 2)
+    source = _RecordingSource()
+    C.quantile_clipped_mean(X, half, source)
+    assert not _theorem_holds(half, source)
+
+
+# ------------------------------------------------------------ the tail bins
+@pytest.mark.parametrize("sparse", [False, True])
+def test_tail_bins_match_brute_force_and_a_replaced_row_moves_two(sparse):
+    """The four bins of a column against brute force (a sparse matrix: its stored
+    values and implicit zeros); they are disjoint, so a replaced row moves the
+    column's bins by at most 2 in ℓ1 (one out, one in), whatever the two rows."""
+    rng = np.random.default_rng(6)
+    X = rng.standard_t(2, size=(400, 3)) * (rng.random((400, 3)) < 0.6)
+    q = np.sort(np.quantile(X, [0.02, 0.1, 0.5, 0.9, 0.98], axis=0), axis=0)
+    got = C.tail_bin_counts(sp.csr_matrix(X) if sparse else X, q)
+    med, hi, lo = q[2], q[4], q[0]
+    far_hi, far_lo = med + 2 * (hi - med), med - 2 * (med - lo)
+    want = np.array([((X > hi) & (X <= far_hi)).sum(0), (X > far_hi).sum(0),
+                     ((X < lo) & (X >= far_lo)).sum(0), (X < far_lo).sum(0)])
+    np.testing.assert_array_equal(got, want)
+    worst = 0.0
+    for new in (1e300, -1e300, 0.0, float(far_hi[0]), float(lo[0]) - 1e-9):
+        Y = X.copy()
+        Y[int(np.argmax(X[:, 0]))] = new
+        moved = np.abs(C.tail_bin_counts(sp.csr_matrix(Y) if sparse else Y, q) - got)
+        worst = max(worst, moved.sum(axis=0).max())
+    assert worst == 2
+
+
+def test_counts_decide_only_what_the_quantiles_cannot():
+    """Post-processing by hand, one column, median 0, t_in = 1, t_out = 2 (fitted index
+    ln 4/ln 2 = 2: the model predicts N/4 rows in the far bin). Counts consistent with
+    it (N = 400, far = 100) leave the interval unchanged; an empty far bin (a lighter
+    tail) narrows it; an empty tail (N below 2√2 standard deviations: the tail ended
+    before t_out) keeps it at t_out exactly."""
+    q = np.array([[-2.0], [-1.0], [0.0], [1.0], [2.0]])
+    kw = dict(n_samples=10_000, count_sd=5.0)
+    plain = C.extrapolated_interval(q, 0.01, 1e-4, floor=True)
+    same = C.extrapolated_interval(q, 0.01, 1e-4, floor=True,
+                                   tail_counts=np.array([[300.0], [100], [300], [100]]), **kw)
+    assert plain == same
+    assert plain[1][0] > 2.0  # the model stretches beyond t_out
+    light = C.extrapolated_interval(q, 0.01, 1e-4, floor=True,
+                                    tail_counts=np.array([[400.0], [0], [300], [100]]), **kw)
+    assert 2.0 <= light[1][0] < plain[1][0] and light[0] == plain[0]
+    ended = C.extrapolated_interval(q, 0.01, 1e-4, floor=True,
+                                    tail_counts=np.array([[10.0], [3], [300], [100]]), **kw)
+    assert ended[1][0] == 2.0 and ended[0] == plain[0]
+
+
+def _upper_ends(tails):
+    X = np.minimum(np.random.default_rng(10_001).lognormal(8.0, 1.0, size=(10_000, 1)), 2e4)
+    return np.array([C.private_quantile_clipped_mean(
+        X, epsilon=4.0, delta=1e-6, rng=np.random.default_rng(s), tails=tails)[2]["upper"][0]
+        for s in range(8)])
+
+
+def test_a_top_coded_column_is_not_stretched_far_beyond_its_maximum():
+    """Log-normal(8, 1) top-coded at 2·10⁴ (2.9 % of the rows there), n = 10⁴, ε = 4:
+    every grid point above the atom scores the same, the tail draws wander above it,
+    and the Pareto fit through them stretches the interval (``"union"``, the broken
+    variant: median upper end 1.8·10⁵ in eight fits, measured). The bins find no rows
+    beyond the outer draw, or fewer than the fit predicts, and the median upper end
+    stays below 2.5 times the maximum (measured 3.1·10⁴)."""
+    assert np.median(_upper_ends("counted")) < 5e4
+    assert np.median(_upper_ends("union")) > 1e5
+
+
+def test_the_stretch_is_allowed_at_the_cap_of_the_level():
+    """One Lomax(3) column, n = 10⁴, ε = 1 pure: α is at its cap 1/16. Pinned at the
+    outer quantiles (the rule before, a replaced plan with ``max_stretch=1``) the
+    clipping bias was 270 to 580 times the noise's standard deviation in six fits;
+    with the stretch it is below 20 (measured 1.8 to 6.2)."""
+    Y = np.random.default_rng(10_002).pareto(3.0, size=(10_000, 1))
+    plan = C.plan_quantile_clipped_mean(*Y.shape, epsilon=1.0, delta=0.0)
+    assert plan.level == 1 / 16 and plan.max_stretch is None
+
+    def ratios(p):
+        out = []
+        for s in range(6):
+            _, info = C.quantile_clipped_mean(Y, p, np.random.default_rng(s))
+            lo, hi = info["lower"], info["upper"]
+            bias = abs(np.clip(Y, lo, hi).mean() - Y.mean())
+            out.append(bias / (math.sqrt(2) * info["scale"] * (hi - lo)[0]))
+        return np.array(out)
+
+    assert ratios(plan).max() < 20
+    assert ratios(dataclasses.replace(plan, max_stretch=1.0)).min() > 100
 
 
 def test_the_estimator_charges_the_plans_event():
