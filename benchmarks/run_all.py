@@ -217,7 +217,7 @@ def output_perturbation_cases(quick):
     from sklearn.linear_model import LogisticRegression
 
     from skdpsparse import DPOutputPerturbationClassifier
-    from skdpsparse._kernels.erm_solver import InMemoryRows
+    from skdpsparse._solvers.erm import InMemoryRows
     from skdpsparse.datasets import make_sparse_classification
     from skdpsparse.mechanisms.output_perturbation import (
         bound_inputs,

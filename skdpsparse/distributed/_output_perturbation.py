@@ -45,7 +45,7 @@ import scipy.sparse as sp
 
 import dask
 
-from .._kernels.erm_solver import partial_hessian_product, partial_loss_gradient
+from .._solvers.erm import partial_hessian_product, partial_loss_gradient
 from ..base import _DTYPE_KEY
 from ..mechanisms.output_perturbation import (
     CLASSIFICATION_LOSSES, bound_inputs, certified_minimizers, plan_output_perturbation,

@@ -32,10 +32,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _kernels
+from .._solvers.basis_pursuit import basis_pursuit
 from ..accounting import ApproxDP, DiscreteGaussianEvent, with_event
 from ..accounting.discrete import discrete_gaussian_sigma
 from ..utils._data import as_canonical_csr
-from .basis_pursuit import basis_pursuit
 from ..utils._random import as_random_source
 from .noise import add_noise_inplace
 from .projection import (

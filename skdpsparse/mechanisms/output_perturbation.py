@@ -97,7 +97,7 @@ import scipy.sparse as sp
 from scipy.optimize import brentq
 
 from .. import _kernels
-from .._kernels.erm_solver import FixedPointObjective, InMemoryRows, solve_certified
+from .._solvers.erm import FixedPointObjective, InMemoryRows, solve_certified
 from ..accounting import (ApproxDP, DiscreteGaussianEvent, DiscreteLaplaceEvent, PureDP,
                           laplace_scale, with_event)
 from ..accounting.discrete import discrete_gaussian_sigma

@@ -61,7 +61,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _kernels
-from .._kernels.erm_solver import csc_net_loss_sums
+from .._kernels.erm_passes import csc_net_loss_sums
 from ..accounting import PureDP
 from ..utils._random import as_random_source
 from .output_perturbation import BETA, CLASSIFICATION_LOSSES, bound_inputs

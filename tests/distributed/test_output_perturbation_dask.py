@@ -98,7 +98,7 @@ def test_dense_chunks_give_the_in_memory_fit_of_the_dense_array():
 
 def test_every_pass_is_exact_so_the_solver_runs_the_same_iterates():
     # The oracle itself: the same integers from one chunk as from any chunking.
-    from skdpsparse._kernels.erm_solver import InMemoryRows
+    from skdpsparse._solvers.erm import InMemoryRows
 
     X, _, y, _ = _data()
     Xd, yd = _dask(X, y, 457)

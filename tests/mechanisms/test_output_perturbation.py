@@ -616,8 +616,8 @@ def test_the_certificate_error_bound_covers_the_rounding_of_the_sums(monkeypatch
     exactly (math.fsum of each coordinate's float terms). At range_bits = 24 the grid
     is coarse (2^-F large): the bound must still hold, and dropping its grid term
     (the broken variant) must fail."""
-    from skdpsparse._kernels import erm_solver
-    from skdpsparse._kernels.erm_solver import FixedPointObjective, InMemoryRows
+    from skdpsparse._solvers import erm as erm_solver
+    from skdpsparse._solvers.erm import FixedPointObjective, InMemoryRows
 
     monkeypatch.setattr(erm_solver, "_RANGE_BITS", range_bits)
     X, y, _ = make_sparse_classification(3000, 60, 5, random_state=4)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from skdpsparse._kernels.erm_solver import column_counts
+from skdpsparse._kernels.erm_passes import column_counts
 
 
 def test_column_counts_are_the_stored_entries_per_column():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from skdpsparse.mechanisms.basis_pursuit import basis_pursuit
+from skdpsparse._solvers.basis_pursuit import basis_pursuit
 from skdpsparse.mechanisms.sensing import SubsampledHadamardSensing
 
 
