@@ -2,13 +2,19 @@
 perturbation, the sparse exponential mechanism, the heavy-tailed regressor) and of
 the bias-reduced gradient oracle as a mechanism.
 
-The estimators take a ``random_state``, not a random source, so their broken variants
-are the shipped estimator run from replaced public numbers: bounds multiplied by the
-variant's factor, and the privacy parameter re-solved so that the planned noise is the
-variant's multiple of the shipped one (:func:`~..variants.replanned_epsilon`; for
-cyclic DP-SGD, its ``noise_multiplier``). Each claim is read from the shipped fit.
+Where the estimator's mechanism is a plan and its run (the heavy-tailed regressor, the
+sparse exponential mechanism), a broken variant is a replaced plan: the shipped plan
+with a bound multiplied by the variant's factor and its noise kept, and the noise
+variant through the random source or the plan's temperature; the claim is the shipped
+plan's budget. The other estimators take a ``random_state``, not a random source, so
+their broken variants are the shipped estimator run from replaced public numbers:
+bounds multiplied by the variant's factor, and the privacy parameter re-solved so that
+the planned noise is the variant's multiple of the shipped one
+(:func:`~..variants.replanned_epsilon`; for cyclic DP-SGD, its ``noise_multiplier``).
+Each claim is read from the shipped fit.
 """
 
+import dataclasses
 import functools
 import math
 
@@ -17,6 +23,7 @@ from scipy import optimize
 
 from ..case import CURVE_DELTA, SUBSAMPLED_DELTA, Case, Entry
 from ..statistics import claimed_epsilons, gaussian_epsilon
+from ...utils import as_random_source
 from ..variants import replanned_epsilon
 from ._pairs import finite, linear_pair
 
@@ -39,38 +46,49 @@ def _per_variant(f):
     return functools.lru_cache(maxsize=None)(f)
 
 
-def case_heavy_tailed_regressor(epsilon=8.0, delta=1e-5, n=20, d=3, tau=1.0):
-    """:class:`~skdpsparse.linear_model.DPHeavyTailedRegressor` (noise-smoothing oracle,
-    one step, with its random permutation of the rows). Row 0 is x = 10⁶(1, …, 1) with
-    y = ∓10⁶, so its gradient at w = 0, -y(x, 1), saturates ψ_c in every coordinate of
-    opposite signs in D and D'; statistic: the sum of ``coef_`` and ``intercept_``.
-    Variants: ``truncation`` 10τ, ε re-solved for its ``noise_scale_``."""
-    from ...linear_model import DPHeavyTailedRegressor
+def _heavy_tailed_regression_plan(plan, variant):
+    """The plan :func:`~skdpsparse.mechanisms.heavy_tailed_sco.run_heavy_tailed_regression`
+    runs under ``variant``: the shipped ``plan``, or (bound variant) the same plan with
+    its truncation τ (the run's and its oracle step's) multiplied by the variant's
+    factor and the step's noise scale and sensitivity kept for τ (the noise variant is
+    the random source's: the plan asks for the full noise,
+    :class:`~..variants.ScaledNoiseSource` draws half)."""
+    if variant.bound == 1.0:
+        return plan
+    step = dataclasses.replace(plan.step, tau=variant.bound * plan.step.tau)
+    return dataclasses.replace(plan, truncation=variant.bound * plan.truncation, step=step)
 
-    params = dict(delta=delta, mean_oracle="noise_smoothing", max_iter=1, learning_rate=1.0,
-                  radius=1e3)
+
+def case_heavy_tailed_regressor(epsilon=8.0, delta=1e-5, n=20, d=3, tau=1.0):
+    """:class:`~skdpsparse.linear_model.DPHeavyTailedRegressor`'s mechanism: the plan of
+    :func:`~skdpsparse.mechanisms.heavy_tailed_sco.plan_heavy_tailed_regression` (the
+    estimator's, for ``mean_oracle="noise_smoothing"``, one step, η = 1, D = 10³)
+    run by :func:`~skdpsparse.mechanisms.heavy_tailed_sco.run_heavy_tailed_regression`
+    (with its random permutation of the rows). Row 0 is x = 10⁶(1, …, 1) with
+    y = ∓10⁶, so its gradient at w = 0, -y(x, 1), saturates ψ_c in every coordinate of
+    opposite signs in D and D'; statistic: the sum of the coefficients and the
+    intercept. Variants: a replaced plan, truncation at 10τ with the noise planned for
+    τ (:func:`_heavy_tailed_regression_plan`); the noise halved through the random
+    source. Claims: the plan's ρ-zCDP budget."""
+    from ...mechanisms.heavy_tailed_sco import (plan_heavy_tailed_regression,
+                                                run_heavy_tailed_regression)
+
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((n, d)), rng.standard_normal(n)
     X[0] = 1e6
     y0, y1 = y.copy(), y.copy()
     y0[0], y1[0] = -1e6, 1e6
-
-    def fit(data, eps, k, random_state):
-        return DPHeavyTailedRegressor(epsilon=eps, truncation=k * tau,
-                                      random_state=random_state, **params).fit(*data)
-
-    @_per_variant
-    def epsilon_for(variant):
-        return replanned_epsilon(variant, lambda e, k: fit((X, y0), e, k, 0).noise_scale_,
-                                 epsilon)
+    plan = plan_heavy_tailed_regression(n, d, epsilon=epsilon, delta=delta, radius=1e3,
+                                        oracle="noise_smoothing", max_iter=1,
+                                        learning_rate=1.0, truncation=tau)
 
     def mechanism(data, rng, variant):
-        reg = fit(data, epsilon_for(variant), variant.bound, rng)
-        return reg.coef_.sum() + reg.intercept_
+        coef, intercept, _ = run_heavy_tailed_regression(
+            *data, _heavy_tailed_regression_plan(plan, variant), variant.source(rng))
+        return coef.sum() + intercept
 
-    budget = fit((X, y0), epsilon, 1.0, 0).privacy_spent_
     return Case("DPHeavyTailedRegressor", mechanism, ((X, y0), (X, y1)),
-                tuple(claimed_epsilons(budget, (delta, CURVE_DELTA))), _GAUSSIAN_DETECT)
+                tuple(claimed_epsilons(plan.budget, (delta, CURVE_DELTA))), _GAUSSIAN_DETECT)
 
 
 def case_cyclic_sgd(epsilon=8.0, delta=1e-5, n=20, d=3, epochs=2, loss="squared", R=1.0):
@@ -354,38 +372,50 @@ def case_output_perturbation_smoothed_hinge(epsilon=8.0, delta=1e-5, n=2000, a=0
                 mechanism, tuple(pair), tuple(claims), _GAUSSIAN_DETECT)
 
 
+def _sparse_exponential_plan(plan, variant):
+    """The plan :func:`~skdpsparse.mechanisms.sparse_exponential.sparse_exponential`
+    runs under ``variant``: the shipped ``plan``, or the same plan with the row bound
+    R multiplied by the variant's ``bound`` (the score sensitivity Δ_u kept for R) and
+    the temperature 2Δ_u/ε multiplied by its ``noise`` (ε/K divided by it)."""
+    if variant.is_correct:
+        return plan
+    return dataclasses.replace(plan, norm_bound=variant.bound * plan.norm_bound,
+                               epsilon_each=plan.epsilon_each / variant.noise)
+
+
 def case_sparse_exponential(epsilon=2.0, delta=0.0, n=20, d=2, radius=0.5, R=1.0):
-    """:class:`~skdpsparse.linear_model.DPOutputPerturbationClassifier` with
-    ``method="exponential"`` (:func:`~skdpsparse.mechanisms.sparse_exponential.
-    sparse_exponential_mechanism`; logistic loss, no intercept, D = ``radius``, net step
-    τ = D, so the net is {0, ±D·e_j}; CSR input; statistic: ``coef_[0, 0]``).
+    """:class:`~skdpsparse.linear_model.DPOutputPerturbationClassifier`'s mechanism with
+    ``method="exponential"``: the plan of :func:`~skdpsparse.mechanisms.
+    sparse_exponential.plan_sparse_exponential` (logistic loss, no intercept,
+    D = ``radius``, net step τ = D, so the net is {0, ±D·e_j}) run by
+    :func:`~skdpsparse.mechanisms.sparse_exponential.sparse_exponential` on CSR rows
+    with targets ±1; statistic: the released θ₀.
 
     Row 0 (R·e₀ after bounding) is labelled -1 in D and +1 in D': its loss changes by
     exactly Δ_u = DR at ±D·e₀ (ℓ(−t) − ℓ(t) = t for the logistic loss) and nowhere
-    else. Halving the temperature (ε doubled) is not expected to be refuted at CI size:
+    else. Halving the temperature is not expected to be refuted at CI size:
     the exponential mechanism is ε-bounded-range (Durfee and Rogers 2019), its privacy
     loss lies in an interval of width ε (2ε with the temperature halved), so a test
     exceeds ε only on outcomes that are rare under one of D, D'; simulations of this
     three-outcome statistic give lower bounds of about 1.0–1.1ε with 1000 runs. The
-    teeth are the bounding variant (``norm_bound`` 10R at ε·10, the temperature
-    2Δ_u/ε of the true R: scores change by 10Δ_u).
+    teeth are the bounding variant, a replaced plan (:func:`_sparse_exponential_plan`:
+    rows bounded at 10R, the temperature 2Δ_u/ε of the true R, so scores change by
+    10Δ_u).
     """
-    from ...linear_model import DPOutputPerturbationClassifier
-
-    params = dict(loss="logistic", method="exponential", radius=radius, tau=radius,
-                  fit_intercept=False, classes=[-1, 1], delta=delta)
-
-    def fit(data, eps, k, random_state):
-        return DPOutputPerturbationClassifier(epsilon=eps, norm_bound=k * R,
-                                              random_state=random_state, **params).fit(*data)
-
-    def mechanism(data, rng, variant):
-        return fit(data, variant.pure_epsilon(epsilon), variant.bound, rng).coef_[0, 0]
+    from ...mechanisms.sparse_exponential import plan_sparse_exponential, sparse_exponential
 
     data = linear_pair(n, d, R, classification=True)
-    budget = fit(data[0], epsilon, 1.0, 0).privacy_spent_
+    plan = plan_sparse_exponential(n, d, loss="logistic", epsilon=epsilon, radius=radius,
+                                   tau=radius, norm_bound=R, intercept_scaling=0.0)
+
+    def mechanism(data, rng, variant):
+        X, y = data
+        theta = sparse_exponential(X, y, _sparse_exponential_plan(plan, variant),
+                                   as_random_source(rng))
+        return theta[0, 0]
+
     return Case("sparse exponential mechanism", mechanism, data,
-                tuple(claimed_epsilons(budget, (delta,))), {"bound x10": (0.0,)})
+                tuple(claimed_epsilons(plan.budget, (delta,))), {"bound x10": (0.0,)})
 
 
 # ------------------------------------------------------------- bias-reduced oracle
