@@ -659,6 +659,9 @@ def dense_permuted_cyclic_sgd_steps(X, order, norm_bound, y, theta, start, code,
             dots[m, 0], dots[m, 1] = _dot_sumsq(X, rows[m], w)
         k = start
         for m in range(batch_size):
+            # The next batch's row m, fetched while this batch's rows (in cache) are
+            # summed: its pass 1 then reads from the cache.
+            _prefetch_row(X, order[(start + batch_size + m) % n], line)
             i = rows[m]
             dot, ss = dots[m, 0], dots[m, 1]
             cold = not (_DBL_MIN <= ss < math.inf)

@@ -324,6 +324,34 @@ def _calibrated_noise_multiplier(epsilon, delta, **params):
     return calibrate_last_iterate_noise(epsilon, delta, **params)
 
 
+@functools.lru_cache(maxsize=256)
+def _guarantee(z, delta, **params):
+    """(ε of every bound, its order, the best bound's name, the budget with its zCDP
+    event when it has one) at noise multiplier z: a function of public numbers only,
+    remembered like the calibration (the conversions to ε took 2 ms of a 20 ms fit
+    at n = 10⁵, d = 100). The caller copies the dict it keeps; the budget is frozen."""
+    # Every valid bound at z, converted at δ; the smallest ε is the guarantee (Kong and Ribero 2024, Section 4).
+    epsilons, orders = {}, {}
+    curves = last_iterate_rdp_bounds(noise_multiplier=z, **params)
+    for name, curve in curves.items():
+        epsilons[name], orders[name] = curve.to_epsilon(delta)
+    best = min(epsilons, key=epsilons.get)  # dicts keep LAST_ITERATE_BOUNDS order: ties go first
+    budget = ApproxDP(max(epsilons[best], float(np.finfo(float).tiny)), delta)
+    # Every bound of last_iterate_rdp_bounds is a Gaussian RDP curve, ε(α) = αρ at every
+    # order α > 1 (Mironov 2017, Prop. 7, scaled): that is ρ-zCDP (Bun and Steinke 2016,
+    # Def. 1.1), the event the ledger composes in ρ. Attached only when the chosen
+    # curve is linear in α at every computed order (to 1e-12) and ρ's tight conversion
+    # implies the budget (with_event checks it); otherwise the bare budget, composed
+    # by basic composition, is the safe side.
+    ratio = curves[best].epsilons / curves[best].orders
+    if np.ptp(ratio) <= 1e-12 * ratio.max():
+        try:
+            budget = with_event(budget, ZCDPEvent(float(ratio.max())))
+        except ValueError:
+            pass
+    return epsilons, orders, best, budget
+
+
 def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
                     fit_intercept, batch_size, epochs, delta, epsilon=None,
                     noise_multiplier=None, learning_rate="auto", clip_norm="auto",
@@ -453,12 +481,8 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
         z = _calibrated_noise_multiplier(float(epsilon), float(delta), **params)
     else:
         z = float(noise_multiplier)
-    # Every valid bound at z, converted at δ; the smallest ε is the guarantee (Kong and Ribero 2024, Section 4).
-    epsilons, orders = {}, {}
-    curves = last_iterate_rdp_bounds(noise_multiplier=z, **params)
-    for name, curve in curves.items():
-        epsilons[name], orders[name] = curve.to_epsilon(delta)
-    best = min(epsilons, key=epsilons.get)  # dicts keep LAST_ITERATE_BOUNDS order: ties go first
+    epsilons, orders, best, budget = _guarantee(z, float(delta), **params)
+    epsilons = dict(epsilons)  # the plan's own copy (the cached one is shared)
     sched = cyclic_schedule(n, b, int(epochs))
     sigma = displacement_noise_std(z, lr, clip, b)
     report = dict(accounting=accounting, bound=best, order=orders[best], epsilons=epsilons,
@@ -466,19 +490,6 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
                       clipping_can_bind=params["clipping_can_bind"],
                       domain_diameter=diameter, n_steps=sched.n_steps,
                       max_uses=sched.max_uses, noise_std=sigma)
-    budget = ApproxDP(max(epsilons[best], float(np.finfo(float).tiny)), delta)
-    # Every bound of last_iterate_rdp_bounds is a Gaussian RDP curve, ε(α) = αρ at every
-    # order α > 1 (Mironov 2017, Prop. 7, scaled): that is ρ-zCDP (Bun and Steinke 2016,
-    # Def. 1.1), the event the ledger composes in ρ. Attached only when the chosen
-    # curve is linear in α at every computed order (to 1e-12) and ρ's tight conversion
-    # implies the budget (with_event checks it); otherwise the bare budget, composed
-    # by basic composition, is the safe side.
-    ratio = curves[best].epsilons / curves[best].orders
-    if np.ptp(ratio) <= 1e-12 * ratio.max():
-        try:
-            budget = with_event(budget, ZCDPEvent(float(ratio.max())))
-        except ValueError:
-            pass
     return CyclicSGDPlan(
         loss=loss, loss_param=float(loss_param), norm_bound=float(norm_bound),
         fit_intercept=bool(fit_intercept), n_samples=n, n_features=d, batch_size=b,
