@@ -162,6 +162,18 @@ def merge_all(parts, n_rows_total):
 
 
 # ----------------------------------------------------------------- key of the fit
+def data_digest(part, shape, kernel):
+    """The final digest of a data matrix of ``shape`` read by rows from its merged
+    part, as the in-memory key digests it: a dense matrix of one column is digested
+    there as the vector of its n entries (``skdpsparse.utils._random._digest_array``),
+    so it is here (the chunks' lines are the same; only the final tag differs), and
+    the same seed gives the same key for it too."""
+    n, d = shape
+    if d == 1 and kernel[0] == "dense":
+        return final_digest(part, (n,), ("vector",), orientation="rows")
+    return final_digest(part, shape, kernel, orientation="rows")
+
+
 def fit_random_source_from_digests(random_state, estimator, digests):
     """:func:`skdpsparse.utils.fit_random_source` with the data digests given.
 
@@ -258,7 +270,7 @@ def sparse_mean_attributes(estimator, part, plan, shape, input_attrs, digests=No
                 raise RuntimeError("this fit's key needs the data digest, and the "
                                    "chunks computed none (partial_bounded_sum with "
                                    "digest=False).")
-            return [final_digest(part.digest, shape, kernel, orientation="rows")]
+            return [data_digest(part.digest, shape, kernel)]
     rng = fit_random_source_from_digests(estimator.random_state, estimator, digests)
     mean, budget, _ = release_sparse_mean(
         part, plan, method, epsilon=float(estimator.epsilon), delta=delta,

@@ -1,22 +1,36 @@
-"""The heavy-tailed mean's decomposable statistics, and its distributed fit with
-stated bounds.
+"""The heavy-tailed mean's decomposable statistics, and its distributed fit: the
+interval stated (``bounds=``) or located privately (the default).
 
-``DPHeavyTailedMean(method="private_clip")`` is two releases, each of a sum:
+``DPHeavyTailedMean(method="private_clip")`` is a sequence of releases, each reading
+only integer sums over rows:
 
-1. the private quantiles read only the rank counts #{i : x_ij < g_k} and
-   #{i : x_ij ≤ g_k} on a public grid (``skdpsparse.mechanisms.quantile.rank_counts``):
-   integer sums over rows, :func:`partial_rank_counts`;
-2. the clipped mean reads only the per-column sums of clip((x_ij − lo_j)/w_j, 0, 1)
+1. the private median reads the rank counts #{i : x_ij < g_k} and
+   #{i : x_ij ≤ g_k} on the public grid
+   (``skdpsparse.mechanisms.quantile.rank_counts``): :func:`partial_rank_counts`;
+2. the tail quantiles read the same counts on a grid that depends on released
+   numbers only: the union U_j of the public grid and the grid shifted by the
+   released median (``tails="union"`` or ``"counted"``,
+   :func:`partial_column_counts`), the public grid shifted by the median
+   (``"deviations"``), or the public grid again (``"values"``, no pass);
+3. with ``tails="counted"``, the counts of four tail bins per column whose edges are
+   functions of the released quantiles (:func:`partial_tail_bins`);
+4. the clipped mean reads the per-column sums of clip((x_ij − lo_j)/w_j, 0, 1)
    rounded to 2^-F, F = 52 − bit_length(n)
-   (``skdpsparse.mechanisms.heavy_tailed_clip.box_clipped_mean``): integer sums again,
+   (``skdpsparse.mechanisms.heavy_tailed_clip.box_clipped_mean``):
    :func:`partial_clipped_sums`, with implicit zeros counted per column so a sparse
    chunk is never densified.
 
-Both are exact, so the merged statistics equal the in-memory ones bit for bit
-(``tests/distributed/test_heavy_tailed_dask.py``). With ``bounds=`` stated, the fit
-is one pass and :func:`fit_heavy_tailed_distributed` releases it here. The located
-interval (no ``bounds``) needs the in-memory ``private_quantile_clipped_mean`` to
-accept precomputed counts and sums (it reads ``X`` itself); until then it is refused.
+(When n is too small for 5d draws the plan shares one scale between the columns: its
+two draws read the rank counts of the pooled |x_ij|, :func:`partial_pooled_counts`.)
+
+Each is exact, so the merged statistics equal the in-memory ones bit for bit; the
+workers return them as task results, and every draw (exponential mechanism, noisy
+bins, the mean's noise) is made on the driver, from the in-memory plan, in the
+in-memory order, with the key derived from the merged data digest. The same seed
+therefore gives the in-memory release bit for bit
+(``tests/distributed/test_heavy_tailed_dask.py``). The cost is one pass over the
+chunks per release that reads the data (two to four: persist ``X`` first if its
+chunks are expensive to compute).
 """
 
 from dataclasses import dataclass
@@ -24,19 +38,14 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..accounting import (
-    ZCDP, ApproxDP, PureDP, PureDPEvent, ZCDPEvent, approx_dp_to_zcdp, laplace_scale,
-    with_event, zcdp_gaussian_sigma,
-)
-from ..mechanisms.heavy_tailed_clip import (
-    clipped_mean_sensitivity, laplace_epsilon_after, laplace_is_better,
-)
 from ..mechanisms.noise import add_noise_inplace
 from ..mechanisms.quantile import rank_counts
 from ._core import check_chunk
 
-__all__ = ["ClippedSumPart", "clipped_frac_bits", "partial_clipped_sums",
-           "partial_rank_counts", "merge_clipped", "merge_rank_counts"]
+__all__ = ["ClippedSumPart", "clipped_frac_bits", "located_interval", "merge_clipped",
+           "merge_rank_counts", "merge_sums", "partial_clipped_sums",
+           "partial_column_counts", "partial_pooled_counts", "partial_rank_counts",
+           "partial_tail_bins", "union_grids"]
 
 
 def clipped_frac_bits(n):
@@ -45,15 +54,80 @@ def clipped_frac_bits(n):
     return 52 - int(n).bit_length()
 
 
+def merge_sums(a, b):
+    """The sum of two partial results: arrays, or tuples/lists of them (nested)."""
+    if isinstance(a, ClippedSumPart):
+        return merge_clipped(a, b)
+    if isinstance(a, (tuple, list)):
+        return type(a)(merge_sums(x, y) for x, y in zip(a, b, strict=True))
+    return a + b
+
+
 # ---------------------------------------------------------------- rank counts
-def partial_rank_counts(chunk, grid, n_features, row_offset=0):
-    """(strict, non-strict) rank counts of one chunk, int64 of shape (d, G) each."""
+def partial_rank_counts(chunk, grid, n_features, row_offset=0, shift=None):
+    """(strict, non-strict) rank counts of one chunk, int64 of shape (d, G) each
+    (``shift``, a released median, subtracted from each column first)."""
     chunk = check_chunk(chunk, n_features, row_offset)
-    return rank_counts(chunk, grid, strict=True), rank_counts(chunk, grid)
+    return (rank_counts(chunk, grid, strict=True, shift=shift),
+            rank_counts(chunk, grid, shift=shift))
 
 
 def merge_rank_counts(a, b):
     return a[0] + b[0], a[1] + b[1]
+
+
+def partial_pooled_counts(chunk, grid, n_features, row_offset=0):
+    """(strict, non-strict) rank counts of the chunk's |x_ij| pooled over columns,
+    int64 of shape (G,) each (the shared scale's statistic)."""
+    chunk = check_chunk(chunk, n_features, row_offset)
+    pooled = abs(chunk) if sp.issparse(chunk) else np.abs(chunk)
+    return (rank_counts(pooled, grid, strict=True).sum(axis=0),
+            rank_counts(pooled, grid).sum(axis=0))
+
+
+def union_grids(grid, med):
+    """U_j = grid ∪ (m_j + grid) of every column (finite points, sorted, unique): the
+    grid of the union tail draws, a function of public numbers and the released
+    median only."""
+    out = []
+    for m in np.asarray(med, dtype=np.float64):
+        with np.errstate(over="ignore"):
+            shifted = m + grid
+        out.append(np.unique(np.concatenate([grid, shifted[np.isfinite(shifted)]])))
+    return out
+
+
+def partial_column_counts(chunk, grids, n_features, row_offset=0):
+    """#{x < g} and #{x ≤ g} of every column j of one chunk on its own sorted grid
+    ``grids[j]``, implicit zeros of a sparse chunk counted: a list of d pairs of int64
+    arrays (summed over chunks, the counts the union tail draws read in memory)."""
+    chunk = check_chunk(chunk, n_features, row_offset)
+    rows = chunk.shape[0]
+    Xc = chunk.tocsc() if sp.issparse(chunk) else chunk
+    out = []
+    for j, U in enumerate(grids):
+        if sp.issparse(Xc):
+            col = Xc.data[Xc.indptr[j]:Xc.indptr[j + 1]].astype(np.float64)
+            zeros = rows - col.size
+        else:
+            col, zeros = np.asarray(Xc[:, j], dtype=np.float64), 0
+        col = np.sort(col)
+        below = np.searchsorted(col, U, side="left").astype(np.int64)
+        at_most = np.searchsorted(col, U, side="right").astype(np.int64)
+        if zeros:
+            below += zeros * (U > 0)
+            at_most += zeros * (U >= 0)
+        out.append((below, at_most))
+    return out
+
+
+def partial_tail_bins(chunk, quantiles, n_features, row_offset=0):
+    """The exact counts of the four tail bins of every column in one chunk, shape
+    (4, d) (``heavy_tailed_clip.tail_bin_counts``; integers held exactly in
+    float64)."""
+    from ..mechanisms.heavy_tailed_clip import tail_bin_counts
+
+    return tail_bin_counts(check_chunk(chunk, n_features, row_offset), quantiles)
 
 
 # ---------------------------------------------------------------- clipped sums
@@ -117,93 +191,256 @@ def clipped_unit_mean(part, lower, upper, frac_bits):
 
 
 # ------------------------------------------------------------ release (driver only)
-def release_clipped_mean(part, lower, upper, frac_bits, *, rng, rho=None, epsilon=None):
-    """``private_clipped_mean``'s release from the merged part: noise for the
-    sensitivity of ``clipped_mean_sensitivity`` (√m/n or m/n in unit coordinates, m
-    the columns of positive width), one draw, mapped back by lo + w·(ū + Z)."""
-    n = part.n_rows
-    width = upper - lower
-    unit = clipped_unit_mean(part, lower, upper, frac_bits)
-    active = int(np.count_nonzero(width > 0))
-    kind = "laplace" if rho is None else "gaussian"
-    info = {"kind": kind, "scale": 0.0, "sensitivity": 0.0, "n_active": active}
-    if active:
-        claimed, computed = clipped_mean_sensitivity(n, active, frac_bits, kind)
-        scale = (laplace_scale(claimed, epsilon) if kind == "laplace"
-                 else zcdp_gaussian_sigma(claimed, rho))
+def release_clipped(part, plan, rng):
+    """``heavy_tailed_clip.clipped_mean`` from the merged part, for its
+    ``ClippedMeanPlan`` (public interval and noise): lo + w·(ū + Z), Z the planned
+    noise on the columns of positive width, one draw."""
+    width = plan.width
+    unit = clipped_unit_mean(part, plan.lower, plan.upper, clipped_frac_bits(part.n_rows))
+    if plan.n_active:
         z = unit[width > 0].copy()
-        add_noise_inplace(z, rng, kind, scale, sensitivity=claimed,
-                          true_sensitivity=computed)
+        add_noise_inplace(z, rng, plan.kind, plan.noise_scale,
+                          sensitivity=plan.sensitivity,
+                          true_sensitivity=plan.true_sensitivity)
         unit[width > 0] = z
-        info.update(scale=scale, sensitivity=claimed)
-    return lower + width * unit, info
+    return plan.lower + width * unit
+
+
+class _Rows:
+    """Stands for X where a public function reads only its shape
+    (``private_quantiles`` with ``counts=``): the driver holds counts, never rows."""
+
+    def __init__(self, n, d):
+        self.shape = (n, d)
+
+
+def union_tail_draws(counts, grids, med, n, alpha, eps_q, rng):
+    """The four tail draws of every column from the merged counts on U_j: the draws
+    of ``heavy_tailed_clip._union_tail_draws`` (same scores, same priors, same order:
+    for each column the lower inner, lower outer, upper inner, upper outer draw), which
+    reads the rows in memory. Driver only.
+
+    Privacy: as in memory: U_j and the priors are functions of the released median
+    and anchors and public numbers; each count moves by at most one when a row is
+    replaced, so each draw is the exponential mechanism with Δ_u = 1, ε_q-DP and
+    ε_q-bounded range (McSherry and Talwar 2007, "Mechanism design via differential
+    privacy"; Cesar and Rogers 2021, Lemma 3.2), as the plan charges."""
+    from ..mechanisms.heavy_tailed_clip import TAIL_RATIO
+    from ..mechanisms.quantile import prior_weight
+    from ..mechanisms.sparse_exponential import exponential_mechanism
+
+    d = len(grids)
+    levels = (TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha)
+    outer_levels = (alpha, 1.0 - alpha)
+    inner = np.empty((2, d))
+    outer = np.empty((2, d))
+    steps = 8.0  # the public grid's points per octave
+    w_a = prior_weight(eps_q)
+    for j, U in enumerate(grids):
+        below, at_most = counts[j]
+        m = med[j]
+        dev = np.abs(U - m)
+        index = np.arange(U.size)
+        k_m = int(np.searchsorted(U, m))
+        for t, (q_in, q_out) in enumerate(zip(levels, outer_levels)):
+            side = U < m if t == 0 else U > m
+            r = int(np.rint(q_in * n))
+            dist = np.maximum(below - r, 0) + np.maximum(r - at_most, 0)
+            k = int(exponential_mechanism((dist + np.abs(index - k_m)).astype(np.float64),
+                                          1.0, eps_q, rng))
+            inner[t, j] = U[k]
+            a = abs(U[k] - m)
+            r = int(np.rint(q_out * n))
+            dist = (np.maximum(below - r, 0) + np.maximum(r - at_most, 0)).astype(np.float64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                beyond = steps * np.log2(dev / a) if a > 0 else np.where(dev > 0, np.inf, 0.0)
+            prior = w_a * np.where(side, np.maximum(beyond, 0.0), 0.0)
+            prior = np.where(np.isfinite(prior), prior, 1e12)
+            k = int(exponential_mechanism(dist + prior, 1.0, eps_q, rng))
+            outer[t, j] = U[k]
+    return inner, outer
+
+
+def noisy_bins(bins, plan, rng):
+    """``heavy_tailed_clip.noisy_tail_bins`` from the merged exact bins (4, d): the
+    plan's discrete noise for ℓ1 sensitivity 2d (ℓ2 √(2d)), 2d coordinates changed
+    at most (the bins of a column are disjoint). Driver only."""
+    import math
+
+    d = bins.shape[1]
+    sens = 2.0 * d if plan.count_kind == "laplace" else math.sqrt(2.0 * d)
+    add_noise_inplace(bins.reshape(-1), rng, plan.count_kind, plan.count_scale,
+                      sensitivity=sens, n_changed=2 * d)
+    return bins
+
+
+def shared_scale(counts, plan, rng):
+    """The shared interval's C from the merged pooled counts: the two draws of
+    ``heavy_tailed_clip.shared_scale_draws`` (Δ_u = d), then
+    C = ``SHARED_STRETCH``·max(|up|, |med|). Driver only."""
+    from ..mechanisms.heavy_tailed_clip import SHARED_STRETCH
+    from ..mechanisms.quantile import prior_weight, quantile_scores, rank_error
+    from ..mechanisms.sparse_exponential import exponential_mechanism
+
+    below, at_most = counts
+    n, d, grid, eps = plan.n_samples, plan.n_features, plan.grid, plan.quantile_epsilon
+    total = n * d
+    level = min(0.25, rank_error(grid.size, eps) / n)  # heavy_tailed_clip._shared_level
+    med_scores = quantile_scores(below, at_most, int(np.rint(0.5 * total)), grid, float(d))
+    med = int(exponential_mechanism(med_scores.astype(np.float64), float(d), eps, rng))
+    up_scores = quantile_scores(below, at_most, int(np.rint((1.0 - level) * total)), grid,
+                                float(d) * prior_weight(eps), 1, anchor=med)
+    up = int(exponential_mechanism(up_scores.astype(np.float64), float(d), eps, rng))
+    med, up = float(grid[med]), float(grid[max(up, med)])
+    return SHARED_STRETCH * max(abs(up), abs(med)), np.array([med, up])
+
+
+def located_interval(first_counts, run, plan, rng):
+    """The clipping interval of ``heavy_tailed_clip._located_interval`` (or the shared
+    one) from merged counts: every draw on the driver, in the in-memory order.
+
+    Parameters
+    ----------
+    first_counts : pair of int64 arrays
+        The first pass's merged counts: :func:`partial_rank_counts` on the plan's grid
+        (or :func:`partial_pooled_counts` for the shared scale).
+    run : callable
+        ``run(partial, *args, **kwargs)`` runs ``partial(chunk, *args,
+        row_offset=..., **kwargs)`` on every chunk and returns the merged
+        (:func:`merge_sums`) result: one pass over the data, task results only.
+    plan : QuantileClipPlan
+    rng : RandomSource
+        The fit's, on the driver.
+
+    Returns
+    -------
+    lower, upper : ndarrays of shape (d,)
+    quantiles : ndarray
+        The draws (five rows per column, or the shared median and upper quantile).
+    """
+    from ..mechanisms.heavy_tailed_clip import TAIL_RATIO, extrapolated_interval
+    from ..mechanisms.quantile import private_quantiles
+
+    n, d = plan.n_samples, plan.n_features
+    if plan.shared:
+        c, quantiles = shared_scale(first_counts, plan, rng)
+        return np.full(d, -c), np.full(d, c), quantiles
+    grid, eps_q, alpha = plan.grid, plan.quantile_epsilon, plan.level
+    rows = _Rows(n, d)
+    counts = first_counts
+    med = private_quantiles(rows, [0.5], epsilon_each=eps_q, rng=rng, grid=grid,
+                            counts=counts)
+    bins = None
+    tails = getattr(plan, "tails", "union")
+    if tails in ("union", "counted"):
+        grids = union_grids(grid, med[0])
+        col_counts = run(partial_column_counts, grids, d)
+        inner, outer = union_tail_draws(col_counts, grids, med[0], n, alpha, eps_q, rng)
+        quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
+        if tails == "counted":
+            bins = noisy_bins(run(partial_tail_bins, np.sort(quantiles, axis=0), d),
+                              plan, rng)
+    elif tails == "deviations":
+        shift = med[0]
+        counts = run(partial_rank_counts, grid, d, shift=shift)
+        inner = private_quantiles(rows, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
+                                  epsilon_each=eps_q, rng=rng, grid=grid, counts=counts)
+        outer = private_quantiles(rows, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
+                                  grid=grid, counts=counts, anchors=inner)
+        quantiles = np.vstack([outer[:1], inner[:1], np.zeros((1, d)),
+                               inner[1:], outer[1:]]) + shift
+        quantiles[2] = shift
+    elif tails == "values":
+        inner = private_quantiles(rows, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
+                                  epsilon_each=eps_q, rng=rng, grid=grid, counts=counts,
+                                  anchors=np.vstack([med, med]))
+        outer = private_quantiles(rows, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
+                                  grid=grid, counts=counts, anchors=inner)
+        quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
+    else:  # a rule added in memory and not here: refuse before any further draw
+        raise NotImplementedError(f"tails={tails!r} has no distributed fit.")
+    extra = {} if bins is None else dict(tail_counts=bins, n_samples=n,
+                                         count_sd=plan.count_sd)
+    lower, upper = extrapolated_interval(quantiles, alpha, plan.noise_sd,
+                                         max_stretch=plan.max_stretch,
+                                         floor=tails != "values", **extra)
+    return lower, upper, quantiles
 
 
 def fit_heavy_tailed_distributed(estimator, X):
-    """DPHeavyTailedMean.fit on a dask collection, for ``bounds=`` stated (the whole
-    budget to the clipped mean, as in memory)."""
+    """DPHeavyTailedMean.fit on a dask collection: ``method="private_clip"`` (the
+    default ``"auto"`` resolves to it), the interval stated in ``bounds`` or located
+    privately. The plan is the in-memory fit's (``plan_heavy_tailed_mean`` on the
+    estimator's parameters and the collection's public n, d)."""
+    import warnings
+
     import dask
 
-    from ..mechanisms.heavy_tailed_mean import check_bounds
-    from ..utils import validate_params
     from ..base import release
-    from ._core import fit_random_source_from_digests
+    from ..mechanisms.heavy_tailed_clip import plan_clipped_mean
+    from ..mechanisms.heavy_tailed_mean import plan_heavy_tailed_mean
+    from ..utils import validate_params
+    from ._core import data_digest, fit_random_source_from_digests
     from ._dask import chunk_kernel, row_chunks
-    from ..utils._digest import final_digest
 
     validate_params(estimator, estimator._parameter_constraints)
-    method = estimator.method
-    if hasattr(estimator, "_resolved_method"):  # method="auto" (issue 19)
-        method = estimator._resolved_method()
-    if method != "private_clip" or estimator.bounds is None:
+    method = estimator._resolved_method()
+    if method != "private_clip":
         raise NotImplementedError(
-            "DPHeavyTailedMean fits a dask collection with method='private_clip' and "
-            "bounds=(lower, upper) stated. The located interval (bounds=None) is two "
-            "passes of exact sums (rank counts, then clipped sums; both in "
-            "skdpsparse.distributed._heavy_tailed) but its release still reads X in "
-            "memory; cwme's groups and noise_smoothing are not distributed.")
+            f"DPHeavyTailedMean(method={method!r}) has no distributed fit: cwme's groups "
+            "(a secret permutation of the rows) and noise_smoothing are not distributed. "
+            "Use method='private_clip' (the default), with or without bounds.")
     chunks, (n, d), input_attrs = row_chunks(X)
-    lower, upper = check_bounds(estimator.bounds, d)
-    lower, upper = np.minimum(lower, upper), np.maximum(lower, upper)
-    if not np.all(np.isfinite(upper - lower)):
-        raise ValueError("the clipping interval is too wide for float64.")
-    delta = 0.0 if estimator.delta is None else float(estimator.delta)
-    eps = float(estimator.epsilon)
-    if delta == 0 and estimator.noise == "gaussian":
-        raise ValueError("noise='gaussian' needs delta > 0.")
-    frac_bits = clipped_frac_bits(n)
-    task = dask.delayed(partial_clipped_sums, pure=True)
-    merge = dask.delayed(merge_clipped, pure=True)
-    level = [task(c, lower, upper, frac_bits, off) for c, off, _ in chunks]
-    while len(level) > 1:
-        level = [merge(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
-                 for i in range(0, len(level), 2)]
-    # The digest is computed in the same graph: each chunk is read once.
-    part, digest_part = dask.compute(level[0], _digest_graph(chunks, n, d))
-    if part.n_rows != n:
-        raise ValueError(f"the chunks held {part.n_rows} rows, not n={n}.")
+    params = estimator.get_params()
+    del params["random_state"], params["verbose"]
+    plan = plan_heavy_tailed_mean(n, d, **params)  # public numbers only
+    if plan.warning is not None:
+        warnings.warn(plan.warning, UserWarning, stacklevel=3)
+    mech = plan.mechanism
+
+    def graph(partial, *args, **kwargs):
+        task = dask.delayed(partial, pure=True)
+        merge = dask.delayed(merge_sums, pure=True)
+        level = [task(c, *args, row_offset=off, **kwargs) for c, off, _ in chunks]
+        while len(level) > 1:
+            level = [merge(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
+                     for i in range(0, len(level), 2)]
+        return level[0]
+
+    def run(partial, *args, **kwargs):
+        (merged,) = dask.compute(graph(partial, *args, **kwargs))
+        return merged
+
+    # First pass: the digest (for the key) and the first statistic, each chunk read once.
+    if plan.method == "clipped":
+        frac_bits = clipped_frac_bits(n)
+        first = graph(partial_clipped_sums, mech.lower, mech.upper, frac_bits)
+    elif mech.shared:
+        first = graph(partial_pooled_counts, mech.grid, d)
+    else:
+        first = graph(partial_rank_counts, mech.grid, d)
+    first, digest_part = dask.compute(first, _digest_graph(chunks, n, d))
     rng = fit_random_source_from_digests(
         estimator.random_state, estimator,
-        [final_digest(digest_part, (n, d), chunk_kernel(X), orientation="rows")])
-    laplace = estimator.noise == "laplace" or (estimator.noise == "auto"
-                                               and laplace_is_better(d, eps, delta))
-    if not laplace:
-        rho = approx_dp_to_zcdp(eps, delta)
-        mean, info = release_clipped_mean(part, lower, upper, frac_bits, rng=rng, rho=rho)
-        budget = with_event(ZCDP(rho), ZCDPEvent(rho))
-    elif delta > 0:
-        eps_m = laplace_epsilon_after([], eps, delta)
-        mean, info = release_clipped_mean(part, lower, upper, frac_bits, rng=rng,
-                                          epsilon=eps_m)
-        budget = with_event(ApproxDP(eps, delta), PureDPEvent(eps_m))
+        [data_digest(digest_part, (n, d), chunk_kernel(X))])
+    if plan.method == "clipped":
+        if first.n_rows != n:
+            raise ValueError(f"the chunks held {first.n_rows} rows, not n={n}.")
+        mean = release_clipped(first, mech, rng)
+        attrs = dict(clip_lower_=mech.lower, clip_upper_=mech.upper,
+                     noise_scale_=mech.noise_scale * mech.width)
     else:
-        mean, info = release_clipped_mean(part, lower, upper, frac_bits, rng=rng,
-                                          epsilon=eps)
-        budget = PureDP(eps)
-    approx = budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget
-    attrs = dict(input_attrs, method_="clipped", clip_lower_=lower, clip_upper_=upper,
-                 mean_=mean, noise_scale_=float(info["scale"]) * (upper - lower),
-                 privacy_spent_=budget, approx_dp_spent_=approx)
+        lower, upper, _ = located_interval(first, run, mech, rng)
+        mean_plan = plan_clipped_mean(n, lower, upper, rho=mech.mean_rho,
+                                      epsilon=mech.mean_epsilon)
+        part = run(partial_clipped_sums, mean_plan.lower, mean_plan.upper,
+                   clipped_frac_bits(n))
+        mean = release_clipped(part, mean_plan, rng)
+        attrs = dict(clip_lower_=mean_plan.lower, clip_upper_=mean_plan.upper,
+                     noise_scale_=mean_plan.noise_scale * mean_plan.width,
+                     clip_level_=float(mech.level))
+    attrs.update(input_attrs, mean_=mean, method_=plan.method,
+                 privacy_spent_=plan.budget, approx_dp_spent_=plan.approx_dp)
     return release(estimator, attrs)
 
 

@@ -52,7 +52,7 @@ from ..mechanisms.output_perturbation import (
     release,
 )
 from ..utils import validate_params
-from ._core import check_chunk, fit_random_source_from_digests
+from ._core import check_chunk, data_digest, fit_random_source_from_digests
 from ._dask import chunk_kernel, row_chunks
 from ..utils._digest import chunk_digest, final_digest, merge_digests
 
@@ -254,7 +254,7 @@ def fit_output_perturbation_distributed(estimator, X, y):
 
     # The key of the in-memory fit: fit_random_source(random_state, estimator, X,
     # targets), targets of shape (K, n) read by columns (one line per example).
-    digests = [final_digest(digest_x, (n, d), kernel, orientation="rows"),
+    digests = [data_digest(digest_x, (n, d), kernel),
                final_digest(digest_t, (K, n), ("dense", "float64"), orientation="columns")]
     rng = fit_random_source_from_digests(estimator.random_state, estimator, digests)
     theta_hat, _ = release(theta, plan, rng)

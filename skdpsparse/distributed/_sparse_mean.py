@@ -21,7 +21,7 @@ from ..mechanisms.l1_recovery import (
     clipped_measurement_total, n_measurements, release_measurements, sensing_operator,
     uses_compressed_sensing,
 )
-from ._core import fit_random_source_from_digests
+from ._core import data_digest, fit_random_source_from_digests
 from ..utils._digest import chunk_digest, final_digest, merge_digests
 from ._units import add_unit_totals, bound_unit_totals, unit_bucket, unit_totals
 
@@ -103,7 +103,7 @@ def _fit_l1_recovery(estimator, X, chunks, shape, input_attrs, s, delta, m):
     n, d = shape
     norm_bound = float(estimator.norm_bound)
     (digest_part,) = dask.compute(_digest_graph(chunks, n, d))
-    digest = final_digest(digest_part, (n, d), _kernel(X), orientation="rows")
+    digest = data_digest(digest_part, (n, d), _kernel(X))
     rng = fit_random_source_from_digests(estimator.random_state, estimator, [digest])
     operator = sensing_operator(d, m, rng)
     task = dask.delayed(_chunk_measurements, pure=True)

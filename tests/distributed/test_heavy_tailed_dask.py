@@ -1,6 +1,11 @@
-"""DPHeavyTailedMean on Dask collections: its two statistics (rank counts and
-clipped sums) merge to the in-memory ones exactly, and with ``bounds=`` stated the
-release is the in-memory estimator's bit for bit under one noise key."""
+"""DPHeavyTailedMean on Dask collections: its statistics (rank counts on the
+public and the union grids, tail bins, clipped sums) merge to the in-memory ones
+exactly, so with the interval stated (``bounds=``) or located privately (the
+default) the release is the in-memory estimator's bit for bit under one noise key;
+every draw is made on the driver."""
+
+import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -8,8 +13,11 @@ import scipy.sparse as sp
 
 from skdpsparse.distributed import _heavy_tailed, fit_distributed
 from skdpsparse.mean import DPHeavyTailedMean
+from skdpsparse.mechanisms import heavy_tailed_clip
 from skdpsparse.mechanisms.heavy_tailed_clip import box_clipped_mean
+from skdpsparse.mechanisms.heavy_tailed_mean import plan_heavy_tailed_mean
 from skdpsparse.mechanisms.quantile import geometric_grid, rank_counts
+from skdpsparse.utils import RandomSource
 
 dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
@@ -78,10 +86,147 @@ def test_stated_bounds_release_is_the_in_memory_one(noise, delta):
     assert str(est.privacy_spent_) == str(ref.privacy_spent_)
 
 
-def test_the_located_interval_is_refused_with_the_reason():
+def _fit_both(X, rows, **kw):
+    """The in-memory fit and the threaded-scheduler Dask fit of one estimator."""
+    kw.setdefault("random_state", 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # too few rows: public, both warn
+        ref = DPHeavyTailedMean(**kw).fit(X)
+        with dask.config.set(scheduler="threads"):
+            est = fit_distributed(DPHeavyTailedMean(**kw),
+                                  da.from_array(X, chunks=(rows, X.shape[1]), asarray=False))
+    return ref, est
+
+
+def _assert_same_release(ref, est):
+    for name in ("mean_", "clip_lower_", "clip_upper_", "noise_scale_"):
+        np.testing.assert_array_equal(getattr(est, name), getattr(ref, name), err_msg=name)
+    assert est.method_ == ref.method_ == "private_clip"
+    assert est.clip_level_ == ref.clip_level_
+    assert str(est.privacy_spent_) == str(ref.privacy_spent_)
+    assert est.n_features_in_ == ref.n_features_in_
+
+
+# (n, d, kw): per-column intervals with α below its cap (n = 5·10⁴, d = 4), at the
+# cap (d = 1, a dense column: digested as a vector in memory), pure DP, and the
+# shared scale (d = 6 at n = 2000).
+LOCATED = [(50_000, 4, {}), (2000, 1, {}), (3000, 1, {"delta": 0.0}), (2000, 6, {})]
+
+
+@pytest.mark.parametrize("n, d, kw", LOCATED)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_the_located_release_is_the_in_memory_one(n, d, kw, sparse):
+    X = _heavy(n=n, d=d, sparse=sparse)
+    shared = plan_heavy_tailed_mean(n, d, **kw).mechanism.shared
+    assert shared == (d == 6)  # the cases cover both plans
+    for rows in (n, n // 3 + 7):  # one chunk, then four of uneven sizes
+        ref, est = _fit_both(X, rows, **kw)
+        _assert_same_release(ref, est)
+
+
+def _run_over(chunks):
+    """``run`` of :func:`_heavy_tailed.located_interval` over a list of chunks."""
+    offsets = np.cumsum([0] + [c.shape[0] for c in chunks[:-1]])
+
+    def run(partial, *args, **kwargs):
+        out = None
+        for chunk, off in zip(chunks, offsets):
+            part = partial(chunk, *args, row_offset=int(off), **kwargs)
+            out = part if out is None else _heavy_tailed.merge_sums(out, part)
+        return out
+    return run
+
+
+@pytest.mark.parametrize("tails", heavy_tailed_clip.TAILS)
+def test_every_tail_rule_draws_the_in_memory_interval(tails):
+    # The mechanism's rules (the estimator runs the default): same draws from the
+    # merged counts as from the rows, chunks of 1000, 1 and 1999 rows.
+    X = _heavy(n=3000, d=3, sparse=True)
+    plan = heavy_tailed_clip.plan_quantile_clipped_mean(3000, 3, epsilon=1.0, delta=1e-6,
+                                                        level=0.02, tails=tails)
+    ref, info = heavy_tailed_clip.quantile_clipped_mean(X, plan, RandomSource(bytes(32)))
+    run = _run_over([X[:1000], X[1000:1001], X[1001:]])
+    rng = RandomSource(bytes(32))
+    lower, upper, quantiles = _heavy_tailed.located_interval(
+        run(_heavy_tailed.partial_rank_counts, plan.grid, 3), run, plan, rng)
+    np.testing.assert_array_equal(quantiles, info["quantiles"])
+    np.testing.assert_array_equal(lower, info["lower"])
+    np.testing.assert_array_equal(upper, info["upper"])
+    mean_plan = heavy_tailed_clip.plan_clipped_mean(3000, lower, upper, rho=plan.mean_rho,
+                                                    epsilon=plan.mean_epsilon)
+    part = run(_heavy_tailed.partial_clipped_sums, mean_plan.lower, mean_plan.upper,
+               _heavy_tailed.clipped_frac_bits(3000))
+    np.testing.assert_array_equal(_heavy_tailed.release_clipped(part, mean_plan, rng), ref)
+
+
+def _spy_on_draws(monkeypatch):
+    """Records the thread of every draw: each one (noise, exponential mechanism)
+    derives its subkey through ``RandomSource._next_key``."""
+    threads = []
+    for name in ("add_discrete_noise", "_next_key"):
+        original = getattr(RandomSource, name)
+
+        def spy(self, *args, _original=original, **kwargs):
+            threads.append(threading.get_ident())
+            return _original(self, *args, **kwargs)
+        monkeypatch.setattr(RandomSource, name, spy)
+    return threads
+
+
+def test_every_draw_is_on_the_driver_and_no_secret_is_in_a_graph(monkeypatch):
+    seed = 918273645546372819
+    graphs = []
+    compute = dask.compute
+
+    def spy_compute(*args, **kwargs):
+        graphs.append(cloudpickle.dumps([dict(a.__dask_graph__()) for a in args
+                                         if hasattr(a, "__dask_graph__")]))
+        return compute(*args, **kwargs)
+
+    cloudpickle = pytest.importorskip("cloudpickle")
+    monkeypatch.setattr(dask, "compute", spy_compute)
+    threads = _spy_on_draws(monkeypatch)
+    X = _heavy(n=50_000, d=4, sparse=True)
+    with dask.config.set(scheduler="threads"):
+        fit_distributed(DPHeavyTailedMean(random_state=seed),
+                        da.from_array(X, chunks=(12_500, 4), asarray=False))
+    assert threads and set(threads) == {threading.get_ident()}
+    # Passes: digest + rank counts, union-grid counts, (tail bins,) clipped sums.
+    assert len(graphs) >= 3
+    for blob in graphs:
+        for forbidden in (b"RandomSource", b"random_state", b"DPHeavyTailedMean",
+                          b"add_noise", b"exponential_mechanism",
+                          seed.to_bytes(8, "little"), str(seed).encode()):
+            assert forbidden not in blob, forbidden
+
+
+def test_the_located_release_on_the_process_cluster(process_client):
+    X = _heavy(n=50_000, d=4, sparse=True)
+    ref = DPHeavyTailedMean(random_state=5).fit(X)
+    est = fit_distributed(DPHeavyTailedMean(random_state=5),
+                          da.from_array(X, chunks=(9000, 4), asarray=False))
+    _assert_same_release(ref, est)
+
+
+@pytest.mark.parametrize("method", ["cwme", "noise_smoothing"])
+def test_the_other_methods_are_refused_with_the_reason(method):
     X = da.from_array(_heavy(n=100), chunks=(50, 12))
-    with pytest.raises(NotImplementedError, match="bounds"):
-        fit_distributed(DPHeavyTailedMean(), X)
+    with pytest.raises(NotImplementedError, match="private_clip"):
+        fit_distributed(DPHeavyTailedMean(method=method, truncation=5.0), X)
+
+
+@pytest.mark.filterwarnings("ignore:n=3000 rows are too few")
+@pytest.mark.parametrize("sparse", [False, True])
+def test_nan_in_any_chunk_is_refused_before_any_draw(monkeypatch, sparse):
+    threads = _spy_on_draws(monkeypatch)
+    X = _heavy(n=3000, d=2)
+    X[2500, 1] = np.nan
+    X = sp.csr_matrix(X) if sparse else X
+    with pytest.raises(ValueError, match="NaN"):
+        with dask.config.set(scheduler="threads"):
+            fit_distributed(DPHeavyTailedMean(), da.from_array(X, chunks=(1000, 2),
+                                                               asarray=False))
+    assert threads == []
 
 
 def test_nan_in_a_chunk_is_rejected():
