@@ -14,7 +14,7 @@ from ..base import check_fit_params, fit_input, release
 from ..distributed import distributed_fit
 from ..mechanisms.cyclic_sgd import bound_rows_l2, feature_bound
 from ..mechanisms.dp_sgd import (calibrate_dp_sgd_noise, dp_sgd, gradient_norm_bound,
-                                 noise_walk, plan_dp_sgd)
+                                 noise_walk, plan_dp_sgd, smoothness)
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..utils._data import check_fit_input
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress
@@ -28,49 +28,61 @@ _BOOL = InstanceOf(bool, np.bool_, description="bool")
 _AUTO_EPOCHS = 20
 #: batch_size="auto" considers b = 2^k, 16 ≤ b ≤ n, with at most this many noise draws
 #: in the whole run (T·p·K: the O(d) noise of every step is the run time).
-_MAX_NOISE_DRAWS = 1 << 29
+_MAX_NOISE_DRAWS = 1 << 28
 _MIN_AUTO_BATCH = 16
-#: ... and at least this many steps (gradient descent needs steps, not only passes).
-_MIN_AUTO_STEPS = 500
+#: batch_size="auto": the largest accumulated noise (``noise_walk``: the std of the
+#: random walk the noise makes on a coordinate no row pulls back, after T steps) the
+#: schedule may reach, per loss: in logits for the classifier, in units of the label
+#: bound B for the regressor (targets are scaled into [−1, 1]). Read off the synthetic
+#: study of ``benchmarks/bench_dp_sgd.py --part 8`` (DPSGDClassifier's notes).
+_AUTO_MAX_WALK = {"logistic": 0.75, "softmax": 0.75, "huber": 0.075}
 #: DPSGDRegressor's clip_norm="auto": this fraction κ of the gradient bound G, i.e. the
 #: Huber threshold κ on targets scaled into [−1, 1] for rows of full norm (the
 #: synthetic study of ``benchmarks/bench_dp_sgd.py --part 7``; DPSGDRegressor's notes).
 _AUTO_REGRESSION_CLIP = 0.25
 
 
-def auto_batch_size(n, n_params, epochs, epsilon, delta):
-    """The default b, from public numbers only (n, p = d + intercept times K, E, ε, δ).
+def auto_batch_size(n, n_params, epochs, epsilon, delta, *, learning_rate, clip_norm,
+                    max_walk):
+    """The default b, from public numbers only (n, p = (d + intercept)·K, E, ε, δ, λ,
+    C and the loss's walk limit).
 
-    In the regime where DP-SGD's noise dominates, the iterate after T steps of size λ
-    carries the sum of T independent noise vectors of std λ·2zC/b per coordinate: a
-    random walk of std λ·2zC·√T/b on every coordinate the data pull back only weakly
-    (a rare one-hot column, a hashed n-gram). At a fixed number of passes E
-    (T = E·n/b) the batch that minimises z(b)·√T/b gives the least accumulated noise
-    (large batches at a fixed number of epochs, as in De, Berrada, Hayes, Smith and
-    Balle 2022, "Unlocking high-accuracy differentially private image classification
-    through scale", and Ponomareva et al. 2023, "How to DP-fy ML", Section 5.4.1).
-    z(b) is the calibrated noise multiplier
-    (:func:`~skdpsparse.mechanisms.dp_sgd.calibrate_dp_sgd_noise`), which grows with
-    b, sharply where the sampling bound stops amplifying. The candidates are the
-    powers of two from 16 to n whose run has at least 500 steps (gradient descent
-    at step 1/M needs steps, not only passes: 20 full-batch steps left a one-hot
-    regression at R² ≈ 0 on the validation split of ``benchmarks/bench_real_data.py``)
-    and draws at most 2²⁹ noise values (T·p; each step adds p of them), so a fit stays
-    within minutes; b = 16 is the fallback when no candidate qualifies.
+    After T steps of size λ, a coordinate the data pull back only weakly (a rare
+    one-hot column, a hashed n-gram) carries the sum of T independent noise draws of
+    std λ·2zC/b: a random walk of std w(b) = λ·2zC·√T/b
+    (:func:`~skdpsparse.mechanisms.dp_sgd.noise_walk`), z = z(b) the calibrated noise
+    multiplier (:func:`~skdpsparse.mechanisms.dp_sgd.calibrate_dp_sgd_noise`). At a
+    fixed number of passes E (T = ⌈E·n/b⌉) and where the sampling amplifies
+    (z ≈ c·(b/n)·√T/ε), w(b) ≈ 2cλC·E/(ε·b): it falls as 1/b, while the number of
+    steps, what plain gradient descent at step 1/M needs to move the coefficients of
+    rare features, falls as 1/b too. The rule takes the most steps whose walk stays
+    below ``max_walk``: the smallest power of two b ≥ 16 with w(b) ≤ ``max_walk``
+    (and at most 2²⁸ noise draws in the run, T·p, so a fit stays within minutes);
+    when no b < n qualifies, the one of smallest walk (b = n when it qualifies by
+    the draws), and the estimator warns. So the batch grows as ε shrinks (b ∝ 1/ε
+    where the sampling amplifies) and does not depend on n there; at a large ε the
+    batch is small and the run long. Large batches at a fixed number of epochs are
+    the advice of De, Berrada, Hayes, Smith and Balle (2022, "Unlocking
+    high-accuracy differentially private image classification through scale") and
+    Ponomareva et al. (2023, "How to DP-fy ML", Section 5.4.1) when the noise
+    dominates; the limit on w sets where it does. The limits (0.75 logits for the
+    classifier, 0.075·B for the regressor) are read off synthetic data only
+    (``benchmarks/bench_dp_sgd.py --part 8``; :class:`DPSGDClassifier`'s notes).
     """
     n, n_params = int(n), int(n_params)
     candidates = [b for b in (1 << k for k in range(4, 40)) if b < n]
     candidates.append(n)
-    best, best_score = min(n, _MIN_AUTO_BATCH), math.inf
-    for b in candidates:
+    best, best_walk = n, math.inf
+    for b in candidates:  # smallest first: the most steps that qualify
         steps = math.ceil(epochs * n / b)
-        if b > _MIN_AUTO_BATCH and (steps < _MIN_AUTO_STEPS
-                                    or steps * n_params > _MAX_NOISE_DRAWS):
+        if b < n and steps * n_params > _MAX_NOISE_DRAWS:
             continue
         z = calibrate_dp_sgd_noise(epsilon, delta, b, n, steps)
-        score = z * math.sqrt(steps) / b
-        if score < best_score:
-            best, best_score = b, score
+        walk = noise_walk(learning_rate, 2.0 * z * clip_norm, b, steps)
+        if walk <= max_walk:
+            return b
+        if walk < best_walk:
+            best, best_walk = b, walk
     return best
 
 
@@ -101,14 +113,20 @@ class _BaseDPSGD(BaseEstimator):
         n, d = X.shape
         epochs = _AUTO_EPOCHS if self.epochs == "auto" else float(self.epochs)
         p = (d + 1 if self.fit_intercept else d) * n_outputs
-        if self.batch_size == "auto":
-            batch = auto_batch_size(n, p, epochs, epsilon, float(self.delta))
-        else:
-            batch = int(self.batch_size)
+        g = feature_bound(float(self.norm_bound), bool(self.fit_intercept))
         clip = self.clip_norm
         if clip == "auto" and self._auto_clip_fraction != 1.0:  # public numbers only
-            clip = self._auto_clip_fraction * gradient_norm_bound(
-                loss, feature_bound(float(self.norm_bound), bool(self.fit_intercept)))
+            clip = self._auto_clip_fraction * gradient_norm_bound(loss, g)
+        if self.batch_size == "auto":
+            batch = auto_batch_size(
+                n, p, epochs, epsilon, float(self.delta),
+                learning_rate=(1.0 / smoothness(loss, g) if self.learning_rate == "auto"
+                               else float(self.learning_rate)),
+                clip_norm=(gradient_norm_bound(loss, g) if clip == "auto"
+                           else float(clip)),
+                max_walk=_AUTO_MAX_WALK[loss])
+        else:
+            batch = int(self.batch_size)
         plan = plan_dp_sgd(
             n, d, loss=loss, n_outputs=n_outputs, norm_bound=float(self.norm_bound),
             fit_intercept=bool(self.fit_intercept), clip_norm=clip,
@@ -118,7 +136,7 @@ class _BaseDPSGD(BaseEstimator):
             alpha=self.alpha)
         walk = noise_walk(plan.learning_rate, plan.noise_std, plan.batch_size,
                           plan.n_steps)
-        if walk > 1.0 and d > plan.batch_size:
+        if walk > 2.0 * _AUTO_MAX_WALK[loss] and d > plan.batch_size:
             # Public numbers only: said before fitting, whatever the data.
             warnings.warn(
                 f"{type(self).__name__}: at n={n}, d={d}, epsilon={epsilon:.3g} the noise "
@@ -148,6 +166,11 @@ class _BaseDPSGD(BaseEstimator):
         tags.input_tags.sparse = True
         tags.target_tags.required = True
         return tags
+
+
+#: DPSGDClassifier's clip_norm="auto": this fraction of the gradient bound (the synthetic
+#: study of ``benchmarks/bench_dp_sgd.py --part 8``; DPSGDClassifier's notes).
+_AUTO_CLASSIFICATION_CLIP = 0.5
 
 
 class DPSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseDPSGD):
@@ -201,11 +224,20 @@ class DPSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseDPSGD):
     fit_intercept : bool, default=True
         Learn an intercept as the weight of a constant feature 1 (so ‖x̃‖ ≤ √(R² + 1)).
     clip_norm : float or "auto", default="auto"
-        C > 0. ``"auto"``: the largest norm a per-example gradient can have (√(R²+1)
-        for logistic, √2·√(R²+1) for softmax), so clipping never binds.
+        C > 0. ``"auto"``: half the largest norm a per-example gradient can have,
+        G/2 (G = √(R²+1) for logistic, √2·√(R²+1) for softmax): for a row of full
+        norm the clip caps abs(ℓ') at 1/2, a gradient of a badly classified row is
+        shortened, its direction kept. Half the noise per step, so the batch rule
+        takes twice the steps at the same accumulated noise. On synthetic hashed
+        text of the tweets' public shape (n = 12 456, d = 2¹⁸; ``python
+        benchmarks/bench_dp_sgd.py --part 8``, one seed) G/2 at the batch of the same
+        walk gained 1.4 / 1.7 / 0.5 / 0.3 points at ε = 0.5 / 1 / 2 / 4.
     batch_size : int or "auto", default="auto"
-        b, capped at n. ``"auto"``: the power of two that minimises the noise of a
-        pass at the calibrated z (public n, ε, δ, epochs; :func:`auto_batch_size`).
+        b, capped at n. ``"auto"``: the smallest power of two (the most steps) whose
+        accumulated noise, the walk λ·2zC·√T/b, is at most 0.75 (logits) at the
+        calibrated z (public n, d, ε, δ, epochs, C, λ; :func:`auto_batch_size`). It
+        grows as ε shrinks: on the tweets' public shape 1024 / 512 / 256 / 256 / 256 at
+        ε = 0.5 / 1 / 2 / 4 / 8 (256: the cap of 2²⁸ noise draws).
     epochs : float or "auto", default="auto"
         E > 0 passes: T = ⌈E·n/b⌉ steps. ``"auto"``: 20 (the number of passes of the
         DP-SGD recipes of the literature: a fixed budget of passes, then the batch).
@@ -220,7 +252,8 @@ class DPSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseDPSGD):
         ℓ2 penalty (α/2)‖w‖² on the coefficients (not the intercept), applied to the
         iterate at every step (post-processing, no privacy cost): it turns the
         random walk the noise makes on rarely used features into a bounded process.
-        A warning before fitting says when that walk exceeds 1
+        A warning before fitting says when that walk exceeds twice the batch rule's
+        limit (1.5 logits; 0.15 label bounds for the regressor)
         (``skdpsparse.mechanisms.dp_sgd.noise_walk``, public numbers only).
     noise_multiplier : float or None, default=None
         z (noise std on the batch sum over its sensitivity 2C). ``None``: the
@@ -292,6 +325,8 @@ class DPSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin, _BaseDPSGD):
         self.noise_multiplier = noise_multiplier
         self.verbose = verbose
         self.random_state = random_state
+
+    _auto_clip_fraction = _AUTO_CLASSIFICATION_CLIP
 
     loss = "logistic"  # for OneVsRestClassifierMixin.predict_proba (softmax below)
 
@@ -403,7 +438,17 @@ class DPSGDRegressor(RegressorMixin, _BaseDPSGD):
         0.34 / 0.34). Residuals larger than a quarter of the label range are fitted
         robustly (their pull is capped), not ignored. The classifier keeps C = G:
         there C/2 helped at ε ≤ 1 on hashed text and lost 0.5–1 point elsewhere.
-    norm_bound, fit_intercept, batch_size, epochs, learning_rate, average, \
+    batch_size : int or "auto", default="auto"
+        As in :class:`DPSGDClassifier`, with the walk limit 0.075 in units of the
+        label bound B (the targets are scaled into [−1, 1]). On synthetic one-hot
+        ratings of MovieLens' public shape (n = 6·10⁴, 671 users, 9 000 items,
+        ``python benchmarks/bench_dp_sgd.py --part 8``, 2 seeds) the former rule
+        (at least 500 steps: b = 2048, 586 steps) left R² at 0.116 / 0.126 / 0.128 /
+        0.130 / 0.130 at ε = 0.5 / 1 / 2 / 4 / 8 with C = G/4, the ceiling the real
+        ratings showed; this rule's batches 1024 / 512 / 512 / 512 give 0.117 /
+        0.157 / 0.185 / 0.193 (ε = 0.5 / 1 / 2 / 4). The rare items need steps, not a larger
+        clip: at b = 512, C = G/2 was below G/4 at every ε.
+    norm_bound, fit_intercept, epochs, learning_rate, average, \
 alpha, noise_multiplier, verbose, random_state
         As in :class:`DPSGDClassifier` (Huber: gradient bound √(R² + 1), smoothness
         R² + 1).

@@ -116,18 +116,69 @@ def test_undeclared_label_is_refused_naming_classes():
         DPSGDClassifier(classes=[0, 2]).fit(X, y)
 
 
-def test_auto_batch_minimises_the_accumulated_noise():
-    n, p, E, eps, delta = 20_000, 11, 20, 2.0, 1e-6
-    b = auto_batch_size(n, p, E, eps, delta)
-    assert b & (b - 1) == 0 and math.ceil(E * n / b) >= 500
+def _walk(n, b, E, eps, lr, clip, delta=1e-6):
+    """The noise walk λ·2zC·√T/b of a schedule, z from the accountant, by hand."""
+    T = math.ceil(E * n / b)
+    return lr * 2.0 * calibrate_dp_sgd_noise(eps, delta, b, n, T) * clip * math.sqrt(T) / b
 
-    def walk(bb):
-        T = math.ceil(E * n / bb)
-        return calibrate_dp_sgd_noise(eps, delta, bb, n, T) * math.sqrt(T) / bb
 
-    for other in (16, 32, 64, 128, 256, 512):
-        if other != b and math.ceil(E * n / other) >= 500:
-            assert walk(b) <= walk(other)
+@pytest.mark.parametrize("loss, lr, clip, limit, expected", [
+    # logistic, R = 1 with the intercept: G = √2, λ = 1/M = 4/G² = 2, C = G/2;
+    # walks at b = 128 / 256: 1.475 / 0.662 (limit 0.75 logits).
+    ("logistic", 2.0, math.sqrt(2.0) / 2, 0.75, 256),
+    # huber (the regressor): λ = 1/G² = 1/2, C = G/4; walks at b = 256 / 512:
+    # 0.083 / 0.039 (limit 0.075 label bounds).
+    ("huber", 0.5, math.sqrt(2.0) / 4, 0.075, 512),
+])
+def test_auto_batch_is_the_most_steps_within_the_walk_limit(loss, lr, clip, limit,
+                                                            expected):
+    """batch_size="auto" is the smallest power of two whose accumulated noise (the
+    walk, z from the accountant) is at most the loss's limit; public numbers only."""
+    from skdpsparse.linear_model._dp_sgd import _AUTO_MAX_WALK
+
+    n, p, E, eps = 20_000, 11, 20, 2.0
+    assert _AUTO_MAX_WALK[loss] == limit
+    b = auto_batch_size(n, p, E, eps, 1e-6, learning_rate=lr, clip_norm=clip,
+                        max_walk=limit)
+    assert b == expected
+    assert _walk(n, b, E, eps, lr, clip) <= limit < _walk(n, b // 2, E, eps, lr, clip)
+
+
+def test_auto_batch_grows_as_epsilon_shrinks_and_caps_the_noise_draws():
+    """Where the sampling amplifies, the walk is about 2cλC·E/(ε·b): a smaller ε takes
+    a larger batch. The draws cap (T·p ≤ 2^28) skips the batches whose run would draw
+    more noise values; when no batch reaches the limit, the one of least walk."""
+    from skdpsparse.linear_model._dp_sgd import _MAX_NOISE_DRAWS
+
+    kw = dict(learning_rate=2.0, clip_norm=math.sqrt(2.0) / 2, max_walk=0.75)
+    sizes = [auto_batch_size(20_000, 11, 20, eps, 1e-6, **kw) for eps in (0.5, 1.0, 2.0)]
+    assert sizes[0] > sizes[1] > sizes[2]
+    wide = 1 << 20  # p: at n = 20 000, E = 20, only b ≥ 2048 draw at most 2^28 values
+    b = auto_batch_size(20_000, wide, 20, 8.0, 1e-6, **kw)
+    assert b == 2048 and math.ceil(20 * 20_000 / 1024) * wide > _MAX_NOISE_DRAWS
+    tiny = auto_batch_size(300, 11, 20, 0.05, 1e-6, **kw)  # no batch reaches 0.75
+    walks = {bb: _walk(300, bb, 20, 0.05, 2.0, math.sqrt(2.0) / 2)
+             for bb in (16, 32, 64, 128, 256, 300)}
+    assert min(walks.values()) > 0.75 and tiny == min(walks, key=walks.get)
+
+
+def test_auto_schedule_only_chooses_parameters():
+    """The auto schedule chooses b (and C, λ) and nothing else: the fitted plan is
+    plan_dp_sgd's with those parameters given explicitly, its noise multiplier the
+    accountant's for (ε, δ, b, n, T)."""
+    from skdpsparse.mechanisms.dp_sgd import plan_dp_sgd
+
+    X, y = _separable(3000)
+    auto = DPSGDClassifier(epsilon=2.0, classes=[0, 1], random_state=5).fit(X, y)
+    plan = plan_dp_sgd(3000, X.shape[1], loss="logistic", clip_norm=auto.clip_norm_,
+                       batch_size=auto.batch_size_, epochs=20,
+                       learning_rate=auto.learning_rate_, epsilon=2.0, delta=1e-6)
+    assert (plan.n_steps, plan.noise_multiplier, plan.noise_std) == (
+        auto.n_steps_, auto.noise_multiplier_, auto.accounting_["noise_std"])
+    assert auto.noise_multiplier_ == calibrate_dp_sgd_noise(
+        2.0, 1e-6, auto.batch_size_, 3000, auto.n_steps_)
+    assert auto.n_steps_ == math.ceil(20 * 3000 / auto.batch_size_)
+    assert auto.privacy_spent_ == plan.budget
 
 
 def test_verbose_prints_public_counts_only(capsys):
@@ -153,10 +204,17 @@ def test_warns_before_fitting_when_the_noise_would_swamp_rare_features():
     X = sp.random(n, d, density=0.002, format="csr", random_state=0)
     y = rng.integers(2, size=n)
     with pytest.warns(UserWarning, match="accumulates"):
-        DPSGDClassifier(epsilon=0.5, classes=[0, 1], epochs=2, random_state=0).fit(X, y)
+        DPSGDClassifier(epsilon=0.5, classes=[0, 1], epochs=2, batch_size=16,
+                        random_state=0).fit(X, y)
     with pytest.warns(UserWarning, match="accumulates"):
-        DPSGDClassifier(epsilon=0.5, classes=[0, 1], epochs=2, random_state=0).fit(
+        DPSGDClassifier(epsilon=0.5, classes=[0, 1], epochs=2, batch_size=16,
+                        random_state=0).fit(
             sp.csr_matrix((n, d)), np.zeros(n, dtype=int))
+    # The regressor's limit is in units of the label bound: it warns from a walk of
+    # 2 × 0.075 (here about 0.5), where the classifier's limit (1.5 logits) is far.
+    with pytest.warns(UserWarning, match="accumulates"):
+        DPSGDRegressor(epsilon=0.5, label_bound=1.0, epochs=2, batch_size=16,
+                       random_state=0).fit(X, rng.normal(size=n))
     Xd, yd = _separable(5000)
     import warnings
 
@@ -175,10 +233,10 @@ def test_alpha_shrinks_the_coefficients_and_costs_nothing():
 
 
 def test_regressor_auto_clip_is_a_quarter_of_the_gradient_bound():
-    """clip_norm="auto": the classifier clips at the largest gradient norm G (never
-    binds), the regressor at G/4 (the Huber threshold 1/4 on scaled targets, from the
-    synthetic study of benchmarks/bench_dp_sgd.py --part 7). Public numbers only: the
-    same C on any data; the noise std is z·2C at the same z, and the budget is met."""
+    """clip_norm="auto": the classifier clips at half the largest gradient norm, G/2,
+    the regressor at G/4 (the Huber threshold 1/4 on scaled targets; both from the
+    synthetic studies of benchmarks/bench_dp_sgd.py --part 7 and 8). Public numbers
+    only: the same C on any data; the noise std is z·2C, and the budget is met."""
     rng = np.random.default_rng(3)
     X = rng.normal(size=(3000, 4)) / 2
     y = X @ np.array([1.0, -1.0, 0.5, 0.0]) + 0.1 * rng.normal(size=3000)
@@ -196,5 +254,5 @@ def test_regressor_auto_clip_is_a_quarter_of_the_gradient_bound():
                           random_state=0).fit(X, y).clip_norm_ == g
     clf = DPSGDClassifier(epsilon=2.0, classes=[0, 1], norm_bound=2.0,
                           random_state=0).fit(X, (y > 0).astype(int))
-    assert clf.clip_norm_ == pytest.approx(g, rel=1e-12)
+    assert clf.clip_norm_ == pytest.approx(g / 2, rel=1e-12)
     assert reg.score(X, y) > 0.7
