@@ -272,7 +272,8 @@ def _slow_specs(task):
 def _tuning_grids(task):
     """(row name, [factory(ε, seed)]): k candidates, the best on validation is kept."""
     from skdpsparse.linear_model import (DPCyclicSGD, DPOutputPerturbationClassifier,
-                                         DPOutputPerturbationRegressor)
+                                         DPOutputPerturbationRegressor, DPSGDClassifier,
+                                         DPSGDRegressor)
 
     pub = task.public
     s = pub.get("sparsity")
@@ -294,9 +295,18 @@ def _tuning_grids(task):
         cyc = [lambda e, r, E=E, b=b: DPCyclicSGD("squared", epsilon=e, epochs=E,
                                                    batch_size=b, random_state=r)
                for E, b in schedules]
+    batches = (256, 512, 1024, 2048)
+    if task.kind == "classification":
+        sgd = [lambda e, r, b=b: DPSGDClassifier(
+            epsilon=e, classes=cls, batch_size=b, random_state=r) for b in batches]
+    else:
+        sgd = [lambda e, r, b=b: DPSGDRegressor(
+            epsilon=e, label_bound=B, batch_size=b, random_state=r) for b in batches]
     return [("OutputPerturbation tuned: alpha·n in {1, 10, 100, 1000}", op),
             ("CyclicSGD tuned: (epochs, batch) in {(5,256), (10,1024), (20,auto), (50,n)}",
-             cyc)]
+             cyc),
+            ("DPSGD tuned: batch in {256, 512, 1024, 2048} (label_bound public or "
+             "'private')", sgd)]
 
 
 class _AlphaTimesN:
@@ -345,6 +355,8 @@ def linear_rows(task, seeds, epsilons, delta, *, tune=True, slow=False, rows=Non
     if rows:
         specs = [(name, make) for name, make in specs if any(r in name for r in rows)]
     grids = _tuning_grids(task) if tune else []
+    if rows:
+        grids = [(name, c) for name, c in grids if any(r in name for r in rows)]
     for seed in seeds:
         (Xtr, ytr), (Xva, yva), (Xte, yte) = split(task, seed)
         for row, value in _baselines(task, Xtr, ytr, Xte, yte).items():
