@@ -64,7 +64,10 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None,
     (sparse mean, heavy-tailed mean, every pass of output perturbation's certified
     solver; :mod:`skdpsparse.distributed._core`,
     :class:`~skdpsparse._kernels.erm_solver.FixedPointObjective`) or, for ℓ1-recovery,
-    a float sum of measurement vectors each of norm ≤ 1.5L whatever the order; the
+    a float sum of measurement vectors each of norm ≤ 1.5L whatever the order, or, for
+    cyclic SGD, each step's float sum of clipped gradients (each of norm ≤ C whatever
+    the order; the rows visited in the collection's order, which the guarantee allows:
+    it holds for every fixed order); the
     noise is drawn once, on the driver, from a key no worker sees, with the plan and
     sensitivity of the in-memory fit; partial results travel as task results only
     (a retried or recomputed task replaces its result, never adds to it); every chunk
@@ -82,18 +85,22 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None,
 
     Parameters
     ----------
-    estimator : DPSparseMeanEstimator, DPHeavyTailedMean or DPOutputPerturbation*
+    estimator : DPSparseMeanEstimator, DPHeavyTailedMean, DPOutputPerturbation* \
+            or DPCyclicSGD
         The decomposable estimators supported so far (the heavy-tailed mean with
-        ``bounds=`` stated; output perturbation with declared bounds and
-        ``method="output_perturbation"``; see the user guide).
+        ``method="private_clip"``, the default, its interval stated or located;
+        output perturbation with declared bounds and
+        ``method="output_perturbation"``; cyclic SGD with ``shuffle=False``, two
+        classes or a regression, and batches of at least 10⁴ rows; see the user
+        guide).
     X : dask.array.Array of shape (n_samples, n_features), dask.dataframe.DataFrame \
             or pyspark.sql.DataFrame
         Dense or scipy.sparse chunks; numeric columns. A Spark DataFrame (sparse mean
         only) has list columns ``indices`` and ``values`` (give ``n_features``) or
         one numeric column per feature.
     y : dask.array.Array of shape (n_samples,) or dask Series, optional
-        Labels or targets of output perturbation, aligned with ``X``'s rows (rechunked
-        to its row chunks); ignored by the means.
+        Labels or targets of output perturbation and cyclic SGD, aligned with ``X``'s
+        rows (rechunked to its row chunks); ignored by the means.
     privacy_unit : dask.array.Array of shape (n_samples,) or str, optional
         One privacy-unit id (an integer) per row: the guarantee then covers all of a
         unit's rows (user-level privacy). Each unit's rows are summed, the unit's total
@@ -159,6 +166,13 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None,
         from ._output_perturbation import fit_output_perturbation_distributed
 
         return fit_output_perturbation_distributed(estimator, X, y)
+    if name == "DPCyclicSGD":
+        if privacy_unit is not None:
+            raise NotImplementedError("privacy_unit is supported by "
+                                      "DPSparseMeanEstimator only so far.")
+        from ._cyclic_sgd import fit_cyclic_sgd_distributed  # imports dask
+
+        return fit_cyclic_sgd_distributed(estimator, X, y)
     if name == "DPHeavyTailedMean":
         if privacy_unit is not None:
             raise NotImplementedError("privacy_unit is supported by "
@@ -168,5 +182,5 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None,
         return fit_heavy_tailed_distributed(estimator, X)
     raise NotImplementedError(
         f"{name} has no distributed fit yet (issue 20): only DPSparseMeanEstimator, "
-        "DPHeavyTailedMean (bounds stated) and DPOutputPerturbation* do. Fit it in "
-        "memory for now.")
+        "DPHeavyTailedMean, DPOutputPerturbation* and DPCyclicSGD (large batches) do. "
+        "Fit it in memory for now.")

@@ -49,11 +49,15 @@ def test_sequential_estimators_refuse_a_dask_array_with_the_reason(make):
         make().fit(X, y)
 
 
-def test_not_yet_distributed_estimators_say_so():
+def test_cyclic_sgd_says_what_its_distributed_fit_needs():
+    # Its own tests: test_cyclic_sgd_dask.py. Through fit: the secret shuffle and
+    # small batches (each step is a round trip) are refused with the reason.
     X = _dask_csr()
     y = da.from_array(np.arange(X.shape[0]) % 2, chunks=100)
-    with pytest.raises(NotImplementedError, match="no distributed fit yet"):
-        DPCyclicSGD().fit(X, y)
+    with pytest.raises(NotImplementedError, match="shuffle=False"):
+        DPCyclicSGD(classes=[0, 1]).fit(X, y)
+    with pytest.raises(ValueError, match="large batches only"):
+        DPCyclicSGD(classes=[0, 1], shuffle=False).fit(X, y)
 
 
 def test_heavy_tailed_regressor_refuses_with_the_reason():
