@@ -25,6 +25,10 @@ Cases (issue targets in brackets):
   cyclic_csr_sgd       DPCyclicSGD one epoch on CSR vs SGDClassifier [≤ 2.0] (default
                        l2 penalty: a dense noise vector per step)
   cyclic_csr_lazy_sgd  the same with penalty=None: lazy noise [≤ 2.0]
+  cyclic_lazy_passes   its step passes alone (draws replaced by zeros) vs SGDClassifier
+                       [reported: the floor without noise]
+  cyclic_lazy_draws    exact N_Z(0, kN'^2) draws (2^16 of the epoch's k, one thread) vs
+                       as many table draws N_Z(0, N'^2) [reported]
   cyclic_dense_steps   the dense step kernel that bounds rows at their visit (fresh
                        permutation, noise pre-drawn) vs the NumPy DP-SGD [≤ 0.67]
   outpert_eval         one objective + gradient as the certified solver evaluates it
@@ -189,6 +193,7 @@ def cyclic_cases(quick):
                             penalty=None)
     cases.append(Case("cyclic_csr_lazy_sgd", lambda: ours_lazy.fit(Xs, ys),
                       lambda: sgd.fit(Xs, ys), "SGDClassifier, 1 epoch", 2.0))
+    cases += _lazy_parts_cases(ours_lazy, Xs, ys, sgd)
     # The dense step kernel that bounds rows at their visit (no bounded copy), with a
     # fresh permutation per call and its noise pre-drawn: the estimator's one- and
     # two-pass dense epochs without validation, plan, permutation and noise draw.
@@ -211,6 +216,61 @@ def cyclic_cases(quick):
                       lambda: _numpy_dp_sgd_epoch(X, y, b, 0.1, 1.0, 1.0, noise_rng),
                       "NumPy DP-SGD, same steps", 0.67, uses_blas=True))
     return cases
+
+
+def _lazy_parts_cases(est, X, y, sgd):
+    """The lazy CSR epoch's two parts, each against the same baselines: its step
+    passes alone (counting and applying, the draws replaced by zeros: the floor
+    without noise), and its draws alone (the interval counts of that epoch, one exact
+    N_Z(0, kN'^2) draw each) against as many table draws of N_Z(0, N'^2) (the eager
+    noise's sampler), both on one thread (2^16 draws per call)."""
+    from skdpsparse._kernels import LOSS_CODES
+    from skdpsparse._kernels.chacha import key_words
+    from skdpsparse._kernels.cyclic_sgd import (
+        csr_lazy_cyclic_sgd_steps,
+        discrete_gaussian_sums,
+        lazy_max_count,
+    )
+    from skdpsparse._kernels.exact_sampling import DISCRETE_GAUSSIAN, discrete_noise
+    from skdpsparse.mechanisms.cyclic_sgd import bound_rows_l2, plan_cyclic_sgd
+    from skdpsparse.mechanisms.noise import plan_grid_noise
+
+    n, d = X.shape
+    plan = plan_cyclic_sgd(n, d, loss="logistic", norm_bound=est.norm_bound,
+                           fit_intercept=True, batch_size=est.batch_size, epochs=1,
+                           delta=est.delta, epsilon=est.epsilon)
+    grid = plan_grid_noise("gaussian", plan.noise_std,
+                           plan.learning_rate * plan.clip_norm / plan.batch_size, d + 1)
+    scale = grid.grid_scale + 1
+    perm = np.random.default_rng(3).permutation(n)
+    Xb = bound_rows_l2(X, plan.norm_bound, order=perm)
+    yb = np.where(np.asarray(y)[perm] == 1, 1.0, -1.0)
+    row_nnz = int(np.diff(Xb.indptr).max())
+    counts = np.empty(plan.n_steps * (plan.batch_size * row_nnz + 1), dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
+
+    def passes():
+        theta, last, scratch = np.zeros(d + 1), np.zeros(d + 1, np.int64), np.zeros(d)
+        args = (Xb.indptr, Xb.indices, Xb.data, d, yb, theta, np.arange(n), 0, 0,
+                plan.n_steps, LOSS_CODES["logistic"], 1.0, plan.clip_norm,
+                plan.batch_size, plan.learning_rate, True, grid.spacing)
+        _, used = csr_lazy_cyclic_sgd_steps(*args, last, scratch, lazy_max_count(scale),
+                                            np.zeros(0), counts, none, none, True)
+        last[:] = 0
+        csr_lazy_cyclic_sgd_steps(*args, last, scratch, lazy_max_count(scale),
+                                  np.zeros(used), counts, none, none, False)
+        return used
+
+    used = passes()
+    ks = np.random.default_rng(4).choice(counts[:used], 1 << 16)  # the epoch's mix of k
+    key = key_words(os.urandom(32))
+    print(f"  cyclic_csr_lazy: {used} draws in the epoch's steps (+{d + 1} at the end), "
+          f"grid scale N' = {scale}, interval counts k in [{ks.min()}, {ks.max()}]")
+    return [Case("cyclic_lazy_passes", passes, lambda: sgd.fit(X, y),
+                 "SGDClassifier, 1 epoch", None),
+            Case("cyclic_lazy_draws", lambda: discrete_gaussian_sums(ks, scale, key),
+                 lambda: discrete_noise(ks.size, DISCRETE_GAUSSIAN, scale, key, 0),
+                 "table draws N_Z(0, N'^2)", None)]
 
 
 def output_perturbation_cases(quick):

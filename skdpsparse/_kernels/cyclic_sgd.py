@@ -65,6 +65,7 @@ from .grid_noise_exact import below as exact_below
 from .grid_noise_exact import count_above as exact_count_above
 from .grid_noise_exact import exp_neg as exact_exp_neg
 from .linear_losses import (
+    LOGISTIC,
     _clipped_derivative,
     _csr_margin,
     _dense_margin_rescaled,
@@ -110,6 +111,22 @@ def _next_batch(order, start, rows):
         if start == n:
             start = 0
     return start
+
+
+@njit(cache=True, inline="always")
+def _derivative(code, z, y, param):
+    """ℓ'(z, y): ``loss_value_and_derivative(code, z, y, param)[1]``, bit for bit (the
+    same operations), without the logistic loss's log1p, whose value the steps never
+    use (a libm call the compiler keeps)."""
+    if code == LOGISTIC:
+        z = np.float64(z)
+        y = np.float64(y)
+        t = y * z
+        if t > 0.0:
+            e = math.exp(-t)
+            return -y * e / (1.0 + e)
+        return -y / (1.0 + math.exp(t))
+    return loss_value_and_derivative(code, z, y, param)[1]
 
 
 @njit(cache=True)
@@ -440,7 +457,7 @@ def dense_sequential_cyclic_sgd_steps(X, row_norms, y, theta, start, code, param
             z = _dot(x, w) + b
             if not abs(z) < math.inf:
                 z = _dense_margin_rescaled(X, i, w, b)
-            der = loss_value_and_derivative(code, z, y[i], param)[1]
+            der = _derivative(code, z, y[i], param)
             if der != 0.0:
                 x_norm = row_norms[i]
                 g_norm = abs(der) * (math.hypot(x_norm, 1.0) if fit_intercept else x_norm)
@@ -679,7 +696,7 @@ def dense_permuted_cyclic_sgd_steps(X, order, norm_bound, y, theta, start, code,
                 if not abs(z) < math.inf:
                     s, x_norm, z = _bounded_row_cold(X, i, norm_bound, w, b, tmp)
                     cold = True
-            der = loss_value_and_derivative(code, z, y[k], param)[1]
+            der = _derivative(code, z, y[k], param)
             if der != 0.0:
                 g_norm = abs(der) * (math.hypot(x_norm, 1.0) if fit_intercept else x_norm)
                 if g_norm <= clip_norm:
@@ -1112,7 +1129,7 @@ def csr_lazy_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, st
         for r_ in range(batch_size):
             i = rows[r_]
             z = _csr_margin(indptr, indices, data, i, w, theta[d])
-            der = loss_value_and_derivative(code, z, y[i], param)[1]
+            der = _derivative(code, z, y[i], param)
             if der == 0.0:
                 continue
             c = _clipped_derivative(der, data, indptr[i], indptr[i + 1], clip_norm,
