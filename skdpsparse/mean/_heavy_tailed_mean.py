@@ -78,7 +78,9 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
     noise for ℓ2 sensitivity √d/n in unit coordinates (Canonne, Kamath and Steinke
     2020, "The discrete Gaussian for differential privacy", Theorem 14), composed
     adaptively (Bun and Steinke 2016, Lemma 2.3); with Laplace noise for the mean (few
-    columns), the draws and an ε_m-DP release composed by Rényi accounting to (ε, δ).
+    columns), the draws and an ε_m-DP release composed by Rényi accounting to (ε, δ),
+    the draws' zCDP budget the largest that leaves ε_m = (1 − 7f/5)ε
+    (:func:`~skdpsparse.mechanisms.heavy_tailed_clip.mixed_draws_rho`).
     With private_clip and δ = 0: fε for the draws, 2f/5·ε for the bins (discrete
     Laplace of scale 1/ε_q for ℓ1 sensitivity 2d), the rest for the mean with discrete
     Laplace noise for ℓ1 sensitivity d/n; ε-DP by basic composition. With stated

@@ -473,20 +473,60 @@ def _laplace_epsilon_after(events, epsilon, delta):
     return lo
 
 
+#: The mixed path (δ > 0, Laplace mean) gives its draws the zCDP budget that costs the
+#: mean the share f of its ε (:func:`mixed_draws_rho`); before issue 19's third round
+#: the draws took fρ, which cost the mean 34 % of ε at ε = 1, δ = 1e-6, f = 0.14.
+MIXED_SHARE_OF_MEAN = True
+
+
+def mixed_draws_rho(epsilon, delta, share):
+    """The zCDP budget ρ_d of the draws of the mixed path (δ > 0, a Laplace mean): the
+    largest ρ_d such that ρ_d-zCDP draws followed by an ε_m-DP mean with
+    ε_m = (1 − ``share``)·ε compose to at most (ε, δ)-DP
+    (:func:`laplace_epsilon_after`, Rényi accounting), by bisection to a relative
+    2^-30, rounded down (public numbers only). So ``share`` is the fraction of the
+    mean's ε that locating costs, as on the pure path (ε_m = (1 − share)·ε) and the
+    zCDP path (ρ_m = (1 − share)·ρ)."""
+    return _mixed_draws_rho(float(epsilon), float(delta), float(share))
+
+
+@functools.lru_cache(maxsize=256)  # public numbers in, a number out
+def _mixed_draws_rho(epsilon, delta, share):
+    from ..accounting import ZCDPEvent
+
+    target = (1.0 - share) * epsilon
+    lo, hi = 0.0, approx_dp_to_zcdp(epsilon, delta)
+    if laplace_epsilon_after([ZCDPEvent(hi)], epsilon, delta) >= target:
+        return hi
+    while hi - lo > lo * 2.0**-30 + 1e-300:
+        mid = 0.5 * (lo + hi)
+        if laplace_epsilon_after([ZCDPEvent(mid)], epsilon, delta) >= target:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def laplace_is_better(n_features, epsilon, delta, scale_fraction=0.0):
     """Whether, at a target (ε, δ) with δ > 0, the clipped mean of d columns gets
     less noise as an ε_m-DP Laplace release than as a (1 − f)ρ-zCDP Gaussian one
-    (public numbers only; f = ``scale_fraction`` is what the quantiles take, as fρ).
-    Standard deviations per coordinate, in units of width/n: √2·d/ε_m against
-    √d/√(2(1 − f)ρ), ε_m from :func:`laplace_epsilon_after`. Laplace wins for few
-    columns (d = 1 at ε = 1, δ = 1e-6: about 1.5 against 4.8)."""
+    (public numbers only; f = ``scale_fraction`` is the share of the mean's budget
+    that locating takes). Standard deviations per coordinate, in units of width/n:
+    √2·d/ε_m against √d/√(2(1 − f)ρ), with ε_m = (1 − f)ε (the draws of
+    :func:`mixed_draws_rho`; for f = 0, ε_m from :func:`laplace_epsilon_after`, which
+    may exceed ε). Laplace wins for few columns (d = 1 at ε = 1, δ = 1e-6: about 1.6
+    against 4.9 at f = 0.14; at that f and δ up to d = 8 at ε = 1 and d = 10 at
+    ε ≥ 4)."""
     from ..accounting import ZCDPEvent
 
     if delta == 0:
         return True
     rho = approx_dp_to_zcdp(epsilon, delta)
-    events = [ZCDPEvent(scale_fraction * rho)] if scale_fraction > 0 else []
-    eps_m = laplace_epsilon_after(events, epsilon, delta)
+    if scale_fraction > 0 and MIXED_SHARE_OF_MEAN:  # the draws of mixed_draws_rho
+        eps_m = (1.0 - scale_fraction) * epsilon
+    else:
+        events = [ZCDPEvent(scale_fraction * rho)] if scale_fraction > 0 else []
+        eps_m = laplace_epsilon_after(events, epsilon, delta)
     if eps_m <= 0:
         return False
     return (math.sqrt(2.0) * n_features / eps_m
@@ -509,7 +549,8 @@ class QuantileClipPlan:
     column, d for the pooled draws of the shared scale) composed adaptively with the
     clipped mean at ``mean_rho`` (ρ-zCDP, Bun and Steinke 2016, Lemma 2.3) or
     ``mean_epsilon`` (ε-DP; basic composition for δ = 0, Rényi accounting of both
-    parts for δ > 0, :func:`laplace_epsilon_after`). The interval and the mean's
+    parts for δ > 0, :func:`laplace_epsilon_after`, with the draws' ρ_d from
+    :func:`mixed_draws_rho` so that ε_m ≥ (1 − 7f/5)ε, or (1 − f)ε without bins). The interval and the mean's
     noise scale are computed in the run from the draws' releases (post-processing);
     the mean's budget is fixed here. The grid of the tail draws (``tails``) depends
     on the data only through the released median, so every rule has the same draws,
@@ -648,20 +689,24 @@ def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
         d, epsilon, delta, located))
     rho = approx_dp_to_zcdp(epsilon, delta) if delta > 0 else None
 
-    def each(k):  # ε of each of k draws sharing fρ (zCDP) or fε (pure)
-        return (quantile_epsilon(k, rho=f * rho) if delta > 0
-                else quantile_epsilon(k, epsilon=f * epsilon))
+    def each(k, share):  # ε_q of each of k draws that together cost the mean `share`
+        if delta == 0:
+            return quantile_epsilon(k, epsilon=share * epsilon)
+        if laplace and MIXED_SHARE_OF_MEAN:
+            return quantile_epsilon(k, rho=mixed_draws_rho(epsilon, delta, share))
+        return quantile_epsilon(k, rho=share * rho)
 
     counted = tails == "counted"
-    eps_q = each(N_DRAWS * d)  # f over the quantile draws, whichever rule
     n_draws = (N_DRAWS + (COUNT_DRAWS if counted else 0)) * d
+    # f over the 5d quantile draws, whichever rule (the bins at the same ε_q).
+    eps_q = each(n_draws, located)
     # Too few rows for 5d draws (α at its cap, public numbers only): one scale shared
     # by all columns instead, from SHARED_DRAWS draws on the pooled |x_ij|.
     shared = level == "auto" and auto_clip_level(
         n, d, quantile_epsilon=eps_q, grid_size=grid.size) >= SHARED_BELOW_LEVEL and d > 1
     if shared:
         n_draws = SHARED_DRAWS
-        eps_q = each(n_draws)
+        eps_q = each(n_draws, f)
         counted = False
     draws = SelfComposedEvent(ZCDPEvent(eps_q**2 / 8.0) if delta > 0 else PureDPEvent(eps_q),
                               n_draws)

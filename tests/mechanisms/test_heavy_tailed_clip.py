@@ -68,8 +68,10 @@ def test_the_floor_keeps_the_clip_at_or_beyond_the_outer_quantile():
 def _clipped_rows(tails, seed=0):
     X = make_heavy_tailed(10_000, 10, distribution="pareto", tail_parameter=3.0,
                           random_state=seed)[0] + 0.5
-    est, _, info = C.private_quantile_clipped_mean(
-        X, epsilon=4.0, delta=1e-6, rng=np.random.default_rng(seed), tails=tails)
+    est, _, info = C.private_quantile_clipped_mean(  # Gaussian: per-column draws
+        X, epsilon=4.0, delta=1e-6, rng=np.random.default_rng(seed), tails=tails,
+        noise="gaussian")
+    assert "shared" not in info
     rows = np.maximum((X < info["lower"]).sum(axis=0), (X > info["upper"]).sum(axis=0))
     return rows.max(), info["level"] * X.shape[0]
 
@@ -124,14 +126,16 @@ def test_union_counts_move_by_at_most_one_for_a_replaced_row():
 # ------------------------------------------------------------------- the plan
 def test_the_tail_rule_does_not_change_the_budget():
     """The three grids of the draws share one plan; ``"counted"`` (the default) has
-    the same draws at the same ε_q plus the bins, charged as 2d draws more."""
-    union = C.plan_quantile_clipped_mean(20_000, 3, epsilon=1.0, delta=1e-6, tails="union")
+    the same draws at the same ε_q plus the bins, charged as 2d draws more (zCDP path:
+    the draws' ε_q is linear in the share)."""
+    kw = dict(epsilon=1.0, delta=1e-6, noise="gaussian")
+    union = C.plan_quantile_clipped_mean(20_000, 3, tails="union", **kw)
     for t in ("deviations", "values"):
-        plan = C.plan_quantile_clipped_mean(20_000, 3, epsilon=1.0, delta=1e-6, tails=t)
+        plan = C.plan_quantile_clipped_mean(20_000, 3, tails=t, **kw)
         assert plan.tails == t
         assert dataclasses.replace(union, tails=t) == plan
         assert plan.budget == union.budget and plan.budget.event == union.budget.event
-    counted = C.plan_quantile_clipped_mean(20_000, 3, epsilon=1.0, delta=1e-6)
+    counted = C.plan_quantile_clipped_mean(20_000, 3, **kw)
     assert counted.tails == "counted" and counted.count_kind == "gaussian"
     assert counted.quantile_epsilon == union.quantile_epsilon
     assert counted.n_draws == union.n_draws + 2 * 3
@@ -269,21 +273,44 @@ def test_counts_decide_only_what_the_quantiles_cannot():
 
 
 def _upper_ends(tails):
-    X = np.minimum(np.random.default_rng(10_001).lognormal(8.0, 1.0, size=(10_000, 1)), 2e4)
+    X = np.minimum(np.random.default_rng(10_001).lognormal(8.0, 1.0, size=(100_000, 1)), 2e4)
     return np.array([C.private_quantile_clipped_mean(
-        X, epsilon=4.0, delta=1e-6, rng=np.random.default_rng(s), tails=tails)[2]["upper"][0]
+        X, epsilon=1.0, delta=1e-6, rng=np.random.default_rng(s), tails=tails)[2]["upper"][0]
         for s in range(8)])
 
 
 def test_a_top_coded_column_is_not_stretched_far_beyond_its_maximum():
-    """Log-normal(8, 1) top-coded at 2·10⁴ (2.9 % of the rows there), n = 10⁴, ε = 4:
+    """Log-normal(8, 1) top-coded at 2·10⁴ (2.9 % of the rows there), n = 10⁵, ε = 1:
     every grid point above the atom scores the same, the tail draws wander above it,
     and the Pareto fit through them stretches the interval (``"union"``, the broken
-    variant: median upper end 1.8·10⁵ in eight fits, measured). The bins find no rows
+    variant: median upper end 1.6·10⁵ in eight fits, measured). The bins find no rows
     beyond the outer draw, or fewer than the fit predicts, and the median upper end
-    stays below 2.5 times the maximum (measured 3.1·10⁴)."""
+    stays below 2.5 times the maximum (measured 2.7·10⁴)."""
     assert np.median(_upper_ends("counted")) < 5e4
     assert np.median(_upper_ends("union")) > 1e5
+
+
+@pytest.mark.parametrize("f", [0.1, 0.2])
+def test_the_mixed_path_costs_the_mean_the_declared_share(f):
+    """δ > 0 with a Laplace mean (one column): the zCDP draws get the largest ρ_d
+    with which the mean keeps ε_m ≥ (1 − 7f/5)ε after Rényi accounting
+    (``mixed_draws_rho``): ε_m is that share (to the bisection's precision) and the
+    whole composes to at most (ε, δ). The rule before (the draws took 7f/5·ρ, the
+    broken variant) left the mean far less (0.66ε at f = 0.1)."""
+    from skdpsparse.accounting import ZCDPEvent, compose_events
+
+    eps, delta, s = 1.0, 1e-6, 7 * f / 5
+    plan = C.plan_quantile_clipped_mean(50_000, 1, epsilon=eps, delta=delta,
+                                        scale_fraction=f)
+    assert plan.kind == "laplace" and not plan.shared
+    assert (1 - s) * eps <= plan.mean_epsilon <= (1 - s) * eps * (1 + 1e-6)
+    assert compose_events([plan.budget.event], delta).epsilon <= eps
+    rho_d = C.mixed_draws_rho(eps, delta, s)
+    assert math.isclose(plan.n_draws * plan.quantile_epsilon**2 / 8, rho_d, rel_tol=1e-12)
+    assert C.laplace_epsilon_after([ZCDPEvent(rho_d * 1.01)], eps, delta) < (1 - s) * eps
+    old = C.laplace_epsilon_after([ZCDPEvent(s * approx_dp_to_zcdp(eps, delta))], eps,
+                                  delta)
+    assert old < 0.8 * (1 - s) * eps  # the earlier rule's mean: caught
 
 
 def test_the_stretch_is_allowed_at_the_cap_of_the_level():

@@ -161,10 +161,11 @@ def test_private_clip_budget_is_the_composition(delta, noise):
         noise=noise)
     leaves = budget.event.leaves()
     # Five quantiles per column, their tail bins charged as two draws more (the
-    # default tails="counted"), and one mean; with pure DP α reaches 1/32 and the two
-    # draws of the shared scale replace them (no bins).
+    # default tails="counted"), and one mean; with a Laplace mean (pure, or mixed:
+    # smaller draws) α reaches 1/32 and the two draws of the shared scale replace
+    # them (no bins).
     k = 2 if info.get("shared") else 21
-    assert bool(info.get("shared")) == (delta == 0)
+    assert bool(info.get("shared")) == (noise != "gaussian")
     assert [k_ for _, k_ in leaves] == [k, 1]
     if noise == "gaussian":
         rho = approx_dp_to_zcdp(1.0, delta)
@@ -174,10 +175,14 @@ def test_private_clip_budget_is_the_composition(delta, noise):
     elif delta:  # zCDP draws, then a pure release: (ε, δ) by Rényi accounting
         from skdpsparse.accounting import ApproxDP, compose_events
 
+        from skdpsparse.mechanisms.heavy_tailed_clip import mixed_draws_rho
+
         assert budget == ApproxDP(1.0, delta)
-        assert leaves[0][0].rho * 15 == pytest.approx(0.2 * approx_dp_to_zcdp(1.0, delta),
-                                                      rel=1e-12)
+        # The draws' ρ_d leaves the mean (1 − f)ε (f = 0.2, the shared scale: no bins).
+        assert leaves[0][0].rho * 2 == pytest.approx(mixed_draws_rho(1.0, delta, 0.2),
+                                                     rel=1e-12)
         eps_m = leaves[1][0].epsilon
+        assert 0.8 <= eps_m <= 0.8 * (1 + 1e-6)
         assert compose_events([budget.event], delta).epsilon <= 1.0
         assert compose_events([budget.event.events[0], type(leaves[1][0])(eps_m * 1.01)],
                               delta).epsilon > 1.0  # ε_m is (nearly) the largest
@@ -198,13 +203,18 @@ def test_private_clip_budget_is_the_composition(delta, noise):
 def test_laplace_is_chosen_for_few_columns():
     """Public numbers only: at (1, 1e-6) with nothing spent before, the Laplace mean
     has less noise for d <= 10 (per-coordinate sd √2·d/ε_m against √d/√(2ρ),
-    ρ = 0.0244); after the quantiles' 10 % for d <= 5. The (ε, δ) fit then composes
-    zCDP draws with a pure release by Rényi accounting."""
+    ρ = 0.0244); after a share f of the mean's budget, ε_m = (1 − f)ε against
+    (1 − f)ρ: √2·d/((1 − f)ε) ≤ √d/√(2(1 − f)ρ) ⟺ d ≤ (1 − f)ε²/(4ρ), by hand
+    (d ≤ 9 at f = 0.1, d ≤ 8 at f = 0.14). The (ε, δ) fit then composes zCDP draws with
+    a pure release by Rényi accounting."""
     from skdpsparse.accounting import ApproxDP
     from skdpsparse.mechanisms.heavy_tailed_clip import laplace_is_better
 
     assert [d for d in range(1, 30) if laplace_is_better(d, 1.0, 1e-6)] == list(range(1, 11))
-    assert [d for d in range(1, 30) if laplace_is_better(d, 1.0, 1e-6, 0.1)] == [1, 2, 3, 4, 5]
+    rho = approx_dp_to_zcdp(1.0, 1e-6)
+    for f in (0.1, 0.14):
+        by_hand = [d for d in range(1, 30) if d <= (1 - f) / (4 * rho)]
+        assert [d for d in range(1, 30) if laplace_is_better(d, 1.0, 1e-6, f)] == by_hand
     X = np.random.default_rng(8).standard_t(3, size=(20000, 1))
     est = DPHeavyTailedMean(random_state=0).fit(X)
     assert est.privacy_spent_ == ApproxDP(1.0, 1e-6)
