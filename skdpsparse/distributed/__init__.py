@@ -115,7 +115,9 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None,
         seed gives the same release for every partitioning, but other noise than in
         memory. ``"partitions"`` reads them in the DataFrame's order (partition, then
         position), which must be deterministic (no shuffle since the data was read):
-        the same seed then gives the in-memory release of the matrix in that order.
+        the same seed then gives the in-memory release of the matrix in that order
+        (with ``privacy_unit``: of the in-memory units fit, the rows digested in that
+        order before the shuffle by unit, one more pass).
 
     Returns
     -------

@@ -40,7 +40,8 @@ partition, each unit's total bounded there
 (:mod:`skdpsparse.distributed._units`), the partitions' exact sums as task results,
 and a driver check that the partitions held U units in all (a split unit would be
 bounded, and counted, more than once). The statistic is the in-memory units fit's;
-the key hashes the (id, row) pairs as a multiset.
+the key hashes the (id, row) pairs as a multiset, or, with ``row_order="partitions"``,
+by position in the DataFrame's order before the shuffle (the in-memory key).
 """
 
 import pickle
@@ -209,7 +210,7 @@ def fit_sparse_mean_spark(estimator, df, *, n_features=None, indices="indices",
         columns, d = _check_columns(df, n_features, indices, values, columns)
         if columns is not None and unit in columns:
             raise ValueError(f"privacy_unit column {unit!r} is also a feature column.")
-        return _fit_units(estimator, df, unit, d, indices, values, columns)
+        return _fit_units(estimator, df, unit, d, indices, values, columns, row_order)
     columns, d = _check_columns(df, n_features, indices, values, columns)
     digest = row_order if key_needs_data(estimator) else None
     first_rows = counts = None
@@ -282,11 +283,6 @@ def _check_unit_column(df, privacy_unit, row_order):
     if kind not in _INTEGER_TYPES:
         raise ValueError(f"privacy_unit column {privacy_unit!r} must hold integer ids, "
                          f"got {df.schema[privacy_unit].dataType.simpleString()}.")
-    if row_order != "multiset":
-        raise ValueError(
-            "row_order='partitions' is not available with privacy_unit: the rows are "
-            "shuffled by unit before they are read, so the key's digest hashes the "
-            "(id, row) pairs as a multiset (row_order='multiset').")
     return privacy_unit
 
 
@@ -375,7 +371,84 @@ def _unit_statistic(df, unit, plan, indices, values, columns, digest):
     return sums, units, rows, total
 
 
-def _fit_units(estimator, df, unit, d, indices, values, columns):
+def _unit_positional_digest(unit, n_features, indices, values, columns, first_rows,
+                            counts, n_rows):
+    """The function run by ``mapInArrow`` on each partition of the DataFrame in its
+    own order (before any shuffle): the positional digest share of [ids | rows]
+    (:func:`~skdpsparse.utils._digest.chunk_digest` at the partition's first row
+    index), the in-memory units fit's digest; public inputs only. A partition whose
+    row count differs from the count pass fails the fit (the order is not
+    deterministic)."""
+
+    def run(batches):
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        from ._sparse_mean import _ids_and_rows
+
+        partition = TaskContext.get().partitionId()
+        start = first_rows.get(partition, 0)
+        expected = counts.get(partition, 0)
+        rows, part_digest = 0, DigestPart()
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if rows + batch.num_rows > expected:
+                rows += batch.num_rows
+                break  # refused below, without reading the rest
+            ids = batch.column(batch.schema.get_field_index(unit))
+            if ids.null_count:
+                raise ValueError(f"privacy_unit column {unit!r} holds a null id (Spark "
+                                 f"partition {partition}).")
+            ids = ids.to_numpy(zero_copy_only=False).astype(np.int64)
+            chunk = check_chunk(_batch_to_chunk(batch, n_features, indices, values,
+                                                columns), n_features, start + rows)
+            part_digest = merge_digests(
+                part_digest, chunk_digest(_ids_and_rows(chunk, ids), start + rows, n_rows),
+                n_rows)
+            rows += chunk.shape[0]
+        if rows != expected:
+            raise ValueError(
+                f"Spark partition {partition} held {expected} rows when they were "
+                "counted and other rows when they were read: the DataFrame's order is "
+                "not deterministic (a shuffle since it was read?). Use "
+                "row_order='multiset', or checkpoint the DataFrame first.")
+        yield pa.RecordBatch.from_pydict({
+            "partition": [partition], "sums": [b""], "rows": [rows],
+            "digest": [int(part_digest.total).to_bytes(256, "little")],
+            "fragments": [pickle.dumps(part_digest.fragments)]})
+
+    return run
+
+
+def _units_digest(df, unit, d, indices, values, columns):
+    """The in-memory units fit's key digest of [ids | X] in the DataFrame's order
+    (``row_order="partitions"``): a count pass in the JVM, then one digest pass over
+    the unshuffled partitions, merged on the driver."""
+    from ..utils._digest import final_digest
+
+    counts = _partition_counts(df)
+    n, first_rows, start = sum(counts.values()), {}, 0
+    for p in sorted(counts):
+        first_rows[p], start = start, start + counts[p]
+    mapped = df.mapInArrow(_unit_positional_digest(unit, d, indices, values, columns,
+                                                   first_rows, counts, n), PART_SCHEMA)
+    try:
+        results = mapped.collect()
+    except Exception as exc:
+        error = _worker_error(exc)
+        if error is None:
+            raise
+        raise error from exc
+    merged = DigestPart()
+    for row in results:
+        merged = merge_digests(merged, DigestPart(
+            int.from_bytes(row["digest"], "little"), pickle.loads(row["fragments"]),
+            int(row["rows"])), n)
+    return final_digest(merged, (n, d + 1), orientation="rows"), n
+
+
+def _fit_units(estimator, df, unit, d, indices, values, columns, row_order="multiset"):
     """The user-level sparse mean on Spark: the same statistic and guarantee as
     :func:`~skdpsparse.distributed.fit_sparse_mean_units_in_memory`.
 
@@ -391,7 +464,10 @@ def _fit_units(estimator, df, unit, d, indices, values, columns):
     The key: a multiset digest of the (id, row) pairs (``[id | row]`` as in memory,
     hashed without an order), so the same seed gives the same release on every
     partitioning, but other noise (of the same distribution) than in memory, whose
-    digest of ``[ids | X]`` is positional.
+    digest of ``[ids | X]`` is positional; or, with ``row_order="partitions"``, that
+    positional digest of the DataFrame in its own order (:func:`_units_digest`, a
+    count and a digest pass before the shuffle), so the same seed gives the
+    in-memory units fit of the rows in that order, bit for bit.
     """
     from ..base import release
     from ._core import resolve_sparse_mean, sparse_mean_attributes, sparse_mean_plan
@@ -405,8 +481,15 @@ def _fit_units(estimator, df, unit, d, indices, values, columns):
     _refuse_l1_recovery(method)
     plan = sparse_mean_plan(n_units, d, float(estimator.norm_bound), s)
     digest = key_needs_data(estimator)
+    positional = None
+    if digest and row_order == "partitions":
+        positional, n_rows = _units_digest(df, unit, d, indices, values, columns)
     sums, units, rows, total = _unit_statistic(df, unit, plan, indices, values, columns,
-                                               digest)
+                                               digest and positional is None)
+    if positional is not None and rows != n_rows:
+        raise RuntimeError(f"the DataFrame held {n_rows} rows when digested and {rows} "
+                           "after the shuffle by unit: it is not deterministic; nothing "
+                           "was released.")
     if units != n_units:
         raise RuntimeError(
             f"the partitions after the shuffle by {unit!r} held {units} units, not the "
@@ -415,7 +498,7 @@ def _fit_units(estimator, df, unit, d, indices, values, columns):
     attrs = {"n_features_in_": d}
     if columns is not None and all(isinstance(c, str) for c in columns):
         attrs["feature_names_in_"] = np.asarray(columns, dtype=object)
-    digests = () if not digest else \
+    digests = () if not digest else [positional] if positional is not None else \
         [b"spark-units" + multiset_digest(total, (rows, d + 1))]
     attrs = sparse_mean_attributes(estimator, BoundedSumPart(sums, n_units, None), plan,
                                    (n_units, d), attrs, digests=digests, method=method)

@@ -411,6 +411,23 @@ def test_user_level_statistic_and_release_are_the_in_memory_ones(
         same.mean_, _sparse_mean.fit_sparse_mean_units_in_memory(_uest(), X, ids).mean_)
 
 
+def test_user_level_positional_key_gives_the_in_memory_release(spark, shuffle_partitions):
+    # row_order="partitions" with privacy_unit: the digest of [ids | X] by position,
+    # read before the shuffle by unit, is the in-memory units fit's: same seed, same
+    # release bit for bit, for every input and shuffle partitioning.
+    from skdpsparse.distributed import fit_sparse_mean_units_in_memory
+
+    X, ids = _unit_data()
+    reference = fit_sparse_mean_units_in_memory(_uest(), X, ids)
+    for partitions, shuffled in ((1, 1), (3, 4)):
+        shuffle_partitions(shuffled)
+        est = fit_distributed(_uest(), _unit_frame(spark, X, ids, partitions),
+                              n_features=60, privacy_unit="user", row_order="partitions")
+        np.testing.assert_array_equal(est.mean_, reference.mean_)
+        assert est.privacy_unit_ == "user"
+        assert str(est.privacy_spent_) == str(reference.privacy_spent_)
+
+
 def _spread_adversary(n_other=400, d=30, partitions=4, rows=64, seed=4):
     """Everyone else's rows (units 0..79) with one adversarial unit (id 10**6) of
     ``rows`` rows of norm L = 1 in one direction, interleaved so that every one of the
@@ -493,9 +510,10 @@ def test_user_level_bad_input_is_refused_as_in_memory(spark):
     with pytest.raises(ValueError, match="must hold integer ids, got double"):
         fit_distributed(_uest(), frame.withColumn("user", frame["user"] * 0.5),
                         n_features=60, privacy_unit="user")
-    with pytest.raises(ValueError, match="row_order='partitions' is not available"):
-        fit_distributed(_uest(), frame, n_features=60, privacy_unit="user",
-                        row_order="partitions")
+    with pytest.raises(ValueError, match="Input X contains NaN"):  # the positional key
+        fit_distributed(est, _unit_frame(spark, bad, ids, 2), n_features=60,
+                        privacy_unit="user", row_order="partitions")
+    assert not hasattr(est, "mean_")
     from pyspark.sql import functions as F
 
     with_null = frame.withColumn(
