@@ -492,15 +492,19 @@ def mixed_draws_rho(epsilon, delta, share):
 
 @functools.lru_cache(maxsize=256)  # public numbers in, a number out
 def _mixed_draws_rho(epsilon, delta, share):
-    from ..accounting import ZCDPEvent
+    from ..accounting import PureDPEvent, ZCDPEvent, compose_events
 
     target = (1.0 - share) * epsilon
+
+    def fits(rho_d):  # ρ_d-zCDP draws, then the target ε_m-DP mean, within (ε, δ)
+        return compose_events([ZCDPEvent(rho_d), PureDPEvent(target)], delta).epsilon <= epsilon
+
     lo, hi = 0.0, approx_dp_to_zcdp(epsilon, delta)
-    if laplace_epsilon_after([ZCDPEvent(hi)], epsilon, delta) >= target:
+    if fits(hi):
         return hi
     while hi - lo > lo * 2.0**-30 + 1e-300:
         mid = 0.5 * (lo + hi)
-        if laplace_epsilon_after([ZCDPEvent(mid)], epsilon, delta) >= target:
+        if fits(mid):
             lo = mid
         else:
             hi = mid
