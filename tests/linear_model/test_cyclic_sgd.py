@@ -484,3 +484,34 @@ def test_the_remembered_noise_calibration_is_the_calibration():
             domain_diameter=None)
         assert plan.noise_multiplier == again.noise_multiplier == direct
         assert plan.budget == again.budget
+
+
+def test_the_remembered_guarantee_is_the_guarantee():
+    """plan_cyclic_sgd remembers the conversion of its bounds at z to (ε, δ) and the
+    zCDP event: a repeated plan's ε, order and event equal a fresh conversion of
+    last_iterate_rdp_bounds at the same z, its accounting dict is its own (changing
+    one plan's leaves the next plan's as it was), and a plan at another z or δ gets
+    its own ε."""
+    from skdpsparse.accounting import last_iterate_rdp_bounds
+    from skdpsparse.mechanisms.cyclic_sgd import _guarantee, plan_cyclic_sgd
+
+    kw = dict(loss="logistic", norm_bound=1.0, fit_intercept=True, batch_size=64,
+              epochs=2)
+    first = plan_cyclic_sgd(1000, 5, delta=1e-6, noise_multiplier=3.0, **kw)
+    first.accounting["epsilons"]["composition"] = 123.0  # a caller's change
+    hits = _guarantee.cache_info().hits
+    again = plan_cyclic_sgd(1000, 5, delta=1e-6, noise_multiplier=3.0, **kw)
+    assert _guarantee.cache_info().hits == hits + 1
+    curve = last_iterate_rdp_bounds(
+        noise_multiplier=3.0, n_samples=1000, batch_size=64, epochs=2,
+        learning_rate=again.learning_rate, clip_norm=again.clip_norm, weak_convexity=None,
+        smoothness=None, clipping_can_bind=again.accounting["clipping_can_bind"],
+        domain_diameter=None)["composition"]
+    eps, order = curve.to_epsilon(1e-6)
+    assert again.accounting["epsilons"] == {"composition": eps}
+    assert again.accounting["order"] == order and again.budget.epsilon == eps
+    ratio = curve.epsilons / curve.orders
+    assert again.budget.event.rho == float(ratio.max())
+    other_z = plan_cyclic_sgd(1000, 5, delta=1e-6, noise_multiplier=2.0, **kw)
+    other_delta = plan_cyclic_sgd(1000, 5, delta=1e-5, noise_multiplier=3.0, **kw)
+    assert other_z.budget.epsilon > eps > other_delta.budget.epsilon
