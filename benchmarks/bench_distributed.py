@@ -39,6 +39,14 @@ average): row level with the multiset key (the default) and with the positional 
 against the in-memory fits of the same rows; wall time only (the Python workers' CPU
 is not read), the cases interleaved in each of ``--rounds`` rounds.
 
+``--part cyclic`` times large-batch ``DPCyclicSGD`` (logistic, ``shuffle=False``,
+batches of ``--cyclic-batch`` rows, ``--cyclic-epochs`` passes) on a dask CSR array of
+``--cyclic-n`` rows and ``--cyclic-d`` columns (labels of a planted sparse model) on a
+``--workers``-worker LocalCluster against its in-memory fit: wall time of each, the
+two interleaved in each of ``--rounds`` rounds (medians, paired ratio), the number of
+steps (one round trip each) and whether the two released the same coefficients bit
+for bit.
+
 Not a test: it prints numbers and never fails on a wall-clock value. Time it on a
 quiet machine:
 
@@ -48,6 +56,7 @@ quiet machine:
         --op-d 16384 --op-chunk-rows 25000                           # a quick check
     .venv/bin/python benchmarks/bench_distributed.py --part digest   # the row hashing
     .venv/bin/python benchmarks/bench_distributed.py --part spark --spark-n 1000000
+    .venv/bin/python benchmarks/bench_distributed.py --part cyclic   # DPCyclicSGD
 """
 
 import argparse
@@ -158,9 +167,14 @@ def main(argv=None):
                         help="rows of the output-perturbation comparison (0: skip it)")
     parser.add_argument("--op-d", type=int, default=2**18)
     parser.add_argument("--op-chunk-rows", type=int, default=125_000)
-    parser.add_argument("--part", choices=("dask", "digest", "spark"), default="dask",
+    parser.add_argument("--part", choices=("dask", "digest", "spark", "cyclic"),
+                        default="dask",
                         help="dask: the fits above; digest: the multiset row hashing; "
-                        "spark: the Spark fits")
+                        "spark: the Spark fits; cyclic: large-batch DPCyclicSGD")
+    parser.add_argument("--cyclic-n", type=int, default=400_000)
+    parser.add_argument("--cyclic-d", type=int, default=2**16)
+    parser.add_argument("--cyclic-batch", type=int, default=20_000)
+    parser.add_argument("--cyclic-epochs", type=int, default=2)
     parser.add_argument("--digest-n", type=int, default=100_000)
     parser.add_argument("--spark-n", type=int, default=1_000_000)
     parser.add_argument("--rows-per-unit", type=int, default=20)
@@ -170,6 +184,8 @@ def main(argv=None):
         return multiset_digest(args)
     if args.part == "spark":
         return spark_fits(args)
+    if args.part == "cyclic":
+        return cyclic_sgd(args)
 
     from skdpsparse.distributed import fit_distributed, fit_sparse_mean_in_memory
     from skdpsparse.mean import DPSparseMeanEstimator
@@ -277,6 +293,47 @@ def output_perturbation(args):
           f"(loss and gradient): {len(passes)}")
     same = (np.array_equal(dist.coef_, ref.coef_)
             and np.array_equal(dist.intercept_, ref.intercept_))
+    print(f"distributed == in-memory estimator.fit, bit for bit: {same}")
+
+
+def cyclic_sgd(args):
+    """Large-batch DPCyclicSGD: the dask fit (one round trip per step) against the
+    in-memory ``shuffle=False`` fit of the same rows, interleaved."""
+    from skdpsparse.distributed import fit_distributed
+    from skdpsparse.linear_model import DPCyclicSGD
+
+    n, d, b = args.cyclic_n, args.cyclic_d, args.cyclic_batch
+    rows = b * max(1, (n // args.workers // 2) // b)  # chunks a multiple of b
+
+    def est():
+        return DPCyclicSGD(epsilon=1.0, batch_size=b, epochs=args.cyclic_epochs,
+                           shuffle=False, classes=[0, 1], random_state=0)
+
+    w = planted_model(d, args.seed)
+    X = in_memory_matrix(n, d, args.nnz, rows, args.seed)
+    y = labels_of(X, w)
+    Xd = dask_matrix(n, d, args.nnz, rows, args.seed)
+    yd = Xd.map_blocks(labels_of, w, drop_axis=1, dtype=np.int64,
+                       meta=np.array([], dtype=np.int64))
+    print(f"DPCyclicSGD (logistic, shuffle=False): n = {n}, d = {d}, {args.nnz} nonzeros "
+          f"per row, b = {b}, {args.cyclic_epochs} passes, chunks of {rows} rows, "
+          f"{args.workers} workers x 1 thread")
+    mem, dist = [], []
+    with fresh_client(args):
+        ref = est().fit(X, y)  # warm up both (compiled kernels on every worker)
+        fitted = fit_distributed(est(), Xd, yd)
+        for _ in range(args.rounds):
+            ref, wall, _ = _timed(lambda: est().fit(X, y))
+            mem.append(wall)
+            fitted, wall, _ = _timed(lambda: fit_distributed(est(), Xd, yd))
+            dist.append(wall)
+    m, t = float(np.median(mem)), float(np.median(dist))
+    steps = fitted.n_steps_
+    print(f"in memory: {m:.2f} s; dask: {t:.2f} s ({steps} steps, "
+          f"{1e3 * t / steps:.0f} ms per step); ratio dask / in memory (medians of "
+          f"{args.rounds} interleaved rounds): {t / m:.2f}")
+    same = (np.array_equal(fitted.coef_, ref.coef_)
+            and np.array_equal(fitted.intercept_, ref.intercept_))
     print(f"distributed == in-memory estimator.fit, bit for bit: {same}")
 
 
