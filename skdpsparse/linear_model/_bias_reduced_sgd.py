@@ -6,10 +6,8 @@ import math
 import os
 import sys
 import warnings
-from typing import NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -19,15 +17,11 @@ from ..utils._data import declared_classes
 from ..mechanisms.bias_reduced import (
     ACCOUNTINGS,
     MECHANISMS,
-    bias_reduced_sgd,
-    boost_noisy_min,
-    boost_random_stopping,
-    linear_gradient_rows,
-    linear_objective,
-    noisy_min_runs,
-    renyi_filter_feasible,
-    renyi_filter_plan,
-    theorem_learning_rate,
+    bias_reduced_design,
+    bias_reduced_linear_fit,
+    bias_reduced_oracle_epsilon,
+    bounded_rows,
+    plan_bias_reduced_sgd,
 )
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..base import check_fit_params, fit_input, release
@@ -36,8 +30,6 @@ from ..utils._progress import VERBOSE_CONSTRAINT, Progress
 from ..utils._data import check_fit_input
 
 _POSITIVE = Interval("real", 0, None, closed="neither")
-# max |ℓ''| of the sigmoid loss 1/(1 + e^t): attained where σ(t) = 1/2 ± 1/(2√3).
-_SIGMOID_CURVATURE = 1.0 / (6.0 * math.sqrt(3.0))
 
 _COMMON_CONSTRAINTS = {
     "epsilon": [_POSITIVE],
@@ -162,7 +154,7 @@ _SHARED_DOC = """epsilon : float, default=1.0
         (Feldman and Zrnic 2021, Theorem 3.1), whose budget converts to exactly
         (ε, δ); the oracle's budget is then raised until the run lasts the paper's
         τ = n/ln(2/δ) steps on average (:func:`~skdpsparse.mechanisms.bias_reduced.
-        renyi_filter_plan`): at n = 10⁵, δ = 10⁻⁶ and ε = 0.5, 1, 4 the noise standard
+        plan_renyi_filter`): at n = 10⁵, δ = 10⁻⁶ and ε = 0.5, 1, 4 the noise standard
         deviation of each mean is 99, 84 and 53 times smaller than with the paper's
         accounting, for about the same number of steps (derivation:
         ``doc/derivations/bias_reduced_accounting.rst``).
@@ -243,137 +235,51 @@ def _part(total, K):
         part = math.nextafter(part, 0.0)
 
 
-class _Design(NamedTuple):
-    """The bounded rows (with the intercept's column c) and the gradient bounds they
-    give, shared by the one-vs-rest problems of one fit."""
-
-    X: object
-    n: int
-    d: int
-    c: float
-    feat_l2: float
-    s_grad: float
-
-
 class _BaseBiasReducedSGD(BaseEstimator):
-    """Shared fit: bounds, learning rate, runs and boosting; subclasses give the loss."""
+    """Shared fit: validate → plan → run → release; subclasses give the loss."""
 
     def _bounded(self, X):
-        """Rows scaled into {‖x‖₂ ≤ R, ‖x‖₁ ≤ √s R} (sparse stays sparse; a copy)."""
+        """Rows scaled into {‖x‖₂ ≤ R, ‖x‖₁ ≤ √s R}, as the fit bounded its rows (a copy;
+        sparse stays sparse)."""
         R = float(self.norm_bound)
         s = X.shape[1] if self.sparsity is None else min(int(self.sparsity), X.shape[1])
-        l1 = math.sqrt(s) * R
-        if sp.issparse(X):
-            scales = _kernels.csr_bounding_scales(X.indptr, X.data, R, l1)
-            data = _kernels.csr_scale_rows(X.indptr, X.data, scales)
-            return sp.csr_matrix((data, X.indices.copy(), X.indptr.copy()), shape=X.shape), s
-        X = np.asarray(X)
-        return _kernels.dense_scale_rows(X, _kernels.dense_bounding_scales(X, R, l1)), s
+        return bounded_rows(X, R, math.sqrt(s) * R)
+
+    def _plan(self, shape, epsilon, delta, deriv_bound, loss_range, convex):
+        """The plan of one problem at (``epsilon``, ``delta``) from public numbers (n, d,
+        the parameters); warns, before the rows are read, when that budget is below
+        what Theorem 6.7 needs."""
+        n, d = shape
+        plan = plan_bias_reduced_sgd(
+            n, d, epsilon=epsilon, delta=delta, norm_bound=self.norm_bound,
+            sparsity=self.sparsity,
+            intercept_scaling=float(self.intercept_scaling) if self.fit_intercept else 0.0,
+            deriv_bound=deriv_bound, convex=convex, loss_range=loss_range,
+            radius=self.radius, learning_rate=self.learning_rate, boosting=self.boosting,
+            n_runs=self.n_runs, failure_prob=self.failure_prob, mechanism=self.mechanism,
+            calibration=self.calibration, accounting=self.accounting,
+            max_iter=self.max_iter)
+        if convex and plan.radius is not None:
+            self._warn_below_theory(n, plan.dim, plan.gradient_sparsity, epsilon, delta)
+        return plan
 
     def _fit_linear(self, X, targets, code, param, deriv_bound, loss_range, convex):
         """One problem at the whole budget (ε, δ) (a binary classifier, the regressor);
         return (coef, intercept, info, budget). Sets nothing."""
-        eps, delta = float(self.epsilon), float(self.delta)
-        design = self._design(X, convex, eps, delta)
-        rng = fit_random_source(self.random_state, self, design.X, targets)
-        return self._fit_problem(design, targets, code, param, deriv_bound, loss_range,
-                                 convex, eps, delta, rng)
+        plan = self._plan(X.shape, float(self.epsilon), float(self.delta), deriv_bound,
+                          loss_range, convex)
+        design = bias_reduced_design(X, plan)
+        rng = fit_random_source(self.random_state, self, design, targets)
+        return self._run(design, targets, code, param, plan, rng)
+
+    def _run(self, design, targets, code, param, plan, rng):
+        return bias_reduced_linear_fit(design, targets, code, param, plan, rng,
+                                       verbose=self._verbose_level(),
+                                       name=type(self).__name__)
 
     def _verbose_level(self):
         # Progress per run would reveal random stopping's number of runs.
         return 0 if self.boosting == "random_stopping" else int(self.verbose)
-
-    def _design(self, X, convex, epsilon, delta):
-        """The bounded rows with the intercept's column, and the gradient bounds they
-        give (public numbers only: n, d and the declared s, R, c). Warns, before the
-        rows are read, when ``(epsilon, delta)``, one problem's budget, is below what
-        Theorem 6.7 needs."""
-        n, d = X.shape
-        c = float(self.intercept_scaling) if self.fit_intercept else 0.0
-        if convex and self.radius is not None:
-            # From public numbers (n, d, the declared s, R, c, ε, δ), before reading X.
-            s_pub = d if self.sparsity is None else min(int(self.sparsity), d)
-            R_pub = float(self.norm_bound)
-            self._warn_below_theory(
-                n, d + (c > 0), ((math.sqrt(s_pub) * R_pub + c) / math.hypot(R_pub, c)) ** 2,
-                epsilon, delta)
-        X, s = self._bounded(X)
-        if c > 0:
-            ones = np.full((n, 1), c, dtype=X.dtype)
-            X = sp.hstack([X, ones], format="csr") if sp.issparse(X) else np.hstack([X, ones])
-        R = float(self.norm_bound)
-        feat_l2 = math.hypot(R, c)
-        s_grad = ((math.sqrt(s) * R + c) / feat_l2) ** 2       # ‖ℓ'(x, c)‖₁ ≤ L√s′
-        return _Design(X, n, d, c, feat_l2, s_grad)
-
-    def _fit_problem(self, design, targets, code, param, deriv_bound, loss_range, convex,
-                     eps, delta, rng):
-        """One private fit at (``eps``, ``delta``) on the bounded ``design``: one run of
-        Algorithm 6, or its boosting. Returns (coef, intercept, info, budget)."""
-        X, n, d, c = design.X, design.n, design.d, design.c
-        L = deriv_bound * design.feat_l2                       # ‖ℓ'(x, c)‖₂ ≤ L
-        s_grad, feat_l2 = design.s_grad, design.feat_l2
-        D = None if self.radius is None else float(self.radius)
-        rows = linear_gradient_rows(X, targets, code, param)
-        p = X.shape[1]
-        verbose = self._verbose_level()
-
-        def eta_for(eps, delta):
-            if self.learning_rate != "auto":
-                return float(self.learning_rate)
-            if self.accounting == "renyi_filter" and renyi_filter_feasible(n, eps, delta):
-                # ν of Theorems 6.7-6.8 is the oracle's noise: the paper's formula at
-                # the ε whose ε/8 is the oracle budget the run actually uses.
-                eps = 8.0 * renyi_filter_plan(n, eps, delta).oracle_epsilon
-            return theorem_learning_rate(
-                n, p, epsilon=eps, delta=delta, gradient_bound=L, sparsity=s_grad,
-                convex=convex, radius=D, smoothness=_SIGMOID_CURVATURE * feat_l2**2,
-                suboptimality=0.5)
-
-        def run(eps, delta):
-            eta = eta_for(eps, delta)
-            theta, info = bias_reduced_sgd(
-                rows, n, p, epsilon=eps, delta=delta, norm_bound=L, sparsity=s_grad,
-                learning_rate=eta, rng=rng, radius=D, convex=convex,
-                mechanism=self.mechanism, calibration=self.calibration,
-                max_iter=self.max_iter, accounting=self.accounting, verbose=verbose,
-                name=type(self).__name__)
-            info["learning_rate"] = eta
-            return theta, info
-
-        if self.boosting is None:
-            theta, info = run(eps, delta)
-            budget = info["privacy"]
-        else:
-            if convex:
-                if D is None:
-                    raise ValueError("boosting with a convex loss scores F_S, whose "
-                                     "sensitivity B/n needs a bounded domain: set radius.")
-                sensitivity = loss_range(D * feat_l2) / n   # Ghazi et al. 2024 Thm 7.1: B/n
-
-                def score(theta):
-                    return linear_objective(X, targets, code, param, theta)[0]
-            else:
-                sensitivity = 2.0 * L / n                   # ‖∇F_S‖₂ moves by ≤ 2L/n
-
-                def score(theta):
-                    return float(np.linalg.norm(linear_objective(X, targets, code, param,
-                                                                 theta)[1]))
-            if self.boosting == "noisy_min":
-                K = noisy_min_runs(self.failure_prob) if self.n_runs == "auto" \
-                    else int(self.n_runs)
-                theta, info, budget = boost_noisy_min(
-                    run, score, epsilon=eps, delta=delta, n_runs=K, sensitivity=sensitivity,
-                    rng=rng)
-            else:
-                from ..mechanisms.private_selection import gamma_for_failure_prob
-
-                theta, info, budget = boost_random_stopping(
-                    run, score, epsilon=eps, delta=delta,
-                    gamma=gamma_for_failure_prob(float(self.failure_prob)),
-                    sensitivity=sensitivity, rng=rng)
-        coef, intercept = theta[:d], (c * theta[d] if c > 0 else 0.0)
-        return coef, float(intercept), info, budget
 
     def _warn_below_theory(self, n, p, s_grad, eps, delta):
         """Warn, before the data are used, when n·ε is below what Theorem 6.7 needs.
@@ -387,9 +293,7 @@ class _BaseBiasReducedSGD(BaseEstimator):
         Rényi filter's larger oracle budget otherwise). The whole budget is assumed to
         go to one run: boosting only makes it worse.
         """
-        eps_oracle = eps
-        if self.accounting == "renyi_filter" and renyi_filter_feasible(n, eps, delta):
-            eps_oracle = 8.0 * renyi_filter_plan(n, eps, delta).oracle_epsilon
+        eps_oracle = bias_reduced_oracle_epsilon(n, eps, delta, self.accounting)
         s = min(float(s_grad), float(p))
         needed = (math.log(n) * math.log(2.0 / delta)
                   * math.sqrt(s * max(math.log(p / s), 1.0) * math.log(1.0 / delta)))
@@ -422,7 +326,7 @@ class _BaseBiasReducedSGD(BaseEstimator):
 
     def _margins(self, X):
         check_is_fitted(self)
-        X, _ = self._bounded(check_fit_input(self, X, reset=False))
+        X = self._bounded(check_fit_input(self, X, reset=False))
         return np.asarray(X @ self.coef_.ravel(), dtype=np.float64) + float(
             np.ravel(self.intercept_)[0])
 
@@ -594,14 +498,14 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
                                                   intercept_=np.array([intercept])))
         K = targets.shape[0]
         eps, delta = one_vs_rest_budget(self.epsilon, self.delta, K)
-        design = self._design(X, convex, eps, delta)
+        plan = self._plan(X.shape, eps, delta, deriv_bound, loss_range, convex)
+        design = bias_reduced_design(X, plan)
         # One key for the fit; the K runs draw from it one after the other.
-        rng = fit_random_source(self.random_state, self, design.X, targets)
+        rng = fit_random_source(self.random_state, self, design, targets)
         progress = Progress(self._verbose_level(), type(self).__name__)
         fits = []
         for k in range(K):
-            fits.append(self._fit_problem(design, targets[k], code, param, deriv_bound,
-                                          loss_range, convex, eps, delta, rng))
+            fits.append(self._run(design, targets[k], code, param, plan, rng))
             progress.report("class", k + 1, K, f"fitted at epsilon={eps:.4g}, "
                             f"delta={delta:.4g}")
         # Basic composition of the K releases (one_vs_rest_budget): at most (ε, δ).
@@ -621,7 +525,7 @@ class DPBiasReducedSGDClassifier(OneVsRestClassifierMixin, ClassifierMixin,
         ``fit``), for the prediction methods of
         :class:`._base.OneVsRestClassifierMixin`."""
         check_is_fitted(self)
-        X, _ = self._bounded(check_fit_input(self, X, reset=False))
+        X = self._bounded(check_fit_input(self, X, reset=False))
         return np.asarray(X @ self.coef_.T, dtype=np.float64) + np.asarray(
             self.intercept_, dtype=np.float64)
 

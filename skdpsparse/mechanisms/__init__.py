@@ -19,7 +19,8 @@ import importlib
 
 #: module -> the plans it defines (the builder ``plan_*`` and the frozen plan it returns).
 _PLANS = {
-    "bias_reduced": ("RenyiFilterPlan",),
+    "bias_reduced": ("BiasReducedSGDPlan", "RenyiFilterPlan", "plan_bias_reduced_sgd",
+                     "plan_renyi_filter"),
     "cyclic_sgd": ("CyclicSGDPlan", "plan_cyclic_sgd"),
     "dp_sgd": ("DPSGDPlan", "plan_dp_sgd"),
     "heavy_tailed": ("CWMEPlan", "NoiseSmoothingPlan", "plan_cwme", "plan_noise_smoothing"),

@@ -20,7 +20,7 @@ Sections 6-7, and the later version's Sections 5-6).
   amplified by subsampling without replacement) under a Rényi filter at one order
   (:class:`~skdpsparse.accounting.filters.RenyiFilter`, Feldman and Zrnic 2021),
   and the gain is spent on less noise per mean at the paper's run length
-  (:func:`renyi_filter_plan`). ``accounting="paper"`` keeps the paper's per-step
+  (:func:`plan_renyi_filter`). ``accounting="paper"`` keeps the paper's per-step
   cost (Lemma 6.3) under the (ε, δ) filter of
   :class:`~skdpsparse.accounting.filters.ApproxDPFilter`. Proofs:
   ``doc/derivations/bias_reduced_accounting.rst``.
@@ -36,6 +36,7 @@ import functools
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -58,10 +59,16 @@ from .sparse_mean import private_sparse_mean
 __all__ = [
     "ACCOUNTINGS",
     "MECHANISMS",
+    "BiasReducedSGDPlan",
     "RenyiFilterPlan",
+    "bias_reduced_design",
+    "bias_reduced_linear_fit",
+    "bias_reduced_oracle_epsilon",
+    "bounded_rows",
     "mean_rho",
+    "plan_bias_reduced_sgd",
+    "plan_renyi_filter",
     "renyi_filter_feasible",
-    "renyi_filter_plan",
     "renyi_filter_privacy",
     "step_rdp",
     "tgeom_max_level",
@@ -343,7 +350,7 @@ def _filter_at(n, epsilon, delta, oracle_epsilon, orders):
 
 
 @functools.lru_cache(maxsize=64)
-def renyi_filter_plan(n, epsilon, delta, target_steps=None):
+def plan_renyi_filter(n, epsilon, delta, target_steps=None):
     """Oracle budget, order α, RDP budget B and per-level costs of the default accounting.
 
     For a given oracle budget, α maximizes B(α)/E_N[ε_N(α)] (the expected number of
@@ -457,7 +464,7 @@ def renyi_filter_privacy(n, epsilon, delta, max_iter=None):
     accounting is (α, B)-RDP by the Rényi filter (Feldman and Zrnic 2021, Theorem 3.1),
     converted at δ, at most (ε, δ).
     """
-    plan = renyi_filter_plan(int(n), float(epsilon), float(delta))
+    plan = plan_renyi_filter(int(n), float(epsilon), float(delta))
     budget = plan.budget
     if max_iter is not None:
         budget = min(budget, int(max_iter) * float(np.max(plan.costs)))
@@ -700,7 +707,7 @@ def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, spars
     of steps taken. When the loop stops depends on ``accounting``:
 
     * ``"renyi_filter"`` (default): the oracle runs at the budget of
-      :func:`renyi_filter_plan` (δ/4), and step t runs iff its exact RDP at the
+      :func:`plan_renyi_filter` (δ/4), and step t runs iff its exact RDP at the
       plan's order (:func:`step_rdp` at the drawn N_t) still fits in the plan's RDP
       budget (:class:`~skdpsparse.accounting.filters.RenyiFilter`); the first step
       that does not fit ends the run. Every run is (α, B)-RDP, hence (ε, δ)-DP.
@@ -761,7 +768,7 @@ def bias_reduced_sgd(gradient_rows, n, dim, *, epsilon, delta, norm_bound, spars
         raise ValueError(f"accounting must be one of {ACCOUNTINGS}, got {accounting!r}.")
     rng = as_random_source(rng)
     renyi = accounting == "renyi_filter" and renyi_filter_feasible(n, epsilon, delta)
-    plan = renyi_filter_plan(int(n), float(epsilon), float(delta)) if renyi else None
+    plan = plan_renyi_filter(int(n), float(epsilon), float(delta)) if renyi else None
     oracle_epsilon = plan.oracle_epsilon if renyi else epsilon / 8
     oracle = BiasReducedOracle(gradient_rows, n, dim, epsilon=oracle_epsilon, delta=delta / 4,
                                norm_bound=norm_bound, sparsity=sparsity, rng=rng,
@@ -905,3 +912,278 @@ def boost_random_stopping(run, score, *, epsilon, delta, gamma, sensitivity, rng
     pair = runs[0] + ApproxDP(plan["score_epsilon"], 0.0)
     total = random_stopping_budget(pair, gamma=gamma, delta2=plan["delta2"])
     return x, info, total
+
+
+# ------------------------------------------------ a linear model's fit: plan, then run
+# max |ℓ''| of the sigmoid loss 1/(1 + e^t): attained where σ(t) = 1/2 ± 1/(2√3).
+_SIGMOID_CURVATURE = 1.0 / (6.0 * math.sqrt(3.0))
+
+
+@dataclass(frozen=True)
+class BiasReducedSGDPlan:
+    """Everything one private fit of a linear model by bias-reduced SGD will use, fixed
+    from public numbers before the data are read (:func:`plan_bias_reduced_sgd`).
+
+    Attributes
+    ----------
+    n, n_features : int
+        Rows and features of ``X`` (public).
+    intercept_scaling : float
+        c, the value of the intercept's constant column (0: no intercept).
+    row_l2, row_l1 : float
+        Each row x is scaled into {‖x‖₂ ≤ R, ‖x‖₁ ≤ √s R} (contribution bounding).
+    sparsity : int
+        s, the declared nonzeros per row (``n_features`` when undeclared).
+    feature_l2 : float
+        √(R² + c²), the bound on the norm of a row with its intercept column.
+    gradient_bound, gradient_sparsity : float
+        L = ``deriv_bound``·√(R² + c²) bounds ‖ℓ'(x̄)‖₂ and s′ = ((√s R + c)/√(R² + c²))²
+        its ‖·‖₁ as L√s′: the norm bound and the sparsity of every private mean.
+    radius : float or None
+        D, the domain's ℓ2 ball (None: ℝᵖ).
+    convex : bool
+    epsilon, delta : float
+        The budget of this problem (the whole fit's, or one one-vs-rest part).
+    run_epsilon, run_delta : float
+        The budget of each run of Algorithm 6: ``(epsilon, delta)`` without boosting,
+        (ε/(K+1), δ/(K+1)) with ``"noisy_min"``, the split of
+        :func:`~skdpsparse.mechanisms.private_selection.split_budget_for_random_stopping`
+        with ``"random_stopping"``.
+    learning_rate : float
+        η of every run: the declared one, or Theorem 6.7/6.8's at the run's budget
+        (:func:`theorem_learning_rate`; with the Rényi filter at the ε whose ε/8 is the
+        oracle budget of :func:`plan_renyi_filter`).
+    boosting : {None, "noisy_min", "random_stopping"}
+    n_runs : int or None
+        K of ``"noisy_min"``.
+    gamma : float or None
+        The stopping probability of ``"random_stopping"``.
+    score_sensitivity : float or None
+        Of the boosting score: B/n, B = ``loss_range(D·√(R² + c²))`` (convex; Ghazi et
+        al. 2024, Theorem 7.1) or 2L/n (‖∇F_S‖₂, nonconvex); None without boosting.
+    mechanism, calibration, accounting : str
+    max_iter : int or None
+        Passed to :func:`bias_reduced_sgd`.
+
+    **Privacy guarantee.** None needed: public numbers only (no data enter). The
+    guarantee is that of the run (:func:`bias_reduced_sgd`, boosted by
+    :func:`boost_noisy_min` or :func:`boost_random_stopping`) at these numbers.
+    """
+
+    n: int
+    n_features: int
+    intercept_scaling: float
+    row_l2: float
+    row_l1: float
+    sparsity: int
+    feature_l2: float
+    gradient_bound: float
+    gradient_sparsity: float
+    radius: float | None
+    convex: bool
+    epsilon: float
+    delta: float
+    run_epsilon: float
+    run_delta: float
+    learning_rate: float
+    boosting: str | None
+    n_runs: int | None
+    gamma: float | None
+    score_sensitivity: float | None
+    mechanism: str
+    calibration: str
+    accounting: str
+    max_iter: int | None
+
+    @property
+    def dim(self):
+        """p, the coefficients of the run: the features and the intercept's column."""
+        return self.n_features + (self.intercept_scaling > 0)
+
+
+def bias_reduced_oracle_epsilon(n, epsilon, delta, accounting):
+    """ε′, the ε whose ε′/8 the oracle of a run at (ε, δ) spends: ε itself with the
+    paper's accounting (or when the Rényi filter is infeasible), else 8 times the oracle
+    budget of :func:`plan_renyi_filter`.
+
+    **Privacy guarantee.** None needed: a function of public numbers only.
+    """
+    if accounting == "renyi_filter" and renyi_filter_feasible(n, epsilon, delta):
+        return 8.0 * plan_renyi_filter(n, epsilon, delta).oracle_epsilon
+    return epsilon
+
+
+def plan_bias_reduced_sgd(n, n_features, *, epsilon, delta, norm_bound, sparsity,
+                          intercept_scaling, deriv_bound, convex, loss_range=None,
+                          radius=None, learning_rate="auto", boosting=None, n_runs="auto",
+                          failure_prob=0.1, mechanism="projection", calibration="analytic",
+                          accounting="renyi_filter", max_iter=None):
+    """The plan of a linear model's fit by bias-reduced SGD, from public numbers only.
+
+    Parameters
+    ----------
+    n, n_features : int
+    epsilon, delta : float
+        This problem's budget.
+    norm_bound : float
+        R, the ℓ2 bound rows are scaled into.
+    sparsity : int or None
+        s (None: every feature).
+    intercept_scaling : float
+        c (0: no intercept).
+    deriv_bound : float
+        A bound on |ℓ'| in the margin (1 for the logistic and smoothed hinge losses,
+        1/4 for the sigmoid, κ for Huber, D√(R² + c²) + Y for the squared loss on the
+        ball).
+    convex : bool
+    loss_range : callable, optional
+        ``loss_range(a)``: the range of ℓ over margins in [−a, a] (boosting with a
+        convex loss).
+    radius, learning_rate, boosting, n_runs, failure_prob, mechanism, calibration, \
+accounting, max_iter
+        As the estimators' parameters.
+
+    Returns
+    -------
+    BiasReducedSGDPlan
+
+    Raises
+    ------
+    ValueError
+        Boosting a convex loss without a radius (its score's sensitivity B/n needs a
+        bounded domain).
+
+    **Privacy guarantee.** None needed: a function of public numbers only (no data
+    enters it).
+    """
+    n, d = int(n), int(n_features)
+    c = float(intercept_scaling)
+    R = float(norm_bound)
+    s = d if sparsity is None else min(int(sparsity), d)
+    feat_l2 = math.hypot(R, c)
+    s_grad = ((math.sqrt(s) * R + c) / feat_l2) ** 2          # ‖ℓ'(x, c)‖₁ ≤ L√s′
+    L = float(deriv_bound) * feat_l2                           # ‖ℓ'(x, c)‖₂ ≤ L
+    D = None if radius is None else float(radius)
+    p = d + (c > 0)
+    run_eps, run_delta, K, gamma, sensitivity = float(epsilon), float(delta), None, None, None
+    if boosting is not None:
+        if convex:
+            if D is None:
+                raise ValueError("boosting with a convex loss scores F_S, whose "
+                                 "sensitivity B/n needs a bounded domain: set radius.")
+            sensitivity = loss_range(D * feat_l2) / n          # Ghazi et al. 2024 Thm 7.1: B/n
+        else:
+            sensitivity = 2.0 * L / n                          # ‖∇F_S‖₂ moves by ≤ 2L/n
+        if boosting == "noisy_min":
+            K = noisy_min_runs(failure_prob) if n_runs == "auto" else int(n_runs)
+            run_eps, run_delta = run_eps / (K + 1), run_delta / (K + 1)
+        else:
+            from .private_selection import (gamma_for_failure_prob,
+                                            split_budget_for_random_stopping)
+
+            gamma = gamma_for_failure_prob(float(failure_prob))
+            split = split_budget_for_random_stopping(float(epsilon), float(delta),
+                                                     gamma=gamma)
+            run_eps, run_delta = split["run_epsilon"], split["run_delta"]
+    if learning_rate != "auto":
+        eta = float(learning_rate)
+    else:
+        eta = theorem_learning_rate(
+            n, p, epsilon=bias_reduced_oracle_epsilon(n, run_eps, run_delta, accounting),
+            delta=run_delta, gradient_bound=L, sparsity=s_grad, convex=convex, radius=D,
+            smoothness=_SIGMOID_CURVATURE * feat_l2**2, suboptimality=0.5)
+    return BiasReducedSGDPlan(
+        n=n, n_features=d, intercept_scaling=c, row_l2=R, row_l1=math.sqrt(s) * R,
+        sparsity=s, feature_l2=feat_l2, gradient_bound=L, gradient_sparsity=s_grad,
+        radius=D, convex=bool(convex), epsilon=float(epsilon), delta=float(delta),
+        run_epsilon=run_eps, run_delta=run_delta, learning_rate=eta, boosting=boosting,
+        n_runs=K, gamma=gamma, score_sensitivity=sensitivity, mechanism=mechanism,
+        calibration=calibration, accounting=accounting, max_iter=max_iter)
+
+
+def bounded_rows(X, row_l2, row_l1):
+    """The rows of ``X`` scaled into {‖x‖₂ ≤ ``row_l2``, ‖x‖₁ ≤ ``row_l1``} (a copy;
+    sparse stays sparse): the contribution bounding of a bias-reduced fit, and what
+    ``predict`` applies to new rows.
+
+    **Privacy guarantee.** None: the data, bounded, not private.
+    """
+    if sp.issparse(X):
+        scales = _kernels.csr_bounding_scales(X.indptr, X.data, row_l2, row_l1)
+        data = _kernels.csr_scale_rows(X.indptr, X.data, scales)
+        return sp.csr_matrix((data, X.indices.copy(), X.indptr.copy()), shape=X.shape)
+    X = np.asarray(X)
+    return _kernels.dense_scale_rows(X, _kernels.dense_bounding_scales(X, row_l2, row_l1))
+
+
+def bias_reduced_design(X, plan):
+    """The rows of ``X`` bounded as ``plan`` says, with the intercept's column c.
+
+    **Privacy guarantee.** None: the data, bounded, not private; the fit's key is
+    derived from it and the targets (:func:`~skdpsparse.utils.fit_random_source`).
+    """
+    X = bounded_rows(X, plan.row_l2, plan.row_l1)
+    c = plan.intercept_scaling
+    if c > 0:
+        ones = np.full((X.shape[0], 1), c, dtype=X.dtype)
+        X = sp.hstack([X, ones], format="csr") if sp.issparse(X) else np.hstack([X, ones])
+    return X
+
+
+def bias_reduced_linear_fit(design, targets, loss_code, loss_param, plan, rng, *,
+                            verbose=0, name="bias-reduced SGD"):
+    """Run ``plan`` on the bounded rows ``design`` (:func:`bias_reduced_design`): one run
+    of Algorithm 6, or its boosting.
+
+    Returns
+    -------
+    coef : ndarray of shape (n_features,)
+    intercept : float
+    info : dict
+        The selected run's (:func:`bias_reduced_sgd`), with ``"learning_rate"``.
+    budget : ApproxDP
+        What the fit spent.
+
+    **Privacy guarantee.** Protected: one row, replacement neighbours (n public).
+    (``plan.epsilon``, ``plan.delta``)-DP: one run of :func:`bias_reduced_sgd` at that
+    budget, or :func:`boost_noisy_min` / :func:`boost_random_stopping` of runs at
+    (``plan.run_epsilon``, ``plan.run_delta``) scored with sensitivity
+    ``plan.score_sensitivity``. Assumptions: ``deriv_bound`` of the plan bounds |ℓ'| of
+    the loss ``loss_code``, and ``design`` holds the bounded rows; ``rng`` is a secret
+    key.
+    """
+    d, c = plan.n_features, plan.intercept_scaling
+    rows = linear_gradient_rows(design, targets, loss_code, loss_param)
+
+    def run(eps, delta):
+        # The boosting passes the run budget the plan was made for (same public split).
+        assert (eps, delta) == (plan.run_epsilon, plan.run_delta), (eps, delta)
+        theta, info = bias_reduced_sgd(
+            rows, plan.n, plan.dim, epsilon=eps, delta=delta, norm_bound=plan.gradient_bound,
+            sparsity=plan.gradient_sparsity, learning_rate=plan.learning_rate, rng=rng,
+            radius=plan.radius, convex=plan.convex, mechanism=plan.mechanism,
+            calibration=plan.calibration, max_iter=plan.max_iter, accounting=plan.accounting,
+            verbose=verbose, name=name)
+        info["learning_rate"] = plan.learning_rate
+        return theta, info
+
+    if plan.convex:
+        def score(theta):
+            return linear_objective(design, targets, loss_code, loss_param, theta)[0]
+    else:
+        def score(theta):
+            return float(np.linalg.norm(linear_objective(design, targets, loss_code,
+                                                         loss_param, theta)[1]))
+    if plan.boosting is None:
+        theta, info = run(plan.epsilon, plan.delta)
+        budget = info["privacy"]
+    elif plan.boosting == "noisy_min":
+        theta, info, budget = boost_noisy_min(
+            run, score, epsilon=plan.epsilon, delta=plan.delta, n_runs=plan.n_runs,
+            sensitivity=plan.score_sensitivity, rng=rng)
+    else:
+        theta, info, budget = boost_random_stopping(
+            run, score, epsilon=plan.epsilon, delta=plan.delta, gamma=plan.gamma,
+            sensitivity=plan.score_sensitivity, rng=rng)
+    coef, intercept = theta[:d], (c * theta[d] if c > 0 else 0.0)
+    return coef, float(intercept), info, budget

@@ -119,8 +119,7 @@ def test_noisy_min_selects_one_of_its_runs(monkeypatch):
         outputs.append(theta.copy())
         return theta, info
 
-    monkeypatch.setattr("skdpsparse.linear_model._bias_reduced_sgd.bias_reduced_sgd",
-                        recording)
+    monkeypatch.setattr(br, "bias_reduced_sgd", recording)
     X, y = _easy_classification(3000)
     clf = DPBiasReducedSGDClassifier(epsilon=3.0, boosting="noisy_min", n_runs=4, sparsity=2,
                                      classes=[0, 1], random_state=1).fit(X, y)
@@ -239,12 +238,12 @@ def test_every_level_fits_the_filter_at_the_common_checks_epsilon():
     """Why the scikit-learn checks above run at ε = 90 (three one-vs-rest runs at 30)
     and 300 (three classes of two boosted runs at ε/(3·3) each): at n = 150 every
     step fits the budget, so n_iter_ >= 1."""
-    from skdpsparse.mechanisms.bias_reduced import renyi_filter_plan
+    from skdpsparse.mechanisms.bias_reduced import plan_renyi_filter
 
     for eps in (90.0 / 3, 300.0 / 9):
-        plan = renyi_filter_plan(150, eps, 1e-6)
+        plan = plan_renyi_filter(150, eps, 1e-6)
         assert np.max(plan.costs) <= plan.budget
-    plan = renyi_filter_plan(150, 10.0, 1e-6)
+    plan = plan_renyi_filter(150, 10.0, 1e-6)
     assert np.max(plan.costs) > plan.budget  # the former ε = 10 could stop at 0 steps
 
 

@@ -1,5 +1,8 @@
-"""Bias-reduced gradient estimator and SGD (seed 002 Algorithms 5-7, seed 000 Alg. 5)."""
+"""Bias-reduced gradient estimator and SGD (Ghazi, Guzmán, Kamath, Kumar and Manurangsi 2024,
+"Differentially private optimization with sparse gradients", Algorithms 5-7, and the later
+version's Algorithm 5), and the plan of a linear model's fit."""
 
+import dataclasses
 import math
 from concurrent.futures import ThreadPoolExecutor
 
@@ -357,7 +360,7 @@ from skdpsparse.accounting import (  # noqa: E402
     subsampled_without_replacement_gaussian_rdp)
 from skdpsparse.accounting.filters import renyi_budget  # noqa: E402
 from skdpsparse.mechanisms.bias_reduced import (  # noqa: E402
-    mean_rho, renyi_filter_plan, renyi_filter_privacy, step_rdp, _subsampled_part_rdp)
+    mean_rho, plan_renyi_filter, renyi_filter_privacy, step_rdp, _subsampled_part_rdp)
 
 _ORDERS = np.array([1.5, 2.0, 3.0, 8.0, 20.0, 64.0])
 
@@ -412,8 +415,8 @@ def test_step_rdp_is_the_sum_of_two_subsampled_curves_and_grows_with_the_level()
 
 @pytest.mark.parametrize("n, eps, delta", [(1000, 1.0, 1e-6), (20_000, 0.5, 1e-6),
                                            (20_000, 4.0, 1e-5)])
-def test_renyi_filter_plan(n, eps, delta):
-    plan = renyi_filter_plan(n, eps, delta)
+def test_plan_renyi_filter(n, eps, delta):
+    plan = plan_renyi_filter(n, eps, delta)
     assert plan.oracle_epsilon >= eps / 8  # never more noise than the paper's
     assert plan.expected_steps >= n / math.log(2 / delta) * (1 - 1e-12)
     assert plan.budget == renyi_budget(plan.order, eps, delta) > 0
@@ -428,7 +431,7 @@ def test_renyi_filter_plan(n, eps, delta):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_renyi_filter_run_stops_at_the_first_step_that_does_not_fit(monkeypatch, seed):
     n, eps, delta = 4096, 1.0, 1e-6
-    plan = renyi_filter_plan(n, eps, delta)
+    plan = plan_renyi_filter(n, eps, delta)
     levels = sample_tgeom(tgeom_max_level(n), np.random.default_rng(seed), size=20 * n)
     it = iter(levels.tolist())
     monkeypatch.setattr(BiasReducedOracle, "draw_level", lambda self: next(it))
@@ -487,12 +490,12 @@ def test_the_new_step_cost_and_noise_are_never_above_theorem_9s(monkeypatch, n, 
         old = (_theorem9_part(m, n, 1 / math.sqrt(4 * rho))
                + _theorem9_part(1, n, 1 / math.sqrt(2 * rho))).epsilons
         assert np.all(step_rdp(level, n, rho).epsilons <= old * (1 + 1e-12))
-    new = renyi_filter_plan(n, eps, 1e-6)
+    new = plan_renyi_filter(n, eps, 1e-6)
     with monkeypatch.context() as mp:
         mp.setattr(mod, "_subsampled_part_rdp", _theorem9_part)
-        renyi_filter_plan.cache_clear()
-        old = renyi_filter_plan(n, eps, 1e-6)
-    renyi_filter_plan.cache_clear()
+        plan_renyi_filter.cache_clear()
+        old = plan_renyi_filter(n, eps, 1e-6)
+    plan_renyi_filter.cache_clear()
     sigma_new = 1 / math.sqrt(mean_rho(4 * new.oracle_epsilon, 1e-6))
     sigma_old = 1 / math.sqrt(mean_rho(4 * old.oracle_epsilon, 1e-6))
     assert sigma_new <= sigma_old * 1.01
@@ -562,3 +565,44 @@ def test_batch_part_bound_holds_exactly_and_catches_broken_variants():
     assert np.any(exact > one_mean * 1.2), (exact, one_mean)
     with_replacement = _worst_divergence(n, m, noise, alphas, replace=True)
     assert np.any(with_replacement > bound * 1.2), (with_replacement, bound)
+
+
+# ------------------------------------------------------- a linear model's fit: the plan
+def _plan(**kw):
+    args = dict(epsilon=20.0, delta=1e-6, norm_bound=2.0, sparsity=2, intercept_scaling=1.0,
+                deriv_bound=1.0, convex=True, radius=3.0, loss_range=lambda a: 2.0 * a)
+    return br.plan_bias_reduced_sgd(150, 4, **{**args, **kw})
+
+
+def test_the_plan_holds_the_bounds_and_sensitivities_from_public_numbers():
+    plan = _plan(boosting="noisy_min", n_runs=3)
+    assert plan.dim == 5 and plan.sparsity == 2
+    assert (plan.row_l2, plan.row_l1) == (2.0, 2.0 * math.sqrt(2.0))
+    assert plan.feature_l2 == math.hypot(2.0, 1.0) == plan.gradient_bound
+    assert plan.gradient_sparsity == pytest.approx(((math.sqrt(2) * 2 + 1) / math.sqrt(5)) ** 2)
+    assert (plan.run_epsilon, plan.run_delta) == (5.0, 2.5e-7)  # K runs at budget/(K+1)
+    assert plan.score_sensitivity == 2.0 * 3.0 * math.hypot(2.0, 1.0) / 150  # B/n
+    nonconvex = _plan(convex=False, boosting="noisy_min", n_runs=3)
+    assert nonconvex.score_sensitivity == 2.0 * nonconvex.gradient_bound / 150  # 2L/n
+    assert _plan().run_epsilon == 20.0 and _plan().score_sensitivity is None
+    assert _plan(learning_rate=0.125).learning_rate == 0.125
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.learning_rate = 1.0
+    with pytest.raises(ValueError, match="bounded domain"):
+        _plan(radius=None, boosting="noisy_min", learning_rate=0.1)
+
+
+def test_the_estimator_runs_the_plan():
+    from skdpsparse.linear_model import DPBiasReducedSGDClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((150, 4))
+    y = (X[:, 0] > 0).astype(int)
+    est = DPBiasReducedSGDClassifier(epsilon=20.0, norm_bound=2.0, sparsity=2, radius=3.0,
+                                     classes=[0, 1], max_iter=20, random_state=0).fit(X, y)
+    plan = _plan(loss_range=None)
+    assert est.learning_rate_ == plan.learning_rate
+    coef, intercept, info, budget = br.bias_reduced_linear_fit(
+        br.bias_reduced_design(X, plan), np.where(y == 1, 1.0, -1.0),
+        _kernels.LOSS_CODES["logistic"], 0.0, plan, np.random.default_rng(1))
+    assert coef.shape == (4,) and budget == est.privacy_spent_
