@@ -237,9 +237,13 @@ class _BaseOutputPerturbation(BaseEstimator):
             n, d, K, loss=loss, loss_param=loss_param, epsilon=epsilon, delta=delta,
             alpha=self.alpha, objective=self.objective, radius=self.radius,
             calibration=self.calibration, tol=float(self.tol), **bounds)
+        self._warn_plan(plan, n, epsilon)  # public numbers only, before the solve
         # info (solver diagnostics) depends on the data: dropped
         theta, _ = output_perturbation(X, targets, plan, rng, max_iter=self.solver_max_iter)
         return theta, plan.budget, {"alpha_": plan.alpha, "noise_scale_": plan.noise_scale}
+
+    def _warn_plan(self, plan, n, epsilon):
+        """Warnings that follow from the plan alone (public numbers); none by default."""
 
     def _intercept_scaling(self, n_features, norm_bound):
         """c: the declared value, or R/√s for "auto" (R declared or privately
@@ -273,6 +277,25 @@ class _BaseOutputPerturbation(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+
+#: DPOutputPerturbationRegressor warns before the solve when the penalty pulls the
+#: intercept toward 0 by more than this fraction, λ/(c² + λ).
+_INTERCEPT_PULL_WARNING = 0.02
+
+
+def intercept_pull(alpha, intercept_scaling):
+    """λ/(c² + λ): the fraction by which the ℓ2 penalty pulls the intercept toward 0.
+
+    The intercept is the weight θ₀ of a constant feature c, penalised as the others:
+    on the squared loss, an intercept-only fit of mean ȳ minimises ½(ȳ − cθ₀)² +
+    (λ/2)θ₀², so its prediction is cθ₀ = ȳ·c²/(c² + λ), short of ȳ by the returned
+    fraction of ȳ (the features do not undo it: they are penalised too). A public
+    number (λ from :func:`~skdpsparse.mechanisms.output_perturbation.plan_output_perturbation`,
+    c declared or R/√s).
+    """
+    lam, c2 = float(alpha), float(intercept_scaling) ** 2
+    return lam / (c2 + lam) if c2 > 0 else 0.0
 
 
 class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
@@ -404,6 +427,30 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
                                                             loss_param, bound)
         return self._store(budget, dict(attrs, **input_attrs, coef_=coef[0],
                                         intercept_=float(intercept[0])))
+
+    def _warn_plan(self, plan, n, epsilon):
+        """Before the solve, from the plan (public numbers): the penalty's pull of the
+        intercept toward 0 (:func:`intercept_pull`). On targets far from 0 relative to
+        their spread (ratings in [0.5, 5], prices) a pull of a few percent alone puts
+        the model below the constant prediction: on MovieLens ratings
+        (``benchmarks/bench_real_data.py``, s = 2, c = 1/√2, B = 5) the pull was 8 %
+        at ε = 1 (λ = 0.046) and the test R² −0.15; 2.5 % at ε = 8 and R² 0.014."""
+        pull = intercept_pull(plan.alpha, plan.intercept_scaling)
+        if pull <= _INTERCEPT_PULL_WARNING:
+            return
+        c2 = plan.intercept_scaling ** 2
+        target = c2 * _INTERCEPT_PULL_WARNING / (1.0 - _INTERCEPT_PULL_WARNING)
+        # alpha="auto" falls like 1/(n·ε) above its floor 1/n (choose_alpha_noise).
+        needed = n * float(epsilon) * plan.alpha / target
+        warnings.warn(
+            f"{type(self).__name__}: at n={n}, epsilon={float(epsilon):.3g} the penalty "
+            f"alpha={plan.alpha:.3g} also pulls the intercept toward 0 by "
+            f"{100 * pull:.1f} % of the targets' mean (intercept_scaling="
+            f"{plan.intercept_scaling:.3g}); on targets far from 0 (ratings, prices) the "
+            "model can fall below the constant prediction. Under 2 % needs about "
+            f"n*epsilon >= {needed:.3g} (alpha='auto' falls like 1/(n*epsilon)); or "
+            "subtract a public offset from y, or declare a larger intercept_scaling.",
+            UserWarning, stacklevel=4)
 
     def predict(self, X):
         """Predicted targets ``X @ coef_ + intercept_``.
