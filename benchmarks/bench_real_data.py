@@ -187,6 +187,9 @@ def main(argv=None):
                         help="2 seeds, eps in {1, 4}, at most 60 000 rows per task")
     parser.add_argument("--tasks", nargs="*", default=list(TASKS), choices=TASKS)
     parser.add_argument("--seeds", type=int, default=None)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="seeds first-seed .. first-seed + seeds - 1 (to run a long "
+                             "task's seeds as separate processes and pool their --json)")
     parser.add_argument("--epsilons", type=float, nargs="*", default=None)
     parser.add_argument("--max-rows", type=int, default=None)
     parser.add_argument("--no-tune", action="store_true",
@@ -203,7 +206,8 @@ def main(argv=None):
     parser.add_argument("--venv-dir", default=None)
     parser.add_argument("--json", default=None, help="also write the numbers here")
     args = parser.parse_args(argv)
-    seeds = list(range(args.seeds or (2 if args.quick else 5)))
+    n_seeds = args.seeds or (2 if args.quick else 5)
+    seeds = list(range(args.first_seed, args.first_seed + n_seeds))
     epsilons = tuple(args.epsilons or ((1.0, 4.0) if args.quick else EPSILONS))
     max_rows = args.max_rows or (60_000 if args.quick else None)
     args.seeds_list, args.epsilons_list, args.max_rows_value = seeds, epsilons, max_rows
