@@ -104,8 +104,9 @@ def tree(root, files):
 
 def _test_mirror(root, tests):
     """Modules without ``tests/<subpackage>/test_<module>.py`` (or ``test_<subpackage>_
-    <module>.py`` where the basename is taken elsewhere), and test files named for no
-    module (a ``_plan``/``_review``-style suffix after a module's name counts as named)."""
+    <module>.py`` where the basename is taken elsewhere; a ``_<topic>`` suffix after the
+    module's name counts), and test files named for no module (the same suffix counts as
+    named). ``tests/README.md`` states the rule and where the rest are tested."""
     modules = {}
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
@@ -120,8 +121,9 @@ def _test_mirror(root, tests):
         found.setdefault(package, []).append(path.stem.removeprefix("test_"))
     missing, unnamed = [], []
     for (package, name), rel in modules.items():
-        names = found.get(package, [])
-        if name not in names and f"{package}_{name}" not in names:
+        stems = (name, f"{package}_{name}")
+        if not any(n in stems or n.startswith(tuple(f"{s}_" for s in stems))
+                   for n in found.get(package, [])):
             missing.append(rel)
     for package, names in found.items():
         stems = {n for p, n in modules if p == package}

@@ -33,7 +33,7 @@ from skdpsparse.accounting import (
 from skdpsparse.datasets import make_heavy_tailed
 from skdpsparse.ledger import LedgerStoreError, _json_params
 from skdpsparse.mean import DPHeavyTailedMean
-from test_ledger_store_postgres import any_store  # noqa: F401 - fixture
+from test_ledger_store_server import any_store  # noqa: F401 - fixture
 
 Z = analytic_gaussian_sigma(1.0, 1.0, 1e-6)  # a (1, 1e-6)-DP Gaussian, Δ = 1
 

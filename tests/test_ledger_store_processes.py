@@ -3,7 +3,7 @@ backend write to it, a process killed mid-fit or mid-transaction leaves whole en
 only, a lock held by another process gives a clear error, and concurrent writers lose
 no entry and never exceed the limit. No database is mocked: every test uses real
 processes and an SQLite file or, where the test says ``any_store``, also a database on
-a real PostgreSQL server (test_ledger_store_postgres.py starts it). Tests whose extra
+a real PostgreSQL server (test_ledger_store_server.py starts it). Tests whose extra
 interpreters would only repeat, on the server, what another server test shows run on
 SQLite alone, to keep CI short.
 """
@@ -28,9 +28,9 @@ from skdpsparse.datasets import make_heavy_tailed
 from skdpsparse.ledger import ENV_VAR, LedgerStoreError, charge_budget
 from skdpsparse.mean import DPHeavyTailedMean
 from test_ledger_processes import BACKENDS, _use, start_method  # noqa: F401 - fixture
-from test_ledger_store_postgres import any_store  # noqa: F401 - fixture
-from test_ledger_store_postgres import entries as _server_entries
-from test_ledger_store_postgres import new_database
+from test_ledger_store_server import any_store  # noqa: F401 - fixture
+from test_ledger_store_server import entries as _server_entries
+from test_ledger_store_server import new_database
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::skdpsparse.exceptions.PrivacyLeakWarning",

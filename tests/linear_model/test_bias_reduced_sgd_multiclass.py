@@ -28,8 +28,9 @@ def _easy_multiclass(n, K=3, d=200, noise=0.05, seed=0):
 
 
 def _recording_runs(monkeypatch):
-    """Record the (ε, δ) every run of Algorithm 6 is given, and what it reports."""
-    import skdpsparse.linear_model._bias_reduced_sgd as module
+    """Record the (ε, δ) every run of Algorithm 6 is given, and what it reports (the
+    estimator's plan is run by ``skdpsparse.mechanisms.bias_reduced``)."""
+    import skdpsparse.mechanisms.bias_reduced as module
 
     runs, original = [], module.bias_reduced_sgd
 
@@ -38,7 +39,7 @@ def _recording_runs(monkeypatch):
         runs.append((kwargs["epsilon"], kwargs["delta"], info["privacy"]))
         return theta, info
 
-    monkeypatch.setattr(f"{_MODULE}.bias_reduced_sgd", recording)
+    monkeypatch.setattr(module, "bias_reduced_sgd", recording)
     return runs
 
 
