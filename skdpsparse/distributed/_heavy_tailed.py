@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..mechanisms.heavy_tailed_clip import pooled_abs_counts, union_column_counts
 from ..mechanisms.noise import add_noise_inplace
 from ..mechanisms.quantile import rank_counts
 from ._core import check_chunk
@@ -45,7 +46,7 @@ from ._core import check_chunk
 __all__ = ["ClippedSumPart", "clipped_frac_bits", "located_interval", "merge_clipped",
            "merge_rank_counts", "merge_sums", "partial_clipped_sums",
            "partial_column_counts", "partial_pooled_counts", "partial_rank_counts",
-           "partial_tail_bins", "union_grids"]
+           "partial_tail_bins"]
 
 
 def clipped_frac_bits(n):
@@ -78,47 +79,17 @@ def merge_rank_counts(a, b):
 
 def partial_pooled_counts(chunk, grid, n_features, row_offset=0):
     """(strict, non-strict) rank counts of the chunk's |x_ij| pooled over columns,
-    int64 of shape (G,) each (the shared scale's statistic)."""
-    chunk = check_chunk(chunk, n_features, row_offset)
-    pooled = abs(chunk) if sp.issparse(chunk) else np.abs(chunk)
-    return (rank_counts(pooled, grid, strict=True).sum(axis=0),
-            rank_counts(pooled, grid).sum(axis=0))
-
-
-def union_grids(grid, med):
-    """U_j = grid ∪ (m_j + grid) of every column (finite points, sorted, unique): the
-    grid of the union tail draws, a function of public numbers and the released
-    median only."""
-    out = []
-    for m in np.asarray(med, dtype=np.float64):
-        with np.errstate(over="ignore"):
-            shifted = m + grid
-        out.append(np.unique(np.concatenate([grid, shifted[np.isfinite(shifted)]])))
-    return out
+    int64 of shape (G,) each (the shared scale's statistic:
+    ``heavy_tailed_clip.pooled_abs_counts``)."""
+    return pooled_abs_counts(check_chunk(chunk, n_features, row_offset), grid)
 
 
 def partial_column_counts(chunk, grids, n_features, row_offset=0):
     """#{x < g} and #{x ≤ g} of every column j of one chunk on its own sorted grid
     ``grids[j]``, implicit zeros of a sparse chunk counted: a list of d pairs of int64
-    arrays (summed over chunks, the counts the union tail draws read in memory)."""
-    chunk = check_chunk(chunk, n_features, row_offset)
-    rows = chunk.shape[0]
-    Xc = chunk.tocsc() if sp.issparse(chunk) else chunk
-    out = []
-    for j, U in enumerate(grids):
-        if sp.issparse(Xc):
-            col = Xc.data[Xc.indptr[j]:Xc.indptr[j + 1]].astype(np.float64)
-            zeros = rows - col.size
-        else:
-            col, zeros = np.asarray(Xc[:, j], dtype=np.float64), 0
-        col = np.sort(col)
-        below = np.searchsorted(col, U, side="left").astype(np.int64)
-        at_most = np.searchsorted(col, U, side="right").astype(np.int64)
-        if zeros:
-            below += zeros * (U > 0)
-            at_most += zeros * (U >= 0)
-        out.append((below, at_most))
-    return out
+    arrays (``heavy_tailed_clip.union_column_counts``; summed over chunks, the counts
+    the union tail draws read in memory)."""
+    return union_column_counts(check_chunk(chunk, n_features, row_offset), grids)
 
 
 def partial_tail_bins(chunk, quantiles, n_features, row_offset=0):
@@ -206,98 +177,10 @@ def release_clipped(part, plan, rng):
     return plan.lower + width * unit
 
 
-class _Rows:
-    """Stands for X where a public function reads only its shape
-    (``private_quantiles`` with ``counts=``): the driver holds counts, never rows."""
-
-    def __init__(self, n, d):
-        self.shape = (n, d)
-
-
-def union_tail_draws(counts, grids, med, n, alpha, eps_q, rng):
-    """The four tail draws of every column from the merged counts on U_j: the draws
-    of ``heavy_tailed_clip._union_tail_draws`` (same scores, same priors, same order:
-    for each column the lower inner, lower outer, upper inner, upper outer draw), which
-    reads the rows in memory. Driver only.
-
-    Privacy: as in memory: U_j and the priors are functions of the released median
-    and anchors and public numbers; each count moves by at most one when a row is
-    replaced, so each draw is the exponential mechanism with Δ_u = 1, ε_q-DP and
-    ε_q-bounded range (McSherry and Talwar 2007, "Mechanism design via differential
-    privacy"; Cesar and Rogers 2021, Lemma 3.2), as the plan charges."""
-    from ..mechanisms.heavy_tailed_clip import TAIL_RATIO
-    from ..mechanisms.quantile import prior_weight
-    from ..mechanisms.sparse_exponential import exponential_mechanism
-
-    d = len(grids)
-    levels = (TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha)
-    outer_levels = (alpha, 1.0 - alpha)
-    inner = np.empty((2, d))
-    outer = np.empty((2, d))
-    steps = 8.0  # the public grid's points per octave
-    w_a = prior_weight(eps_q)
-    for j, U in enumerate(grids):
-        below, at_most = counts[j]
-        m = med[j]
-        dev = np.abs(U - m)
-        index = np.arange(U.size)
-        k_m = int(np.searchsorted(U, m))
-        for t, (q_in, q_out) in enumerate(zip(levels, outer_levels)):
-            side = U < m if t == 0 else U > m
-            r = int(np.rint(q_in * n))
-            dist = np.maximum(below - r, 0) + np.maximum(r - at_most, 0)
-            k = int(exponential_mechanism((dist + np.abs(index - k_m)).astype(np.float64),
-                                          1.0, eps_q, rng))
-            inner[t, j] = U[k]
-            a = abs(U[k] - m)
-            r = int(np.rint(q_out * n))
-            dist = (np.maximum(below - r, 0) + np.maximum(r - at_most, 0)).astype(np.float64)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                beyond = steps * np.log2(dev / a) if a > 0 else np.where(dev > 0, np.inf, 0.0)
-            prior = w_a * np.where(side, np.maximum(beyond, 0.0), 0.0)
-            prior = np.where(np.isfinite(prior), prior, 1e12)
-            k = int(exponential_mechanism(dist + prior, 1.0, eps_q, rng))
-            outer[t, j] = U[k]
-    return inner, outer
-
-
-def noisy_bins(bins, plan, rng):
-    """``heavy_tailed_clip.noisy_tail_bins`` from the merged exact bins (4, d): the
-    plan's discrete noise for ℓ1 sensitivity 2d (ℓ2 √(2d)), 2d coordinates changed
-    at most (the bins of a column are disjoint). Driver only."""
-    import math
-
-    d = bins.shape[1]
-    sens = 2.0 * d if plan.count_kind == "laplace" else math.sqrt(2.0 * d)
-    add_noise_inplace(bins.reshape(-1), rng, plan.count_kind, plan.count_scale,
-                      sensitivity=sens, n_changed=2 * d)
-    return bins
-
-
-def shared_scale(counts, plan, rng):
-    """The shared interval's C from the merged pooled counts: the two draws of
-    ``heavy_tailed_clip.shared_scale_draws`` (Δ_u = d), then
-    C = ``SHARED_STRETCH``·max(|up|, |med|). Driver only."""
-    from ..mechanisms.heavy_tailed_clip import SHARED_STRETCH
-    from ..mechanisms.quantile import prior_weight, quantile_scores, rank_error
-    from ..mechanisms.sparse_exponential import exponential_mechanism
-
-    below, at_most = counts
-    n, d, grid, eps = plan.n_samples, plan.n_features, plan.grid, plan.quantile_epsilon
-    total = n * d
-    level = min(0.25, rank_error(grid.size, eps) / n)  # heavy_tailed_clip._shared_level
-    med_scores = quantile_scores(below, at_most, int(np.rint(0.5 * total)), grid, float(d))
-    med = int(exponential_mechanism(med_scores.astype(np.float64), float(d), eps, rng))
-    up_scores = quantile_scores(below, at_most, int(np.rint((1.0 - level) * total)), grid,
-                                float(d) * prior_weight(eps), 1, anchor=med)
-    up = int(exponential_mechanism(up_scores.astype(np.float64), float(d), eps, rng))
-    med, up = float(grid[med]), float(grid[max(up, med)])
-    return SHARED_STRETCH * max(abs(up), abs(med)), np.array([med, up])
-
-
 def located_interval(first_counts, run, plan, rng):
-    """The clipping interval of ``heavy_tailed_clip._located_interval`` (or the shared
-    one) from merged counts: every draw on the driver, in the in-memory order.
+    """The clipping interval of ``heavy_tailed_clip.located_interval`` (the in-memory
+    fit's draws, in its order, on the driver) with each later count a pass over the
+    chunks.
 
     Parameters
     ----------
@@ -314,57 +197,19 @@ def located_interval(first_counts, run, plan, rng):
 
     Returns
     -------
-    lower, upper : ndarrays of shape (d,)
-    quantiles : ndarray
-        The draws (five rows per column, or the shared median and upper quantile).
+    lower, upper, quantiles : as ``heavy_tailed_clip.located_interval``.
     """
-    from ..mechanisms.heavy_tailed_clip import TAIL_RATIO, extrapolated_interval
-    from ..mechanisms.quantile import private_quantiles
+    from ..mechanisms import heavy_tailed_clip
 
-    n, d = plan.n_samples, plan.n_features
-    if plan.shared:
-        c, quantiles = shared_scale(first_counts, plan, rng)
-        return np.full(d, -c), np.full(d, c), quantiles
-    grid, eps_q, alpha = plan.grid, plan.quantile_epsilon, plan.level
-    rows = _Rows(n, d)
-    counts = first_counts
-    med = private_quantiles(rows, [0.5], epsilon_each=eps_q, rng=rng, grid=grid,
-                            counts=counts)
-    bins = None
-    tails = getattr(plan, "tails", "union")
-    if tails in ("union", "counted"):
-        grids = union_grids(grid, med[0])
-        col_counts = run(partial_column_counts, grids, d)
-        inner, outer = union_tail_draws(col_counts, grids, med[0], n, alpha, eps_q, rng)
-        quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
-        if tails == "counted":
-            bins = noisy_bins(run(partial_tail_bins, np.sort(quantiles, axis=0), d),
-                              plan, rng)
-    elif tails == "deviations":
-        shift = med[0]
-        counts = run(partial_rank_counts, grid, d, shift=shift)
-        inner = private_quantiles(rows, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
-                                  epsilon_each=eps_q, rng=rng, grid=grid, counts=counts)
-        outer = private_quantiles(rows, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
-                                  grid=grid, counts=counts, anchors=inner)
-        quantiles = np.vstack([outer[:1], inner[:1], np.zeros((1, d)),
-                               inner[1:], outer[1:]]) + shift
-        quantiles[2] = shift
-    elif tails == "values":
-        inner = private_quantiles(rows, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
-                                  epsilon_each=eps_q, rng=rng, grid=grid, counts=counts,
-                                  anchors=np.vstack([med, med]))
-        outer = private_quantiles(rows, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
-                                  grid=grid, counts=counts, anchors=inner)
-        quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
-    else:  # a rule added in memory and not here: refuse before any further draw
-        raise NotImplementedError(f"tails={tails!r} has no distributed fit.")
-    extra = {} if bins is None else dict(tail_counts=bins, n_samples=n,
-                                         count_sd=plan.count_sd)
-    lower, upper = extrapolated_interval(quantiles, alpha, plan.noise_sd,
-                                         max_stretch=plan.max_stretch,
-                                         floor=tails != "values", **extra)
-    return lower, upper, quantiles
+    d = plan.n_features
+    passes = {"rank": partial_rank_counts, "pooled": partial_pooled_counts,
+              "columns": partial_column_counts, "bins": partial_tail_bins}
+
+    def count(kind, arg, shift=None):
+        kwargs = {} if shift is None else {"shift": shift}
+        return run(passes[kind], arg, d, **kwargs)
+
+    return heavy_tailed_clip.located_interval(count, plan, rng, first_counts=first_counts)
 
 
 def fit_heavy_tailed_distributed(estimator, X):

@@ -760,41 +760,100 @@ def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
         count_kind, count_scale)
 
 
-def _located_interval(X, plan, rng):
-    """The per-column draws and the interval extrapolated from them."""
-    from .quantile import private_quantiles, rank_counts
+class _Rows:
+    """Stands for X where a function reads only its shape (``private_quantiles`` with
+    ``counts=``): whoever makes the draws may hold counts, never rows."""
 
+    def __init__(self, n, d):
+        self.shape = (n, d)
+
+
+def _located_interval(X, plan, rng):
+    """The per-column draws (or the shared scale's) and the interval extrapolated
+    from them: :func:`located_interval` with the counts taken from ``X`` in memory."""
+    from .quantile import rank_counts
+
+    def count(kind, arg, shift=None):
+        if kind == "rank":
+            return (rank_counts(X, arg, strict=True, shift=shift),
+                    rank_counts(X, arg, shift=shift))
+        if kind == "pooled":
+            return pooled_abs_counts(X, arg)
+        if kind == "columns":
+            return union_column_counts(X, arg)
+        return tail_bin_counts(X, arg)  # "bins"
+
+    return located_interval(count, plan, rng)
+
+
+def located_interval(count, plan, rng, first_counts=None):
+    """The draws of a :class:`QuantileClipPlan` and the interval extrapolated from
+    them, reading the data only through exact counts: the draw step shared by the
+    in-memory fit and the distributed one (which merges the counts of its chunks).
+
+    Parameters
+    ----------
+    count : callable
+        ``count(kind, arg, shift=None)`` returns the exact (NOT private) counts of
+        the whole data: ``"rank"`` the strict and non-strict rank counts on the grid
+        ``arg`` (each column shifted by ``shift``), ``"pooled"``
+        :func:`pooled_abs_counts`, ``"columns"`` :func:`union_column_counts` on the
+        grids ``arg``, ``"bins"`` :func:`tail_bin_counts` for the quantiles ``arg``.
+        Its arguments are public numbers and earlier releases only.
+    plan : QuantileClipPlan
+    rng : RandomSource
+    first_counts : pair of int64 arrays, optional
+        The first statistic (``"pooled"`` for the shared scale, else ``"rank"`` on
+        the plan's grid), when already counted.
+
+    Returns
+    -------
+    lower, upper : ndarrays of shape (d,)
+    quantiles : ndarray
+        The draws (five rows per column, or the shared median and upper quantile).
+    """
+    from .quantile import private_quantiles
+
+    n, d = plan.n_samples, plan.n_features
     grid, eps_q, alpha = plan.grid, plan.quantile_epsilon, plan.level
+    if plan.shared:
+        counts = count("pooled", grid) if first_counts is None else first_counts
+        med, up, _ = shared_scale_from_counts(counts, n, d, epsilon_each=eps_q, rng=rng,
+                                              grid=grid)
+        c = SHARED_STRETCH * max(abs(up), abs(med))
+        return np.full(d, -c), np.full(d, c), np.array([med, up])
+    rows = _Rows(n, d)
     # The median first, then the inner quantiles with the prior anchored at it, then
     # the outer ones anchored at their tail's inner one (each anchor a release:
     # adaptive composition): a draw the ranks cannot place (beyond the data, or
     # between two grid points the data lie between) stays near the data instead of
     # wandering octaves beyond it.
-    counts = (rank_counts(X, grid, strict=True), rank_counts(X, grid))
-    med = private_quantiles(X, [0.5], epsilon_each=eps_q, rng=rng, grid=grid,
+    counts = count("rank", grid) if first_counts is None else first_counts
+    med = private_quantiles(rows, [0.5], epsilon_each=eps_q, rng=rng, grid=grid,
                             counts=counts)
     bins = None
     if plan.tails in ("union", "counted"):
-        inner, outer = _union_tail_draws(X, med[0], alpha, eps_q, rng, grid)
+        grids = union_grids(grid, med[0])
+        inner, outer = union_tail_draws(count("columns", grids), grids, med[0], n, alpha,
+                                        eps_q, rng)
         quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
         if plan.tails == "counted":
-            bins = noisy_tail_bins(X, np.sort(quantiles, axis=0), plan, rng)
+            bins = draw_tail_bins(count("bins", np.sort(quantiles, axis=0)), plan, rng)
     elif plan.tails == "deviations":
         shift = med[0]
-        counts = (rank_counts(X, grid, strict=True, shift=shift),
-                  rank_counts(X, grid, shift=shift))
-        inner = private_quantiles(X, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
+        counts = count("rank", grid, shift=shift)
+        inner = private_quantiles(rows, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
                                   epsilon_each=eps_q, rng=rng, grid=grid, counts=counts)
-        outer = private_quantiles(X, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
+        outer = private_quantiles(rows, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
                                   grid=grid, counts=counts, anchors=inner)
         quantiles = np.vstack([outer[:1], inner[:1], np.zeros((1, med.shape[1])),
                                inner[1:], outer[1:]]) + shift
         quantiles[2] = shift
     else:
-        inner = private_quantiles(X, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
+        inner = private_quantiles(rows, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
                                   epsilon_each=eps_q, rng=rng, grid=grid, counts=counts,
                                   anchors=np.vstack([med, med]))
-        outer = private_quantiles(X, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
+        outer = private_quantiles(rows, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
                                   grid=grid, counts=counts, anchors=inner)
         quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
     lower, upper = extrapolated_interval(quantiles, alpha, plan.noise_sd,
@@ -856,7 +915,13 @@ def noisy_tail_bins(X, quantiles, plan, rng):
     charge of ``COUNT_DRAWS``·d = 2d draws of ε_q (or ε_q²/8) each, which the plan
     includes in ``n_draws``. The counts are integers, exact in float64.
     """
-    bins = tail_bin_counts(X, quantiles)
+    return draw_tail_bins(tail_bin_counts(X, quantiles), plan, rng)
+
+
+def draw_tail_bins(bins, plan, rng):
+    """The draw step of :func:`noisy_tail_bins`: the plan's noise added in place to
+    the exact bins (4, d) of :func:`tail_bin_counts`, wherever they were counted (in
+    memory, or merged from chunks). Returns ``bins``."""
     d = bins.shape[1]
     sens = 2.0 * d if plan.count_kind == "laplace" else math.sqrt(2.0 * d)
     add_noise_inplace(bins.reshape(-1), _check_rng(rng), plan.count_kind, plan.count_scale,
@@ -895,18 +960,33 @@ def _union_tail_draws(X, med, alpha, eps_q, rng, grid):
     one to #{x < g} or #{x ≤ g} for the points g above it, so a replaced row moves
     every count, hence every score, by at most one: each draw is the exponential
     mechanism with Δ_u = 1, ε_q-DP and ε_q-bounded range, as the plan charges."""
-    from .quantile import prior_weight
-    from .sparse_exponential import exponential_mechanism
+    n = X.shape[0]
+    grids = union_grids(grid, med)
+    counts = union_column_counts(X, grids)
+    return union_tail_draws(counts, grids, med, n, alpha, eps_q, rng)
 
-    n, d = X.shape
+
+def union_grids(grid, med):
+    """U_j = grid ∪ (m_j + grid) of every column (finite points, sorted, unique): the
+    grid of the union tail draws, a function of the public grid and the released
+    median only."""
+    out = []
+    for m in np.asarray(med, dtype=np.float64):
+        with np.errstate(over="ignore"):
+            shifted = m + grid
+        out.append(np.unique(np.concatenate([grid, shifted[np.isfinite(shifted)]])))
+    return out
+
+
+def union_column_counts(X, grids):
+    """The counts step of :func:`_union_tail_draws` (NOT private): #{x < g} and
+    #{x ≤ g} of every column j of ``X`` on its own sorted grid ``grids[j]``, the
+    implicit zeros of a sparse ``X`` counted. A list of d pairs of int64 arrays; exact,
+    so sums over row blocks give the counts of the whole."""
+    n = X.shape[0]
     Xc = sp.csc_matrix(X) if sp.issparse(X) else X  # canonical: duplicates summed
-    levels = (TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha)
-    outer_levels = (alpha, 1.0 - alpha)
-    inner = np.empty((2, d))
-    outer = np.empty((2, d))
-    steps = 8.0  # the public grid's points per octave
-    w_a = prior_weight(eps_q)
-    for j in range(d):
+    out = []
+    for j, U in enumerate(grids):
         if sp.issparse(Xc):  # the stored values and the count of implicit zeros
             col = Xc.data[Xc.indptr[j]:Xc.indptr[j + 1]].astype(np.float64)
             n_zeros = n - col.size
@@ -914,11 +994,28 @@ def _union_tail_draws(X, med, alpha, eps_q, rng, grid):
             col, n_zeros = np.asarray(Xc[:, j], dtype=np.float64), 0
         if not np.all(np.isfinite(col)):
             raise ValueError("X contains NaN or infinite values.")
+        out.append(_column_counts(col, U, n_zeros))
+    return out
+
+
+def union_tail_draws(counts, grids, med, n, alpha, eps_q, rng):
+    """The draw step of :func:`_union_tail_draws`: the four tail draws of every column
+    from the exact counts on U_j (:func:`union_column_counts`, in memory or merged
+    from chunks), in the order lower inner, lower outer, upper inner, upper outer of
+    each column. Returns (inner, outer), each of shape (2, d)."""
+    from .quantile import prior_weight
+    from .sparse_exponential import exponential_mechanism
+
+    d = len(grids)
+    levels = (TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha)
+    outer_levels = (alpha, 1.0 - alpha)
+    inner = np.empty((2, d))
+    outer = np.empty((2, d))
+    steps = 8.0  # the public grid's points per octave
+    w_a = prior_weight(eps_q)
+    for j, U in enumerate(grids):
+        below, at_most = counts[j]
         m = med[j]
-        with np.errstate(over="ignore"):
-            shifted = m + grid
-        U = np.unique(np.concatenate([grid, shifted[np.isfinite(shifted)]]))
-        below, at_most = _column_counts(col, U, n_zeros)
         dev = np.abs(U - m)
         index = np.arange(U.size)
         k_m = int(np.searchsorted(U, m))  # m is a grid point, hence in U
@@ -962,14 +1059,8 @@ def quantile_clipped_mean(X, plan, rng):
     _check_shape(X, plan)
     info = {}
     if plan.shared:
-        med, up, _ = shared_scale_draws(X, epsilon_each=plan.quantile_epsilon, rng=rng,
-                                        grid=plan.grid)
-        c = SHARED_STRETCH * max(abs(up), abs(med))
-        d = plan.n_features
-        lower, upper, quantiles = np.full(d, -c), np.full(d, c), np.array([med, up])
         info["shared"] = True
-    else:
-        lower, upper, quantiles = _located_interval(X, plan, rng)
+    lower, upper, quantiles = _located_interval(X, plan, rng)
     mean_plan = plan_clipped_mean(plan.n_samples, lower, upper, rho=plan.mean_rho,
                                   epsilon=plan.mean_epsilon)
     estimate = clipped_mean(X, mean_plan, rng)
@@ -1117,13 +1208,30 @@ def shared_scale_draws(X, *, epsilon_each, rng, grid):
     level : float
         α_s.
     """
-    from .quantile import prior_weight, quantile_scores, rank_counts
+    n, d = X.shape
+    counts = pooled_abs_counts(X, grid)
+    return shared_scale_from_counts(counts, n, d, epsilon_each=epsilon_each, rng=rng,
+                                    grid=grid)
+
+
+def pooled_abs_counts(X, grid):
+    """The counts step of :func:`shared_scale_draws` (NOT private): the strict and
+    non-strict rank counts of the pooled |x_ij| on ``grid``, int64 of shape (G,)
+    each; exact, so sums over row blocks give the counts of the whole."""
+    from .quantile import rank_counts
+
+    A = abs(X) if sp.issparse(X) else np.abs(X)
+    return (rank_counts(A, grid, strict=True).sum(axis=0), rank_counts(A, grid).sum(axis=0))
+
+
+def shared_scale_from_counts(counts, n, d, *, epsilon_each, rng, grid):
+    """The draw step of :func:`shared_scale_draws` from the exact pooled counts
+    (:func:`pooled_abs_counts`, in memory or merged from chunks) of an n × d matrix.
+    Returns (median, upper, level) as :func:`shared_scale_draws`."""
+    from .quantile import prior_weight, quantile_scores
     from .sparse_exponential import exponential_mechanism
 
-    n, d = X.shape
-    A = abs(X) if sp.issparse(X) else np.abs(X)
-    below = rank_counts(A, grid, strict=True).sum(axis=0)
-    at_most = rank_counts(A, grid).sum(axis=0)
+    below, at_most = counts
     total = n * d
     level = _shared_level(n, grid.size, epsilon_each)
     med_scores = quantile_scores(below, at_most, int(np.rint(0.5 * total)), grid, float(d))
