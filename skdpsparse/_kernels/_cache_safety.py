@@ -20,7 +20,7 @@ for a source directory is shared by every file in it: ``skdpsparse/_kernels`` re
 its folder, and ``skdpsparse/distributed``, whose unit-total loops sit beside the code
 that ships them, registers its own) through :func:`save_unique`, and every other cache
 file through the save it found, so other libraries' caches behave as numba made them.
-``tests/kernels/test_kernels_cache.py`` replays the race on both.
+``tests/kernels/test_kernels_cache_safety.py`` replays the race on both.
 """
 
 import os

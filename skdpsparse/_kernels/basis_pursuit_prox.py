@@ -1,5 +1,5 @@
 """The fused elementwise pass of the basis-pursuit solver
-(:mod:`skdpsparse.mechanisms.basis_pursuit`): soft-thresholding of a shifted adjoint
+(:mod:`skdpsparse._solvers.basis_pursuit`): soft-thresholding of a shifted adjoint
 :math:`x = \\operatorname{soft}(c + \\eta\\, a \\odot D\\, t, \\theta)`, with the sums the
 solver needs (ℓ1 and ℓ2 norms, the step length, the largest entry) computed in the same
 pass, and the support collected for a sparse return.

@@ -563,7 +563,7 @@ def csr_clipped_gradient_sum(
 
 # ------------------------------------------------- exact (fixed-point) sums over rows
 #
-# The certified solver (erm_solver) and its distributed passes sum per-row terms as
+# The certified solver (_solvers.erm) and its distributed passes sum per-row terms as
 # int64 after rounding each to a power-of-two grid: integer addition is associative,
 # so the sums are the same for every chunking, merge order and number of workers,
 # bit for bit, and the only error is the per-term rounding, at most half a grid step

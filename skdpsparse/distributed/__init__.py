@@ -63,7 +63,7 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None,
     from the same statistic: the workers return exact integer sums of bounded rows
     (sparse mean, heavy-tailed mean, every pass of output perturbation's certified
     solver; :mod:`skdpsparse.distributed._core`,
-    :class:`~skdpsparse._kernels.erm_solver.FixedPointObjective`) or, for ℓ1-recovery,
+    :class:`~skdpsparse._solvers.erm.FixedPointObjective`) or, for ℓ1-recovery,
     a float sum of measurement vectors each of norm ≤ 1.5L whatever the order, or, for
     cyclic SGD, each step's float sum of clipped gradients (each of norm ≤ C whatever
     the order; the rows visited in the collection's order, which the guarantee allows:

@@ -15,7 +15,7 @@ a Dask array (dense or scipy.sparse chunks) or dataframe with a Dask ``y``:
    in-memory driver itself, whose every objective or gradient evaluation (and every
    Hessian-vector product of its Newton polish) is one pass: each chunk returns the
    exact int64 sums of its rows' terms
-   (:func:`~skdpsparse._kernels.erm_solver.partial_loss_gradient`) as a task result,
+   (:func:`~skdpsparse._solvers.erm.partial_loss_gradient`) as a task result,
    and the driver adds them. The workers see a chunk, the current iterate and the
    grid: no seed, no key, no noise, no estimator;
 3. **release** on the driver: the plan's noise, one draw
@@ -26,7 +26,7 @@ Why the privacy claim is exactly the in-memory one. The sums are integers, so ev
 chunking, merge order, retried task and number of workers gives the same numbers as
 the one in-memory pass; the iterates, the stopping certificate (which already counts
 the rounding of each row's terms to the grid,
-:class:`~skdpsparse._kernels.erm_solver.FixedPointObjective`) and the minimizer are
+:class:`~skdpsparse._solvers.erm.FixedPointObjective`) and the minimizer are
 the in-memory ones bit for bit, and the noise is calibrated to the same
 (1 + tol)·Δ. There is no summation-order error to bound: the only floating-point
 error of a pass, the per-row rounding to the grid, is the same in both paths and is
@@ -125,7 +125,7 @@ def _tree(parts, add):
 
 class DaskRows:
     """The rows of a distributed fit for
-    :class:`~skdpsparse._kernels.erm_solver.FixedPointObjective`: each pass is one
+    :class:`~skdpsparse._solvers.erm.FixedPointObjective`: each pass is one
     task per persisted chunk and a tree of integer additions, computed on the current
     scheduler; the driver receives d + 3 integers."""
 

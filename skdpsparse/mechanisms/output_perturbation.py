@@ -75,7 +75,7 @@ Sensitivities of the exact minimizer θ*(S) (replacement neighbours, n public)
   the differences are bounded by triangle inequalities instead of 2s-sparsity, and
   with Δ₂ = 2L/(λn)). Also ‖·‖₁ ≤ √p‖·‖₂, so Δ₁ = min(that, √p·Δ₂).
 
-What is computed is not θ*. The solver (:mod:`skdpsparse._kernels.erm_solver`) stops
+What is computed is not θ*. The solver (:mod:`skdpsparse._solvers.erm`) stops
 at θ̂ with a residual u ∈ ∂(F^λ + ι_𝒳)(θ̂), and λ-strong convexity gives
 ‖θ̂ − θ*‖₂ ≤ ‖u‖₂/λ. In ℓ1 (unconstrained): λ(θ̂ − θ*) = u − [∇F_S(θ̂) − ∇F_S(θ*)]
 gives ‖θ̂ − θ*‖₁ ≤ (‖u‖₁ + H₁₂‖u‖₂/λ)/λ, and also ≤ √p‖u‖₂/λ; the smaller is used.
@@ -682,9 +682,9 @@ def certified_minimizers(rows, plan, *, max_iter=1000):
     :func:`release` needs for its guarantee.
 
     ``rows`` holds the contribution-bounded rows and K target vectors, in memory
-    (:class:`~skdpsparse._kernels.erm_solver.InMemoryRows`) or on a cluster
+    (:class:`~skdpsparse._solvers.erm.InMemoryRows`) or on a cluster
     (``skdpsparse.distributed``); ``rows.problem = k`` selects problem k. Each
-    problem is solved by :func:`~skdpsparse._kernels.erm_solver.solve_certified` on
+    problem is solved by :func:`~skdpsparse._solvers.erm.solve_certified` on
     :func:`certified_objective` until ``plan.accept`` certifies it.
 
     Returns
@@ -710,9 +710,9 @@ def certified_minimizers(rows, plan, *, max_iter=1000):
 
 def certified_objective(rows, plan):
     """The exact-sum objective of one problem of ``plan`` over ``rows`` (in memory,
-    :class:`~skdpsparse._kernels.erm_solver.InMemoryRows`, or on a cluster): the
+    :class:`~skdpsparse._solvers.erm.InMemoryRows`, or on a cluster): the
     oracle of the one certified solver both fits run
-    (:func:`~skdpsparse._kernels.erm_solver.solve_certified`). Its grid is sized by
+    (:func:`~skdpsparse._solvers.erm.solve_certified`). Its grid is sized by
     the declared bounds R and B (1 for ±1 labels), never by the data.
 
     **Privacy guarantee.** None by itself: an oracle over the data whose values are
@@ -720,7 +720,7 @@ def certified_objective(rows, plan):
     on a grid set by public numbers and θ, so the iterates and the certified
     minimizer do not depend on how the rows are chunked, and the gradient error it
     reports is added to the solver's certificate
-    (:class:`~skdpsparse._kernels.erm_solver.FixedPointObjective`). Not covered: the
+    (:class:`~skdpsparse._solvers.erm.FixedPointObjective`). Not covered: the
     last ulps of each row's own float arithmetic.
     """
     label_bound = plan.label_bound if plan.loss in REGRESSION_LOSSES else 1.0
@@ -781,7 +781,7 @@ def output_perturbation(X, targets, plan, rng, *, max_iter=1000):
     {‖x‖₂ ≤ R, ‖x‖₁ ≤ R√s} and targets clipped to [−B, B] here (contribution bounding);
     a smooth loss; the computed minimizer certified within tol·Δ/2 of the exact one
     (the solver's certificate covers the rounding of its sums,
-    :class:`~skdpsparse._kernels.erm_solver.FixedPointObjective`), so the noise
+    :class:`~skdpsparse._solvers.erm.FixedPointObjective`), so the noise
     calibrated to (1 + tol)·Δ covers what is computed. Not covered: ``info`` (the
     iteration count and residuals depend on the data; the estimators drop them), a
     data-dependent λ or bound (they must come from public numbers or a private

@@ -17,7 +17,7 @@ Every entry of :math:`A` is :math:`\\pm 1/\\sqrt m` (the Gaussian matrix's varia
 .. math:: A A^T = (d_{pad}/m)\\, I_m ,
 
 which makes the projection onto :math:`\\{z : Az = b\\}` closed form (the basis-pursuit
-solver of :mod:`.basis_pursuit` relies on it).
+solver of :mod:`skdpsparse._solvers.basis_pursuit` relies on it).
 
 Restricted isometry. :math:`P_\\Omega H` is a randomly subsampled bounded orthonormal
 system; with :math:`m \\gtrsim s \\log^2 s \\log d` rows it is an :math:`s`-restricted

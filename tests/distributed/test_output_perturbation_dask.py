@@ -2,7 +2,7 @@
 
 Bound on the difference: none. Every objective, gradient and Hessian-vector
 evaluation of the certified solver is an exact int64 sum of per-row terms rounded to
-a power-of-two grid (``skdpsparse._kernels.erm_solver.FixedPointObjective``), the same
+a power-of-two grid (``skdpsparse._solvers.erm.FixedPointObjective``), the same
 integers for every chunking, merge order and scheduler; the driver is the in-memory
 one (``certified_minimizers``), so the iterates, the certificate and the minimizer
 are the in-memory ones, and the key comes from the same digests. The tests assert

@@ -143,7 +143,7 @@ def test_declared_classes_no_warning_and_unknown_labels_are_an_error():
         warnings.simplefilter("error")
         DPOutputPerturbationClassifier(classes=[0, 1], random_state=0).fit(X, y)
     # A label outside the declared set is malformed input (it used to count silently as
-    # a negative): tests/linear_model/test_declared_classes.py for every classifier.
+    # a negative): tests/utils/test_data_declared_classes.py for every classifier.
     y_odd = np.where(y == 0, 7, y)
     with pytest.raises(ValueError, match=r"not declared in classes=\[0, 1\]: 7"):
         DPOutputPerturbationClassifier(classes=[0, 1], random_state=0).fit(X, y_odd)
