@@ -668,7 +668,11 @@ def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
     else:
         X = bound_rows_l2(X, plan.norm_bound)
     y = np.ascontiguousarray(y)
-    order = np.arange(n)
+    # The pass order of the kernels that take one (the rows are already in it); the
+    # single-output dense paths that bound rows at their visit or read the bounded
+    # copy with its norms need none.
+    own_order = not multi and (visit_order is not None or row_norms is not None)
+    order = None if own_order else np.arange(n)
     p = d + 1 if plan.fit_intercept else d
     k_out = plan.n_outputs
     theta = np.zeros(k_out * (d + 1))  # Θ flat: row k is (w_k, b_k)
