@@ -88,7 +88,8 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None,
     estimator : DPSparseMeanEstimator, DPHeavyTailedMean, DPOutputPerturbation* \
             or DPCyclicSGD
         The decomposable estimators supported so far (the heavy-tailed mean with
-        ``method="private_clip"``, the default, its interval stated or located;
+        ``method="private_clip"``, the default, its interval stated or located,
+        ``"cwme"`` with ``shuffle=False`` and ``"noise_smoothing"``;
         output perturbation with declared bounds and
         ``method="output_perturbation"``; cyclic SGD with ``shuffle=False``, two
         classes or a regression, and batches of at least 10⁴ rows; see the user

@@ -1,5 +1,6 @@
 """The heavy-tailed mean's decomposable statistics, and its distributed fit: the
-interval stated (``bounds=``) or located privately (the default).
+interval stated (``bounds=``) or located privately (the default). (cwme with
+consecutive groups and the noise-smoothing mean: :mod:`._heavy_tailed_groups`.)
 
 ``DPHeavyTailedMean(method="private_clip")`` is a sequence of releases, each reading
 only integer sums over rows:
@@ -57,8 +58,12 @@ def clipped_frac_bits(n):
 
 def merge_sums(a, b):
     """The sum of two partial results: arrays, or tuples/lists of them (nested)."""
+    from ._heavy_tailed_groups import GroupSumPart, merge_groups
+
     if isinstance(a, ClippedSumPart):
         return merge_clipped(a, b)
+    if isinstance(a, GroupSumPart):
+        return merge_groups(a, b)
     if isinstance(a, (tuple, list)):
         return type(a)(merge_sums(x, y) for x, y in zip(a, b, strict=True))
     return a + b
@@ -215,8 +220,10 @@ def located_interval(first_counts, run, plan, rng):
 def fit_heavy_tailed_distributed(estimator, X):
     """DPHeavyTailedMean.fit on a dask collection: ``method="private_clip"`` (the
     default ``"auto"`` resolves to it), the interval stated in ``bounds`` or located
-    privately. The plan is the in-memory fit's (``plan_heavy_tailed_mean`` on the
-    estimator's parameters and the collection's public n, d)."""
+    privately; ``"cwme"`` with ``shuffle=False`` and ``"noise_smoothing"`` in one
+    pass (:mod:`._heavy_tailed_groups`). The plan is the in-memory fit's
+    (``plan_heavy_tailed_mean`` on the estimator's parameters and the collection's
+    public n, d)."""
     import warnings
 
     import dask
@@ -227,14 +234,18 @@ def fit_heavy_tailed_distributed(estimator, X):
     from ..utils import validate_params
     from ._core import data_digest, fit_random_source_from_digests
     from ._dask import chunk_kernel, row_chunks
+    from ._heavy_tailed_groups import groups_pass, release_groups
 
     validate_params(estimator, estimator._parameter_constraints)
     method = estimator._resolved_method()
-    if method != "private_clip":
+    if method == "cwme" and estimator.shuffle:
         raise NotImplementedError(
-            f"DPHeavyTailedMean(method={method!r}) has no distributed fit: cwme's groups "
-            "(a secret permutation of the rows) and noise_smoothing are not distributed. "
-            "Use method='private_clip' (the default), with or without bounds.")
+            "DPHeavyTailedMean(method='cwme', shuffle=True) has no distributed fit: its "
+            "groups are a permutation drawn from the fit's random source, which the "
+            "workers would have to receive (n labels in the task graph). The permutation "
+            "is for accuracy on sorted data, not privacy (the sensitivity holds for every "
+            "assignment): pass shuffle=False, and the groups are consecutive in the "
+            "collection's order (order it without looking at the values).")
     chunks, (n, d), input_attrs = row_chunks(X)
     params = estimator.get_params()
     del params["random_state"], params["verbose"]
@@ -257,7 +268,10 @@ def fit_heavy_tailed_distributed(estimator, X):
         return merged
 
     # First pass: the digest (for the key) and the first statistic, each chunk read once.
-    if plan.method == "clipped":
+    if plan.method in ("cwme", "noise_smoothing"):
+        partial, args = groups_pass(plan, n, d)
+        first = graph(partial, *args)
+    elif plan.method == "clipped":
         frac_bits = clipped_frac_bits(n)
         first = graph(partial_clipped_sums, mech.lower, mech.upper, frac_bits)
     elif mech.shared:
@@ -268,7 +282,12 @@ def fit_heavy_tailed_distributed(estimator, X):
     rng = fit_random_source_from_digests(
         estimator.random_state, estimator,
         [data_digest(digest_part, (n, d), chunk_kernel(X))])
-    if plan.method == "clipped":
+    if plan.method in ("cwme", "noise_smoothing"):
+        mean = release_groups(first, plan, n, rng)
+        attrs = dict(truncation_=plan.truncation, noise_scale_=float(mech.noise_scale))
+        if plan.method == "cwme":
+            attrs["n_groups_"] = int(mech.groups_used)
+    elif plan.method == "clipped":
         if first.n_rows != n:
             raise ValueError(f"the chunks held {first.n_rows} rows, not n={n}.")
         mean = release_clipped(first, mech, rng)

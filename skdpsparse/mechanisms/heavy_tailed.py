@@ -109,6 +109,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._kernels.heavy_tailed import (
+    _median_of_group_means,
     cwme_csr,
     cwme_dense,
     effective_n_groups,
@@ -583,6 +584,22 @@ def _check_shape(X, plan):
     if X.shape != (plan.n_samples, plan.n_features):
         raise ValueError(f"X has shape {X.shape}, but the plan is for "
                          f"({plan.n_samples}, {plan.n_features}).")
+
+
+def median_of_group_means(sums, n_samples):
+    """The median step of :func:`trimmed_median_of_means` (NOT private): the
+    coordinate-wise median of the means of m consecutive groups from their per-column
+    sums of clipped values, shape (m, d), group g holding ⌊n/m⌋ + 1 rows if g < n mod m
+    and ⌊n/m⌋ otherwise (the compiled kernel's own step; a NaN sum raises)."""
+    sums = np.ascontiguousarray(sums, dtype=np.float64)
+    return _finite_statistic(_median_of_group_means(sums, int(n_samples)))
+
+
+def release_statistic(statistic, plan, rng):
+    """The draw step of :func:`cwme` and :func:`nsme`: the statistic (in memory, or
+    merged from chunks) plus the plan's noise, one draw for the d coordinates. The
+    guarantee is the plan's for a statistic of the plan's sensitivity."""
+    return _release(_finite_statistic(statistic), _check_rng(rng), plan)
 
 
 def _release(statistic, rng, plan):

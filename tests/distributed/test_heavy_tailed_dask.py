@@ -2,7 +2,8 @@
 public and the union grids, tail bins, clipped sums) merge to the in-memory ones
 exactly, so with the interval stated (``bounds=``) or located privately (the
 default) the release is the in-memory estimator's bit for bit under one noise key;
-every draw is made on the driver."""
+every draw is made on the driver. (cwme and noise smoothing:
+test_heavy_tailed_groups_dask.py.)"""
 
 import threading
 import warnings
@@ -10,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from dist_data import assert_no_secret_in, spy_on_draws, spy_on_graphs
 
 from skdpsparse.distributed import _heavy_tailed, fit_distributed
 from skdpsparse.mean import DPHeavyTailedMean
@@ -159,33 +161,11 @@ def test_every_tail_rule_draws_the_in_memory_interval(tails):
     np.testing.assert_array_equal(_heavy_tailed.release_clipped(part, mean_plan, rng), ref)
 
 
-def _spy_on_draws(monkeypatch):
-    """Records the thread of every draw: each one (noise, exponential mechanism)
-    derives its subkey through ``RandomSource._next_key``."""
-    threads = []
-    for name in ("add_discrete_noise", "_next_key"):
-        original = getattr(RandomSource, name)
-
-        def spy(self, *args, _original=original, **kwargs):
-            threads.append(threading.get_ident())
-            return _original(self, *args, **kwargs)
-        monkeypatch.setattr(RandomSource, name, spy)
-    return threads
-
-
 def test_every_draw_is_on_the_driver_and_no_secret_is_in_a_graph(monkeypatch):
+    pytest.importorskip("cloudpickle")
     seed = 918273645546372819
-    graphs = []
-    compute = dask.compute
-
-    def spy_compute(*args, **kwargs):
-        graphs.append(cloudpickle.dumps([dict(a.__dask_graph__()) for a in args
-                                         if hasattr(a, "__dask_graph__")]))
-        return compute(*args, **kwargs)
-
-    cloudpickle = pytest.importorskip("cloudpickle")
-    monkeypatch.setattr(dask, "compute", spy_compute)
-    threads = _spy_on_draws(monkeypatch)
+    graphs = spy_on_graphs(monkeypatch)
+    threads = spy_on_draws(monkeypatch)
     X = _heavy(n=50_000, d=4, sparse=True)
     with dask.config.set(scheduler="threads"):
         fit_distributed(DPHeavyTailedMean(random_state=seed),
@@ -193,11 +173,8 @@ def test_every_draw_is_on_the_driver_and_no_secret_is_in_a_graph(monkeypatch):
     assert threads and set(threads) == {threading.get_ident()}
     # Passes: digest + rank counts, union-grid counts, (tail bins,) clipped sums.
     assert len(graphs) >= 3
-    for blob in graphs:
-        for forbidden in (b"RandomSource", b"random_state", b"DPHeavyTailedMean",
-                          b"add_noise", b"exponential_mechanism",
-                          seed.to_bytes(8, "little"), str(seed).encode()):
-            assert forbidden not in blob, forbidden
+    assert_no_secret_in(graphs, seed, (b"DPHeavyTailedMean", b"add_noise",
+                                       b"exponential_mechanism"))
 
 
 def test_the_located_release_on_the_process_cluster(process_client):
@@ -208,17 +185,10 @@ def test_the_located_release_on_the_process_cluster(process_client):
     _assert_same_release(ref, est)
 
 
-@pytest.mark.parametrize("method", ["cwme", "noise_smoothing"])
-def test_the_other_methods_are_refused_with_the_reason(method):
-    X = da.from_array(_heavy(n=100), chunks=(50, 12))
-    with pytest.raises(NotImplementedError, match="private_clip"):
-        fit_distributed(DPHeavyTailedMean(method=method, truncation=5.0), X)
-
-
 @pytest.mark.filterwarnings("ignore:n=3000 rows are too few")
 @pytest.mark.parametrize("sparse", [False, True])
 def test_nan_in_any_chunk_is_refused_before_any_draw(monkeypatch, sparse):
-    threads = _spy_on_draws(monkeypatch)
+    threads = spy_on_draws(monkeypatch)
     X = _heavy(n=3000, d=2)
     X[2500, 1] = np.nan
     X = sp.csr_matrix(X) if sparse else X
