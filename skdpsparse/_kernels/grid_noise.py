@@ -53,7 +53,7 @@ import numpy as np
 
 from ._common import threads_are_fork_safe
 from .chacha import LANES, chacha20_blocks
-from .exact_sampling import _WORDS, _bits, _new_reader
+from .bit_reader import _WORDS, _bits, _new_reader
 from .grid_noise_exact import threshold_words
 
 __all__ = ["BUCKETS", "GROUP", "MARGIN", "fill_noise", "noise_tables"]

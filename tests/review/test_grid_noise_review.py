@@ -51,6 +51,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from skdpsparse._kernels import bit_reader
 from skdpsparse._kernels import exact_sampling as es
 from skdpsparse._kernels import grid_noise as gn
 from skdpsparse._kernels import grid_noise_exact as gx
@@ -309,12 +310,12 @@ def test_table_words_are_exact_at_adversarial_scales(n):
 
 def _reader(v):
     """A kernel bit reader whose next 64 bits are those of the dyadic v ∈ [0, 1): the
-    layout of exact_sampling._new_reader, built here (a compiled function returning
+    layout of bit_reader._new_reader, built here (a compiled function returning
     arrays to Python can fail to box them when numba's on-disk cache is shared)."""
-    buf = np.zeros(es._WORDS, np.uint32)
+    buf = np.zeros(bit_reader._WORDS, np.uint32)
     word = int(v * 2**64)
     buf[0], buf[1] = word >> 32, word & 0xFFFFFFFF
-    scratch = np.zeros((16, es._WORDS // 16), np.uint32)
+    scratch = np.zeros((16, bit_reader._WORDS // 16), np.uint32)
     io = (KEY, buf, scratch, scratch.copy(), 0, 0, 0)
     return io, (np.int64(0), np.int64(0), np.int64(0), np.int64(0))
 
@@ -435,9 +436,9 @@ def test_one_look_table_parts_at_the_truncated_words(n):
             if not 0 <= top < 2**55:
                 continue
             head = (0xFF << 56) | (top << 1) | 1
-            buf = np.zeros(es._WORDS, np.uint32)
+            buf = np.zeros(bit_reader._WORDS, np.uint32)
             buf[0], buf[1] = head >> 32, head & 0xFFFFFFFF
-            scratch = np.zeros((16, es._WORDS // 16), np.uint32)
+            scratch = np.zeros((16, bit_reader._WORDS // 16), np.uint32)
             io = (KEY, buf, scratch, scratch.copy(), 0, 0, 0)
             r = (np.int64(0), np.int64(0), np.int64(0), np.int64(0))
             h, ell, after = gn._table_parts(io, r, table_h, upper.size, table_l, guide_l,
