@@ -1,4 +1,4 @@
-"""Exact samplers on random bits: the bit reader, Bernoulli coins, uniform integers,
+"""Exact samplers on random bits (read by :mod:`.bit_reader`): Bernoulli coins, uniform integers,
 permutations, the exponential mechanism's categorical draws, and the entry points of
 the discrete Laplace and discrete Gaussian noise.
 
@@ -11,8 +11,8 @@ NeurIPS, Section 5, on integers only:
 
 * Algorithm 1 — Bernoulli(exp(−γ)) for rational γ ∈ [0, 1], from Bernoulli(γ/K) coins;
 * Algorithm 2 — the discrete Laplace on ℤ with scale t (here an integer N, s = 1),
-  as parts (u, v) with |y| = u + vN (used by the sums of discrete Gaussians of
-  :mod:`.cyclic_sgd`'s lazy noise);
+  as parts (u, v) with |y| = u + vN (the proposal of :func:`cks_discrete_noise`'s
+  Gaussian);
 * Bernoulli(num/den) compares a uniform real with num/den bit by bit, generating the
   binary expansion of num/den by long division: two random bits on average, whatever
   the size of den.
