@@ -85,11 +85,12 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None,
 
     Parameters
     ----------
-    estimator : DPSparseMeanEstimator, DPHeavyTailedMean, DPOutputPerturbation* \
-            or DPCyclicSGD
+    estimator : DPSparseMeanEstimator, DPHeavyTailedMean, DPHeavyTailedRegressor, \
+            DPOutputPerturbation* or DPCyclicSGD
         The decomposable estimators supported so far (the heavy-tailed mean with
         ``method="private_clip"``, the default, its interval stated or located,
-        ``"cwme"`` with ``shuffle=False`` and ``"noise_smoothing"``;
+        ``"cwme"`` with ``shuffle=False`` and ``"noise_smoothing"``; the
+        heavy-tailed regressor, in the collection's row order;
         output perturbation with declared bounds and
         ``method="output_perturbation"``; cyclic SGD with ``shuffle=False``, two
         classes or a regression, and batches of at least 10⁴ rows; see the user
@@ -138,16 +139,13 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None,
             "into per-chunk sums (one all-reduce per step of a small batch would cost a "
             "round trip per example batch). Fit it in memory on a sample, or use "
             "DPCyclicSGD with large batches or DPOutputPerturbation*.")
-    if name == "DPHeavyTailedRegressor":
-        raise NotImplementedError(
-            "DPHeavyTailedRegressor has no distributed fit: each step's gradient is a "
-            "private heavy-tailed mean (cwme's groups or noise smoothing) released by "
-            "skdpsparse.mechanisms.heavy_tailed from the per-example gradients of all "
-            "the step's rows in memory, and the rows are first permuted with the fit's "
-            "secret key. One round per step needs those oracles split into a per-chunk "
-            "statistic and a driver-side release, and the permutation replaced by a "
-            "keyed hash of a row id. Fit it in memory (on a sample), or use "
-            "DPOutputPerturbationRegressor(loss='huber'), which fits a Dask array.")
+    if name == "DPHeavyTailedRegressor" and not spark:
+        if privacy_unit is not None:
+            raise NotImplementedError("privacy_unit is supported by "
+                                      "DPSparseMeanEstimator only so far.")
+        from ._heavy_tailed_sco import fit_heavy_tailed_regressor_distributed
+
+        return fit_heavy_tailed_regressor_distributed(estimator, X, y)
     if name == "DPSparseMeanEstimator" and spark:
         from ._spark import fit_sparse_mean_spark
 
@@ -185,5 +183,6 @@ def fit_distributed(estimator, X, y=None, *, privacy_unit=None, n_features=None,
         return fit_heavy_tailed_distributed(estimator, X)
     raise NotImplementedError(
         f"{name} has no distributed fit yet (issue 20): only DPSparseMeanEstimator, "
-        "DPHeavyTailedMean, DPOutputPerturbation* and DPCyclicSGD (large batches) do. "
+        "DPHeavyTailedMean, DPHeavyTailedRegressor, DPOutputPerturbation* and "
+        "DPCyclicSGD (large batches) do. "
         "Fit it in memory for now.")

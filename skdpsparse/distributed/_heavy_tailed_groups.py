@@ -44,8 +44,8 @@ import scipy.sparse as sp
 
 from ._core import check_chunk
 
-__all__ = ["GroupSumPart", "cwme_group_sums", "merge_groups", "partial_group_sums",
-           "partial_smoothed_sums"]
+__all__ = ["GroupSumPart", "cwme_group_sums", "group_sums", "merge_groups",
+           "partial_group_sums", "partial_smoothed_sums"]
 
 
 @dataclass
@@ -68,33 +68,44 @@ def partial_group_sums(chunk, bounds, lo, hi, n_features, row_offset=0):
     """The :class:`GroupSumPart` of one chunk (a worker's task; public inputs):
     ``bounds`` the consecutive split's start offsets, ``[lo, hi]`` the clipping
     interval of every column (``_kernels.heavy_tailed._interval``)."""
-    chunk = check_chunk(chunk, n_features, row_offset)
-    rows = chunk.shape[0]
-    end = row_offset + rows
+    return group_sums(check_chunk(chunk, n_features, row_offset), bounds, lo, hi,
+                      row_offset)
+
+
+def group_sums(rows, bounds, lo, hi, row_offset=0, scale=None):
+    """The :class:`GroupSumPart` of checked ``rows`` at positions row_offset, … of the
+    split ``bounds``, of the rows ``scale[i]·x_i`` when ``scale`` is given (the
+    in-memory scaled kernel's clip(s·x) + (x − x)·s, in its order)."""
+    n_features = rows.shape[1]
+    end = row_offset + rows.shape[0]
     part = GroupSumPart()
     first = int(np.searchsorted(bounds, row_offset, side="right")) - 1
     for g in range(first, len(bounds) - 1):
         a, b = max(bounds[g], row_offset), min(bounds[g + 1], end)
         if a >= b:
             break
-        piece = chunk[a - row_offset:b - row_offset]
+        piece = rows[a - row_offset:b - row_offset]
+        s = None if scale is None else scale[a - row_offset:b - row_offset]
         if sp.issparse(piece):
             # The kernel adds clip(v) + (v - v) entry by entry in row order into a
             # per-column accumulator starting at 0: np.bincount adds its weights in
             # input order into zeros, the same additions (+ 0.0 maps -0.0 to 0.0).
-            values = np.clip(piece.data.astype(np.float64), lo[piece.indices],
-                             hi[piece.indices]) + 0.0
+            values = piece.data.astype(np.float64)
+            if s is not None:
+                with np.errstate(over="ignore"):  # s·x beyond float64: ±inf, clipped
+                    values = np.repeat(s, np.diff(piece.indptr)) * values
+            values = np.clip(values, lo[piece.indices], hi[piece.indices]) + 0.0
             part.sums[g] = np.bincount(piece.indices, weights=values,
                                        minlength=n_features)
             part.explicit[g] = np.bincount(piece.indices, minlength=n_features)
         else:
-            part.sums[g] = _sequential_column_sums(piece, lo, hi)
+            part.sums[g] = _sequential_column_sums(piece, lo, hi, s)
             part.explicit[g] = None
     return part
 
 
-def _sequential_column_sums(piece, lo, hi):
-    """Σ_i clip(x_ij) per column, the rows added one after another from 0, as the
+def _sequential_column_sums(piece, lo, hi, scale=None):
+    """Σ_i clip(s_i·x_ij) per column, the rows added one after another from 0, as the
     kernel does: a cumulative sum (sequential by definition; np.sum may sum a column
     pairwise), in blocks of about 2^20 entries, each block's sums starting from the
     last block's."""
@@ -102,7 +113,11 @@ def _sequential_column_sums(piece, lo, hi):
     acc = np.zeros((1, d))
     step = max(1, 2**20 // max(d, 1))
     for start in range(0, piece.shape[0], step):
-        block = np.clip(piece[start:start + step].astype(np.float64), lo, hi) + 0.0
+        block = piece[start:start + step].astype(np.float64)
+        if scale is not None:
+            with np.errstate(over="ignore"):  # s·x beyond float64: ±inf, clipped
+                block = scale[start:start + step, None] * block
+        block = np.clip(block, lo, hi) + 0.0
         acc = np.cumsum(np.vstack([acc, block]), axis=0)[-1:]
     return acc[0]
 
