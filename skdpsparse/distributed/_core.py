@@ -73,6 +73,27 @@ class BoundedSumPart:
     digest: DigestPart
 
 
+def check_chunk_targets(chunk, y, n_features, row_offset, rows, numeric=True):
+    """A chunk (:func:`check_chunk`) and its targets, checked: as many as the metadata
+    said, and (``numeric``) numeric and finite, returned as float64; else a clear
+    error naming the chunk's first row."""
+    chunk = check_chunk(chunk, n_features, row_offset)
+    y = np.asarray(y)
+    if y.ndim != 1 or chunk.shape[0] != rows or y.shape[0] != rows:
+        raise ValueError(f"the chunk at row {row_offset} has {chunk.shape[0]} rows and "
+                         f"{y.shape[0]} targets; its metadata said {rows}.")
+    if not numeric:
+        return chunk, y
+    if y.dtype.kind not in "biuf":
+        raise ValueError(f"y must be numeric; the targets of the chunk at row "
+                         f"{row_offset} have dtype {y.dtype}.")
+    y = np.asarray(y, dtype=np.float64)
+    if not np.isfinite(y).all():
+        raise ValueError(f"Input y contains NaN or infinity (in the chunk starting at "
+                         f"row {row_offset}).")
+    return chunk, y
+
+
 def check_chunk(chunk, n_features, row_offset=0):
     """One chunk as the in-memory validation would leave it, or a clear error.
 

@@ -62,7 +62,6 @@ other draws of the same law; here every step adds the dense noise, the eager pat
 the same guarantee), and user-level units.
 """
 
-import math
 
 import numpy as np
 import scipy.sparse as sp
@@ -75,7 +74,7 @@ from .._kernels.linear_losses import csr_clipped_gradient_sum, dense_clipped_gra
 from ..mechanisms.cyclic_sgd import _NOISE_BLOCK, bound_rows_l2, plan_cyclic_sgd
 from ..mechanisms.noise import grid_noise
 from ..utils._digest import chunk_digest, final_digest, merge_digests
-from ._core import check_chunk, data_digest, fit_random_source_from_digests
+from ._core import check_chunk_targets, data_digest, fit_random_source_from_digests
 
 __all__ = ["MIN_BATCH", "batch_segments", "fit_cyclic_sgd_distributed"]
 
@@ -88,21 +87,9 @@ def _prepare(chunk, y, offset, rows, n_total, n_features, classifier, positive,
              norm_bound):
     """One chunk, on a worker: (rows bounded, targets), and the digest shares of the
     chunk and of its targets (a vector: one line per example)."""
-    chunk = check_chunk(chunk, n_features, offset)
-    y = np.asarray(y)
-    if y.ndim != 1 or chunk.shape[0] != rows or y.shape[0] != rows:
-        raise ValueError(f"the chunk at row {offset} has {chunk.shape[0]} rows and "
-                         f"{y.shape[0]} targets; its metadata said {rows}.")
-    if classifier:
-        targets = np.where(y == positive, 1.0, -1.0)
-    else:
-        if y.dtype.kind not in "biuf":
-            raise ValueError(f"y must be numeric; the targets of the chunk at row "
-                             f"{offset} have dtype {y.dtype}.")
-        targets = np.asarray(y, dtype=np.float64)
-        if not np.isfinite(targets).all():
-            raise ValueError(f"Input y contains NaN or infinity (in the chunk starting "
-                             f"at row {offset}).")
+    chunk, y = check_chunk_targets(chunk, y, n_features, offset, rows,
+                                   numeric=not classifier)
+    targets = np.where(y == positive, 1.0, -1.0) if classifier else y
     digest_x = chunk_digest(chunk, offset, n_total)
     digest_y = chunk_digest(targets.reshape(-1, 1), offset, n_total)
     return (bound_rows_l2(chunk, norm_bound), np.ascontiguousarray(targets)), \
@@ -164,13 +151,12 @@ def fit_cyclic_sgd_distributed(estimator, X, y):
     from ..utils import validate_params
     from ..utils._data import declared_classes
     from ..utils._progress import Progress
-    from ._dask import chunk_kernel, row_chunks
-    from ._output_perturbation import _as_dask_vector, _labels
+    from ._dask import row_chunks
+    from ._output_perturbation import _labels, y_row_blocks
 
     name = type(estimator).__name__
     validate_params(estimator, estimator._parameter_constraints)
     _refuse(estimator)
-    y = _as_dask_vector(y, name)
     chunks, (n, d), attrs = row_chunks(X)
     loss_param = estimator._loss_param()
     classifier = estimator._is_classifier()
@@ -183,12 +169,7 @@ def fit_cyclic_sgd_distributed(estimator, X, y):
             f"{-(-epochs * n // max(1, min(int(batch_size), n)))} of them. Give "
             f"batch_size >= {MIN_BATCH} (the noise on a step's mean gradient is zC/b: "
             "large batches cost no privacy), or fit in memory.")
-    if any(math.isnan(c) for c in y.chunks[0]):
-        y = y.compute_chunk_sizes()
-    if int(y.shape[0]) != n:
-        raise ValueError(f"X has {n} rows and y has {y.shape[0]}: they must match.")
-    y = y.rechunk((tuple(rows for _, _, rows in chunks),))
-    y_blocks = list(y.to_delayed())
+    y_blocks = y_row_blocks(y, chunks, n, name)
     positive = None
     if classifier:
         labels = dask.compute(*[dask.delayed(_labels, pure=True)(b) for b in y_blocks])
@@ -211,20 +192,8 @@ def fit_cyclic_sgd_distributed(estimator, X, y):
         l1_ratio=float(estimator.l1_ratio), radius=estimator.radius,
         box=None if estimator.box is None else tuple(estimator.box))
 
-    prepare = dask.delayed(_prepare, pure=True, nout=2)
-    pairs = [prepare(chunk, yb, off, rows, n, d, classifier, positive,
-                     float(plan.norm_bound))
-             for (chunk, off, rows), yb in zip(chunks, y_blocks)]
-    data, stats = zip(*pairs)
-    data = dask.persist(*data)  # the bounded chunks stay where they are
-    stats = dask.compute(*stats)
-    digest_x, digest_y = stats[0]
-    for s in stats[1:]:
-        digest_x = merge_digests(digest_x, s[0], n)
-        digest_y = merge_digests(digest_y, s[1], n)
-    digests = [data_digest(digest_x, (n, d), chunk_kernel(X)),
-               final_digest(digest_y, (n,), ("vector",), orientation="rows")]
-    rng = fit_random_source_from_digests(estimator.random_state, estimator, digests)
+    data, rng = persist_prepared(
+        estimator, X, y_blocks, _prepare, classifier, positive, float(plan.norm_bound))
 
     progress = Progress(estimator.verbose, name)
     theta = _run_steps(data, [off for _, off, _ in chunks], n, d, plan, rng, progress)
@@ -236,6 +205,30 @@ def fit_cyclic_sgd_distributed(estimator, X, y):
         noise_multiplier_=plan.noise_multiplier, privacy_spent_=plan.budget,
         accounting_=plan.accounting)
     return release(estimator, attrs)
+
+
+def persist_prepared(estimator, X, y_blocks, prepare, *args):
+    """Run ``prepare(chunk, y_block, offset, rows, n, d, *args)`` on every chunk (a
+    supervised fit's first pass), persist the prepared chunks on the workers and derive
+    the fit's key from the digest shares of X and y they return, as in memory
+    (``fit_random_source(random_state, estimator, X, y)``). Returns (the persisted
+    chunks, the key's random source); driver only."""
+    from ._dask import chunk_kernel, row_chunks
+
+    chunks, (n, d), _ = row_chunks(X)
+    task = dask.delayed(prepare, pure=True, nout=2)
+    pairs = [task(chunk, yb, off, rows, n, d, *args)
+             for (chunk, off, rows), yb in zip(chunks, y_blocks)]
+    data, stats = zip(*pairs)
+    data = dask.persist(*data)  # the prepared chunks stay where they are
+    stats = dask.compute(*stats)
+    digest_x, digest_y = stats[0]
+    for s in stats[1:]:
+        digest_x = merge_digests(digest_x, s[0], n)
+        digest_y = merge_digests(digest_y, s[1], n)
+    digests = [data_digest(digest_x, (n, d), chunk_kernel(X)),
+               final_digest(digest_y, (n,), ("vector",), orientation="rows")]
+    return data, fit_random_source_from_digests(estimator.random_state, estimator, digests)
 
 
 def _run_steps(data, offsets, n, d, plan, rng, progress):

@@ -36,7 +36,7 @@ else up to float re-association of the group sums (``_heavy_tailed_groups``).
 import numpy as np
 import scipy.sparse as sp
 
-from ._core import check_chunk
+from ._core import check_chunk_targets
 
 __all__ = ["fit_heavy_tailed_regressor_distributed"]
 
@@ -47,18 +47,7 @@ def _prepare(chunk, y, offset, rows, n_total, n_features, fit_intercept):
     from ..mechanisms.heavy_tailed_sco import ENTRY_CAP
     from ..utils._digest import chunk_digest
 
-    chunk = check_chunk(chunk, n_features, offset)
-    y = np.asarray(y)
-    if y.ndim != 1 or chunk.shape[0] != rows or y.shape[0] != rows:
-        raise ValueError(f"the chunk at row {offset} has {chunk.shape[0]} rows and "
-                         f"{y.shape[0]} targets; its metadata said {rows}.")
-    if y.dtype.kind not in "biuf":
-        raise ValueError(f"y must be numeric; the targets of the chunk at row {offset} "
-                         f"have dtype {y.dtype}.")
-    y = np.asarray(y, dtype=np.float64)
-    if not np.isfinite(y).all():
-        raise ValueError(f"Input y contains NaN or infinity (in the chunk starting at "
-                         f"row {offset}).")
+    chunk, y = check_chunk_targets(chunk, y, n_features, offset, rows)
     digests = (chunk_digest(chunk, offset, n_total),
                chunk_digest(y.reshape(-1, 1), offset, n_total))
     X = chunk
@@ -117,13 +106,12 @@ def fit_heavy_tailed_regressor_distributed(estimator, X, y):
     from ..mechanisms.heavy_tailed import median_of_group_means, release_statistic
     from ..mechanisms.heavy_tailed_sco import plan_heavy_tailed_regression
     from ..utils import validate_params
-    from ..utils._digest import final_digest, merge_digests
     from ..utils._progress import Progress
-    from ._core import data_digest, fit_random_source_from_digests
-    from ._dask import chunk_kernel, row_chunks
+    from ._cyclic_sgd import persist_prepared
+    from ._dask import row_chunks
     from ._heavy_tailed import merge_sums
     from ._heavy_tailed_groups import _clip_interval, cwme_group_sums
-    from ._output_perturbation import _as_dask_vector
+    from ._output_perturbation import y_row_blocks
 
     name = type(estimator).__name__
     validate_params(estimator, estimator._parameter_constraints)
@@ -131,13 +119,8 @@ def fit_heavy_tailed_regressor_distributed(estimator, X, y):
     if estimator.mean_oracle == "noise_smoothing" and estimator.moment < 2:
         raise ValueError("mean_oracle='noise_smoothing' needs a bound on a moment of "
                          f"order k >= 2, got moment={estimator.moment!r}.")
-    y = _as_dask_vector(y, name)
     chunks, (n, d), attrs = row_chunks(X)
-    if any(np.isnan(c) for c in y.chunks[0]):
-        y = y.compute_chunk_sizes()
-    if int(y.shape[0]) != n:
-        raise ValueError(f"X has {n} rows and y has {y.shape[0]}: they must match.")
-    y = y.rechunk((tuple(rows for _, _, rows in chunks),))
+    y_blocks = y_row_blocks(y, chunks, n, name)
     plan = plan_heavy_tailed_regression(
         n, d, epsilon=estimator.epsilon, delta=estimator.delta, radius=radius,
         loss=estimator.loss, huber_threshold=huber_threshold,
@@ -149,19 +132,7 @@ def fit_heavy_tailed_regressor_distributed(estimator, X, y):
         failure_prob=estimator.failure_prob,
         smoothing_variance=estimator.smoothing_variance)
 
-    prepare = dask.delayed(_prepare, pure=True, nout=2)
-    pairs = [prepare(chunk, yb, off, rows, n, d, bool(plan.fit_intercept))
-             for (chunk, off, rows), yb in zip(chunks, y.to_delayed())]
-    data, stats = zip(*pairs)
-    data = dask.persist(*data)  # the prepared chunks stay where they are
-    stats = dask.compute(*stats)
-    digest_x, digest_y = stats[0]
-    for s in stats[1:]:
-        digest_x = merge_digests(digest_x, s[0], n)
-        digest_y = merge_digests(digest_y, s[1], n)
-    digests = [data_digest(digest_x, (n, d), chunk_kernel(X)),
-               final_digest(digest_y, (n,), ("vector",), orientation="rows")]
-    rng = fit_random_source_from_digests(estimator.random_state, estimator, digests)
+    data, rng = persist_prepared(estimator, X, y_blocks, _prepare, bool(plan.fit_intercept))
 
     offsets = [off for _, off, _ in chunks]
     sizes = [rows for _, _, rows in chunks]

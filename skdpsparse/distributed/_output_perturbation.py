@@ -176,6 +176,17 @@ def _refuse(estimator, is_regressor):
             UserWarning, stacklevel=4)
 
 
+def y_row_blocks(y, chunks, n, name):
+    """The Delayed blocks of a Dask y aligned with X's row ``chunks`` (rechunked to
+    them; n rows, or a clear error)."""
+    y = _as_dask_vector(y, name)
+    if any(math.isnan(c) for c in y.chunks[0]):
+        y = y.compute_chunk_sizes()
+    if int(y.shape[0]) != n:
+        raise ValueError(f"X has {n} rows and y has {y.shape[0]}: they must match.")
+    return list(y.rechunk((tuple(rows for _, _, rows in chunks),)).to_delayed())
+
+
 def _as_dask_vector(y, name):
     if y is None:
         raise ValueError(f"{name} requires y to be passed, but the target y is None.")
@@ -200,14 +211,8 @@ def fit_output_perturbation_distributed(estimator, X, y):
     is_regressor = name == "DPOutputPerturbationRegressor"
     validate_params(estimator, estimator._parameter_constraints)
     _refuse(estimator, is_regressor)
-    y = _as_dask_vector(y, name)
     chunks, (n, d), input_attrs = row_chunks(X)
-    if any(math.isnan(c) for c in y.chunks[0]):
-        y = y.compute_chunk_sizes()
-    if int(y.shape[0]) != n:
-        raise ValueError(f"X has {n} rows and y has {y.shape[0]}: they must match.")
-    y = y.rechunk((tuple(rows for _, _, rows in chunks),))
-    y_blocks = list(y.to_delayed())
+    y_blocks = y_row_blocks(y, chunks, n, name)
     kernel = chunk_kernel(X)
     if is_regressor:
         loss = estimator.loss

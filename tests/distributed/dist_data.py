@@ -14,6 +14,17 @@ def sparse_rows(n=3000, d=2000, nnz=6, seed=0):
     return sp.csr_matrix((vals, cols, indptr), shape=(n, d))
 
 
+def heavy_rows(n=2000, d=12, seed=0, sparse=False):
+    """Student-t(2.5) rows, scaled by 10 and shifted by 3 (70 % zeros when sparse,
+    as CSR): the heavy-tailed mean's test data."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_t(2.5, size=(n, d)) * 10 + 3
+    if sparse:
+        X[rng.random((n, d)) < 0.7] = 0.0
+        return sp.csr_matrix(X)
+    return X
+
+
 def spy_on_draws(monkeypatch, names=("add_discrete_noise", "_next_key")):
     """Records the thread of every draw: each one (noise, exponential mechanism)
     derives its subkey through ``RandomSource._next_key`` or draws through

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from dist_data import assert_no_secret_in, spy_on_draws, spy_on_graphs
+from dist_data import assert_no_secret_in, heavy_rows, spy_on_draws, spy_on_graphs
 
 from skdpsparse.distributed import _heavy_tailed, fit_distributed
 from skdpsparse.mean import DPHeavyTailedMean
@@ -25,13 +25,7 @@ dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
 
 
-def _heavy(n=2000, d=12, seed=0, sparse=False):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_t(2.5, size=(n, d)) * 10 + 3
-    if sparse:
-        X[rng.random((n, d)) < 0.7] = 0.0
-        return sp.csr_matrix(X)
-    return X
+_heavy = heavy_rows
 
 
 def _cuts(n, k, seed=0):

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from dist_data import assert_no_secret_in, spy_on_draws, spy_on_graphs
+from dist_data import assert_no_secret_in, heavy_rows, spy_on_draws, spy_on_graphs
 
 from skdpsparse._kernels.heavy_tailed import group_bounds
 from skdpsparse.distributed import _heavy_tailed_groups as G
@@ -29,13 +29,8 @@ da = pytest.importorskip("dask.array")
 N, D = 4000, 6
 
 
-def _heavy(sparse, n=N, d=D, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_t(2.5, size=(n, d)) * 10 + 3
-    if sparse:
-        X[rng.random((n, d)) < 0.7] = 0.0
-        return sp.csr_matrix(X)
-    return X
+def _heavy(sparse, n=N, d=D):
+    return heavy_rows(n, d, sparse=sparse)
 
 
 def _est(method, **kw):

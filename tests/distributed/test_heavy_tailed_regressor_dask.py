@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from dist_data import assert_no_secret_in, spy_on_draws, spy_on_graphs
 
 from skdpsparse import DPHeavyTailedRegressor
-from skdpsparse.distributed import _core, fit_distributed
+from skdpsparse.distributed import fit_distributed
 from skdpsparse.mechanisms.heavy_tailed_sco import (
     ENTRY_CAP,
     plan_heavy_tailed_regression,
@@ -23,14 +23,7 @@ from skdpsparse.utils import RandomSource, fit_random_source
 
 dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
-# The fit reads _core's key function at call time; a module importing it by name
-# while a test patches it would keep the patch: import them all first.
-from skdpsparse.distributed import (  # noqa: E402, F401
-    _cyclic_sgd,
-    _heavy_tailed,
-    _output_perturbation,
-    _sparse_mean,
-)
+from skdpsparse.distributed import _cyclic_sgd  # noqa: E402  (the key's derivation)
 
 N, D = 2400, 4
 
@@ -73,7 +66,7 @@ def _reference(est, X, y, key):
 
 def _dask_fit(est, X, y, rows, monkeypatch=None, key=None):
     if monkeypatch is not None:  # the key the reference uses
-        monkeypatch.setattr(_core, "fit_random_source_from_digests",
+        monkeypatch.setattr(_cyclic_sgd, "fit_random_source_from_digests",
                             lambda *args: RandomSource(key))
     with dask.config.set(scheduler="threads"):
         return fit_distributed(est, da.from_array(X, chunks=(rows, D), asarray=False),
@@ -115,13 +108,13 @@ def test_the_key_is_the_in_memory_fits():
     X, y = _data(True)
     est = _est("cwme", 0.0)
     keys = []
-    original = _core.fit_random_source_from_digests
+    original = _cyclic_sgd.fit_random_source_from_digests
 
     def spy(*args):
         keys.append(original(*args)._key)
         return original(*args)
     mp = pytest.MonkeyPatch()
-    mp.setattr(_core, "fit_random_source_from_digests", spy)
+    mp.setattr(_cyclic_sgd, "fit_random_source_from_digests", spy)
     try:
         _dask_fit(est, X, y, 600)
     finally:
