@@ -10,7 +10,8 @@ from scipy import optimize, stats
 from sklearn.linear_model import LogisticRegression, Ridge
 
 from skdpsparse._kernels import LOSS_CODES, per_example_derivatives
-from skdpsparse._kernels.erm_solver import _hessian_product, loss_curvatures, make_objective
+from skdpsparse._kernels.erm_passes import loss_curvatures
+from skdpsparse._solvers.erm import _hessian_product, make_objective
 from skdpsparse.accounting import ApproxDP, PureDP
 from skdpsparse.accounting.discrete import discrete_gaussian_sigma
 from skdpsparse.datasets import make_sparse_classification, make_sparse_regression
