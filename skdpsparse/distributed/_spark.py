@@ -163,6 +163,18 @@ def _worker_error(exc):
     return ValueError(text.rsplit(marker, 1)[1].split("\n", 1)[0].strip())
 
 
+def _collect(mapped):
+    """The task results of ``mapped`` (one small row per partition), with a Python
+    worker's ValueError (bad data) raised as a ValueError on the driver."""
+    try:
+        return mapped.collect()
+    except Exception as exc:
+        error = _worker_error(exc)
+        if error is None:
+            raise
+        raise error from exc
+
+
 def _check_columns(df, n_features, indices, values, columns):
     """(columns, d) after checking the layout against the DataFrame's schema."""
     if columns is None and indices not in df.columns:
@@ -229,13 +241,7 @@ def fit_sparse_mean_spark(estimator, df, *, n_features=None, indices="indices",
     plan = sparse_mean_plan(n, d, float(estimator.norm_bound), s)
     mapped = df.mapInArrow(_partition_parts(plan, indices, values, columns, digest,
                                             first_rows, counts), PART_SCHEMA)
-    try:
-        results = mapped.collect()  # one small row per partition: the task results
-    except Exception as exc:
-        error = _worker_error(exc)
-        if error is None:
-            raise
-        raise error from exc
+    results = _collect(mapped)  # one small row per partition: the task results
     sums = np.zeros(d, dtype=np.int64)
     rows, total, merged = 0, 0, DigestPart()
     for row in results:  # integer (and modular) additions: the order does not matter
@@ -354,13 +360,7 @@ def _unit_statistic(df, unit, plan, indices, values, columns, digest):
     mapped = _by_unit(df, unit).mapInArrow(
         _unit_partition_parts(plan, unit, indices, values, columns, digest),
         UNIT_PART_SCHEMA)
-    try:
-        results = mapped.collect()
-    except Exception as exc:
-        error = _worker_error(exc)
-        if error is None:
-            raise
-        raise error from exc
+    results = _collect(mapped)  # one small row per partition: the task results
     sums = np.zeros(plan.n_features, dtype=np.int64)
     units = rows = total = 0
     for row in results:
@@ -433,13 +433,7 @@ def _units_digest(df, unit, d, indices, values, columns):
         first_rows[p], start = start, start + counts[p]
     mapped = df.mapInArrow(_unit_positional_digest(unit, d, indices, values, columns,
                                                    first_rows, counts, n), PART_SCHEMA)
-    try:
-        results = mapped.collect()
-    except Exception as exc:
-        error = _worker_error(exc)
-        if error is None:
-            raise
-        raise error from exc
+    results = _collect(mapped)  # one small row per partition: the task results
     merged = DigestPart()
     for row in results:
         merged = merge_digests(merged, DigestPart(
