@@ -10,7 +10,7 @@ compression function F; section 3.3, keyed hashing), with the parameter block's
 personalization field of Aumasson, Neves, Wilcox-O'Hearn and Winnerlein (2013),
 "BLAKE2: simpler, smaller, fast as MD5" (what ``hashlib.blake2b(person=...)``
 sets), checked against ``hashlib.blake2b`` in
-``tests/distributed/test_multiset_digest.py``.
+``tests/utils/test_digest_multiset.py``.
 
 Only what the row digest needs: 64-byte digests, messages of whole 64-bit words (each
 row's message is 16 + 16k bytes), a 64-byte key for the expansion, no salt, sequential
