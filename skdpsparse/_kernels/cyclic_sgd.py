@@ -49,6 +49,7 @@ from .grid_noise import (
     _MAX_DEPTH,
     GROUP as _GROUP,
     MARGIN,
+    _below_exp_neg_from,
     _below_from,
     _cached_tables,
     _exp_neg,
@@ -835,16 +836,8 @@ def _lazy_draw(io, r, k, n, b, log_k, lower, guide, upper, h_max, margin):
         g = a * y - k * n  # |g| < 2⁶² (k·n ≤ a²n ≤ 2⁶¹ by lazy_max_count)
         if g != 0:
             x = float(g)
-            z = x * x * inv_den
-            # 1 − z ≤ exp(−z) ≤ 1 − z + z²/2: W's first cell often decides (as in
-            # grid_noise._draw), the same decision on the same bits as against exp(−z).
             w, r = _bits(io, r, _GROUP)
-            if (w + 1) * _GROUP_CELL <= (1.0 - z) - margin:
-                decision = 1
-            elif z <= 1.0 and w * _GROUP_CELL >= 1.0 - z * (1.0 - 0.5 * z) + margin:
-                decision = 0
-            else:
-                decision, r = _below_from(io, r, w, _exp_neg(z), margin)
+            decision, r = _below_exp_neg_from(io, r, w, x * x * inv_den, margin)
             if decision == -1:
                 return 0, False, r
             if decision == 0:

@@ -185,6 +185,18 @@ def _below_from(io, r, w, p, margin):
 
 
 @numba.njit(cache=True, _nrt=False, inline="always")
+def _below_exp_neg_from(io, r, w, z, margin):
+    """:func:`_below_from` against exp(−z), z ≥ 0. Since 1 − z ≤ exp(−z) ≤ 1 − z + z²/2,
+    the first cell often decides against these bounds without the exponential: the
+    same decision, on the same bits, as against exp(−z)."""
+    if (w + 1) * _GROUP_CELL <= (1.0 - z) - margin:
+        return 1, r
+    if z <= 1.0 and w * _GROUP_CELL >= 1.0 - z * (1.0 - 0.5 * z) + margin:
+        return 0, r
+    return _below_from(io, r, w, _exp_neg(z), margin)
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
 def _refill(io, counter):
     """The next ``LANES`` keystream blocks into the reader's buffer (as ``_bits``)."""
     if counter + LANES > 0xFFFFFFFF:
@@ -413,15 +425,7 @@ def _draw(io, r, gaussian, n, inv_n, b, log_k, lower, guide, upper, h_max, margi
                 decision, r = _below_from(io, r, w, 0.0, margin)
             else:
                 x = float(d) * inv_n
-                z = 0.5 * x * x
-                # 1 − z ≤ exp(−z) ≤ 1 − z + z²/2: the first cell often decides against
-                # these bounds (the same decision, on the same bits, as against exp(−z)).
-                if (w + 1) * _GROUP_CELL <= (1.0 - z) - margin:
-                    decision = 1
-                elif z <= 1.0 and w * _GROUP_CELL >= 1.0 - z * (1.0 - 0.5 * z) + margin:
-                    decision = 0
-                else:
-                    decision, r = _below_from(io, r, w, _exp_neg(z), margin)
+                decision, r = _below_exp_neg_from(io, r, w, 0.5 * x * x, margin)
             if decision == -1:
                 return 0, False, r
             if decision == 0:
