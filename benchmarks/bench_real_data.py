@@ -198,7 +198,9 @@ def main(argv=None):
                         help="also DPNoisySGD* and DPBiasReducedSGD* (minutes per fit)")
     parser.add_argument("--rows", nargs="*", default=None,
                         help="only the library rows whose name contains one of these "
-                             "strings (baselines and the recipe always run)")
+                             "strings (the baselines always run)")
+    parser.add_argument("--no-recipe", action="store_true",
+                        help="skip the two DP-SGD recipe rows")
     parser.add_argument("--no-diffprivlib", action="store_true")
     parser.add_argument("--diffprivlib-only", action="store_true",
                         help="only the diffprivlib rows (they take long on a busy machine)")
@@ -221,7 +223,7 @@ def main(argv=None):
         t0 = time.perf_counter()
         table, notes = ({}, {}) if args.diffprivlib_only else linear_rows(
             task, seeds, epsilons, DELTA, tune=not args.no_tune, slow=args.slow,
-            rows=args.rows)
+            rows=args.rows, recipe=not args.no_recipe)
         if task.name in dpl:
             row, note = dpl[task.name]
             table["diffprivlib 0.6.6 (ε-DP)"] = row

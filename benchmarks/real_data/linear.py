@@ -339,11 +339,12 @@ def _baselines(task, Xtr, ytr, Xte, yte):
 
 
 def linear_rows(task, seeds, epsilons, delta, *, tune=True, slow=False, rows=None,
-                log=print):
+                recipe=True, log=print):
     """Scores of every row: {row: {eps or None: [score per seed]}}, and notes.
 
     ``rows``: keep only the library rows whose name contains one of these strings
-    (the baselines and the recipe always run)."""
+    (the baselines always run). ``recipe=False`` skips the two DP-SGD recipe rows
+    (to run a piece of the table whose recipe cells another piece already holds)."""
     from .datasets import split
 
     table, notes, timing = {}, {}, {}
@@ -396,6 +397,8 @@ def linear_rows(task, seeds, epsilons, delta, *, tune=True, slow=False, rows=Non
                               f"spends {len(candidates)}·ε on the training rows (basic "
                               "composition), and the selection is not private in the "
                               "validation rows")
+            if not recipe:
+                continue
             B = task.public.get("label_bound")
             predict = dp_sgd_recipe(Xtr, ytr, task.kind, eps, delta, seed, label_bound=B)
             put("DP-SGD recipe (Poisson q=2000/n, 20 epochs, C=1, RDP; add/remove unit)",
@@ -406,9 +409,10 @@ def linear_rows(task, seeds, epsilons, delta, *, tune=True, slow=False, rows=Non
                 "replace-one unit, as the library)", eps, score(task.kind, yte, predict(Xte)))
         both = {k[4]: v for k, v in _SIGMA_CACHE.items()
                 if k[0] == "wor" and k[-1] == "both" and k[1] == Xtr.shape[0]}
-        notes["DP-SGD recipe, replace-one unit: z = noise std / 2C"] = "; ".join(
-            f"ε={e:g}: dp_accounting {a:.3g}, library bound {b:.3g}"
-            for e, (a, b) in sorted(both.items()))
+        if both:
+            notes["DP-SGD recipe, replace-one unit: z = noise std / 2C"] = "; ".join(
+                f"ε={e:g}: dp_accounting {a:.3g}, library bound {b:.3g}"
+                for e, (a, b) in sorted(both.items()))
         log(f"  {task.name}: seed {seed} done")
     for row, ts in timing.items():
         notes.setdefault(row + " [time]", f"{np.median(ts):.1f} s per fit (median)")
