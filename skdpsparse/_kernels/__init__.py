@@ -21,9 +21,11 @@ Conventions:
 Concurrent compilation: the saves of these kernels go through ``_cache_safety`` (two
 processes compiling at once cannot pair one signature with another's machine code).
 
-Caveat for editing: numba invalidates a cached kernel when *its own* source file
-changes, not when a compiled function it calls (from ``_common`` or another module)
-does. After editing a helper, delete ``skdpsparse/_kernels/__pycache__/*.nb[ic]``.
+Editing: numba alone invalidates a cached kernel when *its own* source file changes,
+not when a compiled function it inlines from another file does. ``_cache_safety`` also
+marks this package's caches with every kernel file's modification time and size, so an
+edit of any file here (or in ``skdpsparse/distributed``) recompiles every kernel in the
+next process.
 """
 
 from . import _cache_safety, _common

@@ -206,3 +206,54 @@ def test_the_distributed_packages_compiled_loops_are_covered_too():
         for kernel in kernels:
             path = os.path.normpath(_cache_safety.kernel_cache_path(kernel))
             assert path in _cache_safety._STATE["ours"], (module.__name__, path)
+
+
+# ------------------------------------------------- staleness across the kernel files
+def test_an_edit_of_another_kernel_file_makes_the_package_caches_stale(tmp_path,
+                                                                       monkeypatch):
+    """A kernel that inlines a helper of another file must not keep its old code after
+    the helper is edited. numba's own stamp (the kernel's file only) keeps it: shown on
+    another library's folder. The package's folders are marked with the tree stamp of
+    the kernel files, which an edit of any of them changes."""
+    from numba.core.caching import IndexDataCacheFile
+
+    sources = tmp_path / "src"
+    sources.mkdir()
+    (sources / "kernel.py").write_text("def kernel(): return helper()\n")
+    (sources / "helper.py").write_text("def helper(): return 1\n")
+    state = dict(_cache_safety._STATE)
+    own_stamp = (1.0, 100)  # numba's stamp of kernel.py, unchanged by the edit
+    try:
+        monkeypatch.setattr(_cache_safety, "SOURCE_FOLDERS", (str(sources),))
+        _cache_safety._STATE["tree"] = _cache_safety.tree_stamp((str(sources),))
+        (tmp_path / "ours").mkdir()
+        (tmp_path / "theirs").mkdir()
+        _cache_safety.install(str(tmp_path / "ours"))
+
+        def cache_file(folder):
+            return IndexDataCacheFile(str(tmp_path / folder), "kernel.f-1.py311", own_stamp)
+
+        for folder in ("ours", "theirs"):
+            cache_file(folder).save("signature", "code compiled with helper 1")
+            assert cache_file(folder).load("signature") == "code compiled with helper 1"
+
+        # The helper is edited; a new process reads the tree again.
+        (sources / "helper.py").write_text("def helper(): return 22\n")
+        _cache_safety._STATE["tree"] = _cache_safety.tree_stamp((str(sources),))
+        assert cache_file("theirs").load("signature") == "code compiled with helper 1"
+        assert cache_file("ours").load("signature") is None
+        # ... and what is saved after the edit loads again.
+        cache_file("ours").save("signature", "code compiled with helper 22")
+        assert cache_file("ours").load("signature") == "code compiled with helper 22"
+    finally:
+        _cache_safety._STATE.update(state)
+
+
+def test_the_tree_stamp_names_every_kernel_file():
+    """Every .py file of _kernels and distributed is in the stamp read at import."""
+    names = {(folder, name) for folder, name, _, _ in _cache_safety._STATE["tree"]}
+    for folder in _cache_safety.SOURCE_FOLDERS:
+        for name in os.listdir(folder):
+            if name.endswith(".py"):
+                assert (os.path.basename(folder), name) in names
+    assert ("_kernels", "grid_noise.py") in names and ("distributed", "_units.py") in names
