@@ -1,6 +1,7 @@
 """The step loop of cyclic DP-SGD (Kong and Ribero 2024, "Privacy of the last iterate
 in cyclically-sampled DP-SGD on nonconvex composite losses", Algorithm 1), dense and
-CSR, and its lazy-noise variant for CSR steps without a proximal map.
+CSR, and its lazy-noise variant for CSR steps without a proximal map or with the
+ℓ2² penalty's (then in the scaled release, w = s·u).
 
 One call runs a block of noisy proximal steps whose Gaussian noise was drawn
 beforehand by the caller (this module draws nothing: see ``mechanisms/noise.py``).
@@ -760,6 +761,8 @@ def csr_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, start, 
 # When no proximal map acts between two reads of a coordinate (no penalty, no
 # constraint), the grid noise of the steps that do not read it only adds up: the
 # coordinate is released once per interval between reads, with one draw of the sum.
+# With the ℓ2² penalty the scaled release (w = s·u, the decay in the public s) keeps
+# that property for u.
 # The privacy argument is in ``doc/derivations/lazy_noise.rst``; the draw of a sum
 # of k discrete Gaussians is replaced by one discrete Gaussian of variance k·N²,
 # whose probabilities differ from the sum's by a factor within e^{±6·exp(−π²N²/2)}.
@@ -1042,7 +1045,7 @@ def _flush(j, t, last, kmax, theta, spacing, sums, pos, counts, coords, starts, 
 def csr_lazy_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, start, step0,
                               n_steps, code, param, clip_norm, batch_size, learning_rate,
                               fit_intercept, noise_spacing, last, scratch, kmax, sums,
-                              counts, coords, starts, count_only):
+                              counts, coords, starts, count_only, scale=1.0, decay=1.0):
     """Steps ``step0 .. step0 + n_steps − 1`` of cyclic DP-SGD on CSR rows with lazy noise.
 
     Only for steps without a proximal map (no penalty, no constraint) and with grid
@@ -1066,6 +1069,16 @@ def csr_lazy_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, st
     moves θ_j by γ·round(0) = 0, as in the eager kernel), so no per-coordinate mark
     is kept: two arrays of d entries read at random, not three.
 
+    With ``decay`` a < 1 (the ℓ2² penalty's prox, a = 1/(1 + λα)) the steps are those
+    of the *scaled release* (``doc/derivations/lazy_noise.rst``, "The ℓ2² penalty"):
+    ``theta[:d]`` holds u with w = s·u, s = ``scale`` at step ``step0`` and multiplied
+    by a after every step; step t reads w_j = s_t·u_j, releases Y_t −
+    round(λḡ_t/(γs_t)) on the coefficients (the intercept as above, unscaled) and adds
+    γ times it to u, so that u only ever receives γ·(integer) and the pending noise is
+    again a plain sum. ``scale`` = ``decay`` = 1 is the unscaled run, bit for bit (a
+    product by 1.0 and a quotient by 1.0 are exact). The caller keeps every s ≥ its
+    floor and folds s into u between blocks (``mechanisms/cyclic_sgd.py``).
+
     Parameters
     ----------
     last : ndarray of int64, shape (d + 1,)
@@ -1078,6 +1091,10 @@ def csr_lazy_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, st
         See above (``counts``/``coords``/``starts`` are written in the counting pass,
         ``sums`` read in the other; ``coords`` and ``starts`` may be empty, and are then
         not written); both passes return the number of draws used.
+    scale : float, default=1.0
+        s at step ``step0``, in (0, 1] (the scaled release only).
+    decay : float, default=1.0
+        a in (0, 1]: s ← a·s after every step.
 
     Returns
     -------
@@ -1093,11 +1110,14 @@ def csr_lazy_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, st
             or kmax < 1:
         raise ValueError("need 1 <= batch_size <= n_rows, 0 <= start < n_rows, "
                          "noise_spacing > 0 and kmax >= 1")
+    if not (0.0 < scale <= 1.0 and 0.0 < decay <= 1.0):
+        raise ValueError("need 0 < scale <= 1 and 0 < decay <= 1")
     check_loss(code, param)
     rows = np.empty(batch_size, dtype=np.int64)
     step = learning_rate / batch_size
     inv = 1.0 / noise_spacing
     pos = 0
+    sc = np.float64(scale)
     for s in range(n_steps):
         t = step0 + s
         start = _next_batch(order, start, rows)
@@ -1116,12 +1136,12 @@ def csr_lazy_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, st
         if count_only:
             continue
         # The clipped gradient sum, as _csr_clipped_gradient_sum computes it (same
-        # order of operations), on the read coordinates only.
-        w = theta[:d]
+        # order of operations) at w = s·u, on the read coordinates only.
+        u = theta[:d]
         intercept_sum = 0.0
         for r_ in range(batch_size):
             i = rows[r_]
-            z = _csr_margin(indptr, indices, data, i, w, theta[d])
+            z = _csr_margin_scaled(indptr, indices, data, i, u, sc, theta[d])
             der = _derivative(code, z, y[i], param)
             if der == 0.0:
                 continue
@@ -1137,11 +1157,35 @@ def csr_lazy_cyclic_sgd_steps(indptr, indices, data, n_cols, y, theta, order, st
                 j = np.int64(indices[k])
                 g = scratch[j]
                 if g != 0.0:  # once per coordinate: zeroed after
-                    theta[j] -= noise_spacing * on_grid_nb(step * g * inv)
+                    # round(λḡ_j/(γs)): x/1.0 is x, so s = 1 is the unscaled release.
+                    theta[j] -= noise_spacing * on_grid_nb(step * g * inv / sc)
                     scratch[j] = 0.0
         if fit_intercept:
             theta[d] -= noise_spacing * on_grid_nb(step * intercept_sum * inv)
+        sc *= decay
     return start, pos
+
+
+@njit(cache=True, inline="always")
+def _csr_margin_scaled(indptr, indices, data, i, u, s, b):
+    # ⟨x_i, w⟩ + b at w = s·u, each w_j formed as the product s·u_j (so that a caller
+    # holding w = s*u as an array, _csr_margin's order, gets the same bits; s = 1
+    # gives _csr_margin's bits). Overflow: as _csr_margin, in units of the row's
+    # largest entry.
+    z = b
+    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+        z += np.float64(data[k]) * (s * np.float64(u[np.uint64(indices[k])]))
+    if abs(z) < math.inf:
+        return z
+    amax = 0.0
+    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+        amax = max(amax, abs(np.float64(data[k])))
+    if not (0.0 < amax < math.inf):
+        return np.nan
+    acc = 0.0
+    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+        acc += (np.float64(data[k]) / amax) * (s * np.float64(u[np.uint64(indices[k])]))
+    return amax * acc + b
 
 
 @njit(cache=True)

@@ -12,6 +12,10 @@ Section 4).
 
 On CSR input without penalty or constraint the noise is added lazily (O(nnz) per
 step, the same guarantee): :func:`uses_lazy_noise`, ``doc/derivations/lazy_noise.rst``.
+With the ℓ2² penalty a plan with ``scale_floor`` < 1 runs the *scaled release* instead
+(w = s·u with a public scale s ≥ ``scale_floor``, the rounded gradient part divided by
+s and the noise scale raised by 1/``scale_floor``), which is lazy too and has the same
+guarantee; its noise on θ is between 1 and 1/``scale_floor`` times the eager run's.
 
 Those assumptions are not taken on trust. For the built-in losses of linear models,
 f_i(θ) = ℓ(⟨θ, x̃_i⟩, y_i) with x̃ = (x, 1) (intercept) or x, and every row is scaled
@@ -101,6 +105,7 @@ from ..accounting import (
     last_iterate_rdp_bounds,
     with_event,
 )
+from .._kernels._common import GRID_MAX
 from ..utils._data import as_canonical_csr
 from ..utils._progress import Progress
 from ..utils._random import as_random_source
@@ -133,6 +138,12 @@ _MAX_EPOCHS_WITHOUT_COPY = 2
 # The lazy path needs N ≥ 2^29 (noise.py's grid guarantees it) for its bound on the
 # gap between a sum of discrete Gaussians and one discrete Gaussian.
 _LAZY_MIN_SCALE = 1 << 29
+#: The range of scale_floor="auto" (plan_cyclic_sgd): the noise on θ is at most
+#: 1/0.95 = 1.053 times the eager run's (1/0.99 = 1.010 at the other end).
+_SCALE_FLOOR_MIN, _SCALE_FLOOR_MAX = 0.95, 0.99
+#: scale_floor="auto" keeps the eager release when a block of the scaled one would
+#: have fewer steps than this (its flushes would then cost d/8 draws a step or more).
+_MIN_SCALED_BLOCK = 8
 
 
 def feature_bound(norm_bound, fit_intercept):
@@ -297,6 +308,9 @@ class CyclicSGDPlan:
     accounting: dict = field(repr=False)
     #: K: 1 (binary or regression), or the classes of a multiclass model.
     n_outputs: int = 1
+    #: s_min of the scaled release of the ℓ2² penalty (:func:`plan_cyclic_sgd`); 1.0:
+    #: not used, every step is the eager discrete Gaussian release.
+    scale_floor: float = 1.0
 
 
 def _resolve_curvature(loss, loss_param, g, weak_convexity, smoothness, n_outputs=1):
@@ -357,7 +371,7 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
                     noise_multiplier=None, learning_rate="auto", clip_norm="auto",
                     weak_convexity=None, smoothness=None, penalty=None, alpha=0.0,
                     l1_ratio=0.15, radius=None, box=None, accounting="composition",
-                    n_outputs=1):
+                    n_outputs=1, scale_floor=1.0):
     """Noise, step size and guarantee of cyclic DP-SGD, from public quantities.
 
     Reads no data: the plan, its noise and its guarantee are functions of the
@@ -430,6 +444,21 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
         K: 1 for a binary classifier or a regressor; the number of classes of a
         multiclass model (classification losses only), whose per-example gradient
         bound and curvature are those of the module docstring's "Multiclass".
+    scale_floor : float in (0, 1] or "auto", default=1.0
+        s_min of the scaled release of the ℓ2² penalty, which :func:`cyclic_sgd` runs
+        with lazy noise (``doc/derivations/lazy_noise.rst``, "The ℓ2² penalty"): the
+        coefficients are w = s·u with a public s that decays by a = 1/(1 + λα) each
+        step and is folded into u before it would fall below s_min; each step
+        releases Y − round(λḡ/(γs)) with the grid scale N charged for the sensitivity
+        divided by s_min, so ``budget`` is unchanged and the noise on θ is between 1
+        and 1/s_min times the eager run's. 1.0: the eager release. Below 1 it needs
+        ``penalty="l2"`` (α > 0), one output, no ``radius`` or ``box`` and
+        ``accounting="composition"``. ``"auto"``: 1.0 when those do not hold,
+        otherwise a^(⌈d/b⌉ − 1) clipped into [0.95, 0.99] (the block of ⌈d/b⌉ steps
+        whose flushes add one draw per batch row and step, within a noise price of
+        5 %), and 1.0 if a block would then have fewer than 8 steps. Public numbers
+        only (λ, α, d, b); the input format is public too, and the estimator asks for
+        ``"auto"`` on CSR input only, so that dense fits are unchanged.
 
     Returns
     -------
@@ -485,11 +514,17 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
     epsilons = dict(epsilons)  # the plan's own copy (the cached one is shared)
     sched = cyclic_schedule(n, b, int(epochs))
     sigma = displacement_noise_std(z, lr, clip, b)
+    floor = _resolve_scale_floor(
+        scale_floor, scaled_ok=(a > 0.0 and rho == 0.0 and radius is None and box is None
+                                and int(n_outputs) == 1 and accounting == "composition"
+                                and sigma > 0.0 and budget.epsilon >= 1e-100),
+        lr=lr, alpha=float(a), d=d, b=b, n_steps=sched.n_steps, sigma=sigma,
+        rounding_sensitivity=lr * clip / b, p=d + 1 if fit_intercept else d)
     report = dict(accounting=accounting, bound=best, order=orders[best], epsilons=epsilons,
                       weak_convexity=m, smoothness=big_m, gradient_bound=grad,
                       clipping_can_bind=params["clipping_can_bind"],
                       domain_diameter=diameter, n_steps=sched.n_steps,
-                      max_uses=sched.max_uses, noise_std=sigma)
+                      max_uses=sched.max_uses, noise_std=sigma, scale_floor=floor)
     return CyclicSGDPlan(
         loss=loss, loss_param=float(loss_param), norm_bound=float(norm_bound),
         fit_intercept=bool(fit_intercept), n_samples=n, n_features=d, batch_size=b,
@@ -498,7 +533,70 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
         box=box, weak_convexity=m, smoothness=big_m, gradient_bound=grad,
         clipping_can_bind=params["clipping_can_bind"], domain_diameter=diameter,
         noise_multiplier=z, noise_std=sigma, budget=budget, accounting=report,
-        n_outputs=int(n_outputs))
+        n_outputs=int(n_outputs), scale_floor=floor)
+
+
+def l2_decay(plan):
+    """a = 1/(1 + λα): the ℓ2² prox's factor on w, as the eager prox computes it."""
+    return 1.0 / (1.0 + plan.learning_rate * plan.alpha * (1.0 - plan.l1_ratio))
+
+
+def block_scales(decay, floor, n_steps):
+    """The scales s_0 = 1, s_{i+1} = a·s_i (float64, in this order) of one block of
+    the scaled release: every s_i used by a step is ≥ ``floor``; the last entry is the
+    factor folded into u at the block's end (below ``floor``), or s after step
+    ``n_steps`` when one block covers the run. Public numbers only."""
+    out = [1.0]
+    while len(out) <= n_steps:
+        nxt = out[-1] * decay
+        out.append(nxt)
+        if nxt < floor:
+            break
+    return np.array(out)
+
+
+def _scaled_grid(sigma, rounding_sensitivity, p, floor):
+    # The eager grid (same γ) with N charged for the sensitivity divided by s ≥ floor:
+    # true_sensitivity Δ/s_min, rounded up so that it bounds Δ/s for every float s ≥
+    # floor (plan_grid_noise reads it exactly).
+    true = math.nextafter(rounding_sensitivity / floor, math.inf)
+    return plan_grid_noise("gaussian", sigma, rounding_sensitivity, p,
+                           true_sensitivity=max(true, rounding_sensitivity))
+
+
+def _resolve_scale_floor(scale_floor, *, scaled_ok, lr, alpha, d, b, n_steps, sigma,
+                         rounding_sensitivity, p):
+    """``scale_floor`` of :func:`plan_cyclic_sgd`, checked or resolved ("auto") from
+    public numbers."""
+    auto = isinstance(scale_floor, str)
+    if auto and scale_floor != "auto":
+        raise ValueError(f"scale_floor must be a float in (0, 1] or 'auto', got "
+                         f"{scale_floor!r}")
+    if not auto:
+        floor = float(scale_floor)
+        if not 0.0 < floor <= 1.0:
+            raise ValueError(f"scale_floor must be in (0, 1], got {scale_floor!r}")
+        if floor == 1.0:
+            return 1.0
+        if not scaled_ok:
+            raise ValueError(
+                "scale_floor < 1 (the scaled release) needs penalty='l2' with alpha > 0, "
+                "one output, no radius or box, accounting='composition' and noise")
+    elif not scaled_ok:
+        return 1.0
+    else:
+        decay = 1.0 / (1.0 + lr * alpha)
+        target = -(-d // b)  # ⌈d/b⌉ steps a block: its flush ≤ one draw per batch row
+        floor = min(_SCALE_FLOOR_MAX, max(_SCALE_FLOOR_MIN, decay ** (target - 1)))
+        steps = block_scales(decay, floor, min(n_steps, _MIN_SCALED_BLOCK)).size - 1
+        if steps < min(n_steps, _MIN_SCALED_BLOCK):
+            return 1.0
+    if _scaled_grid(sigma, rounding_sensitivity, p, floor).grid_scale < _LAZY_MIN_SCALE:
+        if auto:
+            return 1.0
+        raise ValueError("scale_floor < 1 needs the lazy path's grid scale (at least "
+                         "2^29); this plan's noise and sensitivity do not give it")
+    return floor
 
 
 def uses_lazy_noise(plan, sparse):
@@ -506,15 +604,21 @@ def uses_lazy_noise(plan, sparse):
 
     Lazy: CSR input, one output (not multiclass), no penalty (``alpha == 0``), no
     ``radius`` or ``box``, noise on, and the proven ``"composition"`` accounting. Then nothing acts on a coordinate
-    between two steps that read it but the noise, which only adds up. Otherwise
-    (ℓ1, ℓ2² or elastic-net prox, a constraint, dense input) every step adds a dense
-    noise vector (eager). The derivation is ``doc/derivations/lazy_noise.rst``.
+    between two steps that read it but the noise, which only adds up. Also lazy,
+    whatever the input format (dense rows are run as CSR): a plan with
+    ``scale_floor`` < 1, the scaled release of the ℓ2² penalty, whose u again only
+    receives noise between reads (O(nnz) per step and O(d) per block of steps).
+    Otherwise (ℓ1 or elastic-net prox, the ℓ2² prox with ``scale_floor`` = 1, a
+    constraint, dense input) every step adds a dense noise vector (eager). The
+    derivation is ``doc/derivations/lazy_noise.rst``.
 
     **Privacy guarantee.** Releases nothing: a function of the public plan and of
     whether the input is sparse. Both paths have the plan's guarantee: the lazy run's
     Rényi divergences are at most the eager run's at every order
     (``doc/derivations/lazy_noise.rst``, which also states what it assumes).
     """
+    if plan.scale_floor < 1.0:  # checked by plan_cyclic_sgd, grid scale included
+        return True
     # ε ≥ 1e-100 implies ρ ≥ 2^-900, which the derivation's last step needs.
     return (bool(sparse) and plan.n_outputs == 1 and plan.alpha == 0.0 and plan.radius is None and plan.box is None
             and plan.noise_std > 0.0 and plan.accounting.get("accounting") == "composition"
@@ -524,15 +628,26 @@ def uses_lazy_noise(plan, sparse):
 def _lazy_run(X, y, theta, plan, src, code, progress):
     """The steps of :func:`cyclic_sgd` with lazy noise (see :func:`uses_lazy_noise`).
 
-    The grid and its scale N are those of the eager path for the same plan, with the
-    integer scale raised to N + 1: the derivation shows that this run's Rényi
+    The grid and its scale N are those of the eager path for the same plan (for a
+    scaled plan, N charged for the sensitivity divided by ``plan.scale_floor``), with
+    the integer scale raised to N + 1: the derivation shows that this run's Rényi
     divergences are then at most the eager run's at scale N at every order, whatever
-    the partition of the steps into draws.
+    the partition of the steps into draws. A scaled plan cuts the run into blocks of
+    the public length of :func:`block_scales`; at each block's end every coordinate's
+    pending noise is added (O(d) draws) and s is folded into u on the grid.
     """
     n, d = X.shape
     p = d + 1 if plan.fit_intercept else d
     rounding_sensitivity = plan.learning_rate * plan.clip_norm / plan.batch_size
-    grid = plan_grid_noise("gaussian", plan.noise_std, rounding_sensitivity, p)
+    scaled = plan.scale_floor < 1.0
+    if scaled:
+        grid = _scaled_grid(plan.noise_std, rounding_sensitivity, p, plan.scale_floor)
+        decay = l2_decay(plan)
+        scales = block_scales(decay, plan.scale_floor, plan.n_steps)
+        length = scales.size - 1  # steps of a block (the last entry is the fold)
+    else:
+        grid = plan_grid_noise("gaussian", plan.noise_std, rounding_sensitivity, p)
+        decay, scales, length = 1.0, np.ones(1), plan.n_steps + 1  # one block, no fold
     if grid.grid_scale < _LAZY_MIN_SCALE:
         return False
     scale = grid.grid_scale + 1
@@ -549,8 +664,10 @@ def _lazy_run(X, y, theta, plan, src, code, progress):
     start = step0 = 0
     none = np.zeros(0, dtype=np.int64)  # the draws' coordinates and steps: not recorded
     for epoch, steps in enumerate(_pass_steps(n, plan.batch_size, plan.epochs)):
-        for k in range(0, steps, block):
-            m = min(block, steps - k)
+        k = 0
+        while k < steps:
+            within = step0 % length  # position in the scaled release's block
+            m = min(block, steps - k, length - within)
             counts = np.empty(m * per_step * split, dtype=np.int64)
             args = (X.indptr, X.indices, X.data, d, y, theta, order, start, step0, m, code,
                     plan.loss_param, plan.clip_norm, plan.batch_size, plan.learning_rate,
@@ -562,19 +679,51 @@ def _lazy_run(X, y, theta, plan, src, code, progress):
             key = key_words(src.secret_int(256).to_bytes(32, "little"))
             sums = discrete_gaussian_sums(counts[:used], scale, key).astype(np.float64)
             last[:] = saved
-            start, _ = csr_lazy_cyclic_sgd_steps(*args, last, scratch, kmax, sums, counts,
-                                                 none, none, False)
+            if scaled:
+                start, _ = csr_lazy_cyclic_sgd_steps(*args, last, scratch, kmax, sums,
+                                                     counts, none, none, False,
+                                                     scales[within], decay)
+            else:
+                start, _ = csr_lazy_cyclic_sgd_steps(*args, last, scratch, kmax, sums,
+                                                     counts, none, none, False)
             step0 += m
+            k += m
+            if scaled and step0 % length == 0 and step0 < total_steps:
+                # The block's end: every pending noise in, then w = s·u folded into u
+                # on the grid (post-processing of the releases), s back to 1.
+                _flush_all(theta, last, step0, p, kmax, spacing, src, scale, split)
+                fold_scale(theta, d, scales[length], spacing)
         progress.report("epoch", epoch + 1, plan.epochs, f"{steps} noisy steps (lazy noise)")
+    _flush_all(theta, last, step0, p, kmax, spacing, src, scale, split)
+    if scaled:
+        theta[:d] *= scales[step0 % length if step0 % length else length]
+    return True
+
+
+def _flush_all(theta, last, step, p, kmax, spacing, src, scale, split):
+    """Add the pending noise of the first ``p`` coordinates up to ``step``: the
+    draws are counted, drawn under a fresh key and added."""
+    none = np.zeros(0, dtype=np.int64)
     counts = np.empty(p * split, dtype=np.int64)
     saved = last.copy()
-    used = lazy_final_flush(theta, last, step0, p, kmax, spacing, np.zeros(0), counts, none,
+    used = lazy_final_flush(theta, last, step, p, kmax, spacing, np.zeros(0), counts, none,
                             none, True)
     key = key_words(src.secret_int(256).to_bytes(32, "little"))
     sums = discrete_gaussian_sums(counts[:used], scale, key).astype(np.float64)
     last[:] = saved
-    lazy_final_flush(theta, last, step0, p, kmax, spacing, sums, counts, none, none, False)
-    return True
+    lazy_final_flush(theta, last, step, p, kmax, spacing, sums, counts, none, none, False)
+
+
+def fold_scale(theta, d, s, spacing):
+    """u ← γ·round(s·u/γ) on the first ``d`` entries of ``theta`` (the scaled
+    release's fold at a block's end): w = s·u kept to within γ/2 and u back on the
+    grid γℤ, so that the next block again adds integers times γ exactly. Public s and
+    γ: post-processing."""
+    np.multiply(theta[:d], s, out=theta[:d])
+    np.multiply(theta[:d], 1.0 / spacing, out=theta[:d])  # exact: γ is a power of two
+    np.clip(theta[:d], -GRID_MAX, GRID_MAX, out=theta[:d])
+    np.rint(theta[:d], out=theta[:d])
+    np.multiply(theta[:d], spacing, out=theta[:d])
 
 
 def _pass_steps(n, b, epochs):
@@ -607,8 +756,10 @@ def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
     ``"composition"`` accounting) the noise of each coordinate is added lazily, when a
     step next reads it, as one exact discrete Gaussian of the summed variance: O(nnz)
     per step, the same guarantee (:func:`uses_lazy_noise`,
-    ``doc/derivations/lazy_noise.rst``). With an ℓ1, ℓ2² or elastic-net penalty, a
-    radius or a box, or dense input, every step adds a dense noise vector.
+    ``doc/derivations/lazy_noise.rst``). A plan with ``scale_floor`` < 1 (the ℓ2²
+    penalty's scaled release) is run the same way, dense rows as CSR. With an ℓ1 or
+    elastic-net penalty, the ℓ2² penalty at ``scale_floor`` = 1, a radius or a box,
+    or dense input, every step adds a dense noise vector.
 
     Parameters
     ----------
@@ -644,6 +795,9 @@ def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
                          f"{(plan.n_samples, plan.n_features)}")
     multi = plan.n_outputs > 1
     y = np.asarray(y, dtype=np.int64 if multi else np.float64)
+    if plan.scale_floor < 1.0 and not sp.issparse(X):
+        # The scaled release is implemented lazily on CSR rows only (the same law).
+        X = sp.csr_matrix(np.asarray(X, dtype=np.float64))
     row_norms = None
     visit_order = None  # dense rows bounded at each visit, in this order (no copy)
     if not _checks_finite_in_pass(X, plan, shuffle):
@@ -687,6 +841,8 @@ def cyclic_sgd(X, y, plan, rng, *, shuffle=True, verbose=0):
         view[:, :p] = np.clip(view[:, :p], lower[0], upper[0])  # x_0 ∈ dom h
     code = _kernels.LOSS_CODES[plan.loss]
     if uses_lazy_noise(plan, sp.issparse(X)):
+        # (False only when the grid scale is below 2^29, which plan_cyclic_sgd refuses
+        # for a scaled plan; the eager run below then has the plan's guarantee.)
         if _lazy_run(X, y, theta, plan, as_random_source(rng), code, progress):
             return theta[:d].copy(), float(theta[d])
     common = (plan.loss_param, plan.clip_norm, plan.batch_size, plan.learning_rate)

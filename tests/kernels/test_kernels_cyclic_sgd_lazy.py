@@ -21,8 +21,19 @@ from skdpsparse._kernels.cyclic_sgd import (
     lazy_final_flush,
     lazy_max_count,
 )
+from skdpsparse._kernels.linear_losses import csr_clipped_gradient_sum
 from skdpsparse._kernels.exact_sampling import DISCRETE_GAUSSIAN, discrete_noise
 from skdpsparse._kernels.grid_noise_exact import KeyBits
+from skdpsparse.mechanisms import cyclic_sgd as mechanism
+from skdpsparse.mechanisms.cyclic_sgd import (
+    block_scales,
+    bound_rows_l2,
+    cyclic_sgd,
+    fold_scale,
+    l2_decay,
+    plan_cyclic_sgd,
+)
+from skdpsparse.mechanisms.noise import plan_grid_noise
 
 
 def _key(i):
@@ -268,3 +279,311 @@ def test_lazy_run_has_the_eager_runs_distribution():
     wider = _runs(False, 3, 1500, 0)
     assert min(stats.ks_2samp(wider[:, j], eager[:, j]).pvalue
                for j in range(lazy.shape[1])) < 1e-6
+
+
+# ------------------------------------ the scaled release of the l2 penalty (w = s·u)
+def _on_grid(x):
+    return np.rint(np.clip(x, -2.0**60, 2.0**60))
+
+
+def _scaled_reference(X, y, order, b, noise, lr, spacing, fit_intercept, decay, floor,
+                      code, clip_norm=1.0):
+    """The scaled release of ``doc/derivations/lazy_noise.rst`` written from its
+    definition, eagerly, in NumPy: step t reads w = s·u, releases
+    Y_t − round(λḡ_t/(γs)) on the coefficients (the intercept unscaled) and adds γ
+    times it to u; then s ← a·s, and when s falls below ``floor`` before the last step
+    u ← γ·round(s·u/γ), s ← 1. Returns (s·u, b)."""
+    n, d = X.shape
+    u = np.zeros(d + 1)
+    s = 1.0
+    step, inv = lr / b, 1.0 / spacing
+    pos = 0
+    for t in range(noise.shape[0]):
+        rows = np.array([order[(pos + k) % n] for k in range(b)], dtype=np.int64)
+        pos = (pos + b) % n
+        w = s * u[:d]
+        g, g0 = csr_clipped_gradient_sum(X.indptr, X.indices, X.data, y, w, u[d], code,
+                                         1.0, clip_norm, d, rows, fit_intercept)
+        u[:d] += spacing * (noise[t, :d] - _on_grid(step * g * inv / s))
+        if fit_intercept:
+            u[d] += spacing * (noise[t, d] - _on_grid(step * g0 * inv))
+        s = s * decay
+        if s < floor and t + 1 < noise.shape[0]:
+            u[:d] = _on_grid(u[:d] * s * inv) * spacing
+            s = 1.0
+    u[:d] *= s
+    return u
+
+
+def _lazy_scaled(X, y, order, b, steps, lr, spacing, fit_intercept, kmax, draw, code,
+                 decay, floor, flush_at_fold=True):
+    """The lazy kernel in the scaled release, driven as the mechanism drives it
+    (blocks of at most 7 steps cut at the block ends of ``block_scales``; at a block's
+    end every pending noise, then the fold). ``flush_at_fold=False`` is a broken
+    driver that folds without adding the pending noise first."""
+    n, d = X.shape
+    p = d + 1 if fit_intercept else d
+    scales = block_scales(decay, floor, steps)
+    length = scales.size - 1
+    theta = np.zeros(d + 1)
+    last = np.zeros(d + 1, dtype=np.int64)
+    scratch = np.zeros(d)
+    start = step0 = 0
+    size = 10_000
+
+    def flush(step):
+        counts = np.empty(size, dtype=np.int64)
+        coords, starts = np.empty_like(counts), np.empty_like(counts)
+        saved = last.copy()
+        used = lazy_final_flush(theta, last, step, p, kmax, spacing, np.zeros(0), counts,
+                                coords, starts, True)
+        sums = draw(counts[:used], coords[:used], starts[:used]).astype(np.float64)
+        last[:] = saved
+        lazy_final_flush(theta, last, step, p, kmax, spacing, sums, counts, coords, starts,
+                         False)
+
+    while step0 < steps:
+        within = step0 % length
+        m = min(7, steps - step0, length - within)
+        counts = np.empty(size, dtype=np.int64)
+        coords, starts = np.empty_like(counts), np.empty_like(counts)
+        args = (X.indptr, X.indices, X.data, d, y, theta, order, start, step0, m, code, 1.0,
+                1.0, b, lr, fit_intercept, spacing)
+        saved = last.copy()
+        _, used = csr_lazy_cyclic_sgd_steps(*args, last, scratch, kmax, np.zeros(0),
+                                            counts, coords, starts, True, scales[within],
+                                            decay)
+        sums = draw(counts[:used], coords[:used], starts[:used]).astype(np.float64)
+        last[:] = saved
+        start, used2 = csr_lazy_cyclic_sgd_steps(*args, last, scratch, kmax, sums, counts,
+                                                 coords, starts, False, scales[within],
+                                                 decay)
+        assert used2 == used
+        step0 += m
+        if step0 % length == 0 and step0 < steps:
+            if flush_at_fold:
+                flush(step0)
+            fold_scale(theta, d, scales[length], spacing)
+    flush(steps)
+    theta[:d] *= scales[steps % length if steps % length else length]
+    return theta
+
+
+# a = 0.9 and s_min = 0.75: blocks of 3 steps (1, 0.9, 0.81), folded at 0.729.
+_DECAY, _FLOOR = 0.9, 0.75
+
+
+def test_block_scales_stay_above_the_floor_and_cover_the_run():
+    """Every scale a step uses is ≥ the floor; the last entry, folded, is below it;
+    a block never has more steps than the run (then no fold)."""
+    scales = block_scales(_DECAY, _FLOOR, 23)
+    assert scales.tolist() == [1.0, 0.9, 0.9 * 0.9, 0.9 * 0.9 * 0.9]
+    assert np.all(scales[:-1] >= _FLOOR) and scales[-1] < _FLOOR
+    long = block_scales(1 - 1e-9, 0.5, 10)
+    assert long.size == 11 and np.all(long >= 0.5)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("kmax", [1, 3, 1 << 40])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_scaled_lazy_kernel_is_bitwise_the_scaled_reference_given_the_interval_sums(
+        seed, kmax, fit_intercept):
+    """The scaled release, lazily (the kernel with s and a, flushes and folds at the
+    block ends), fed the sums of each coordinate's integers over the intervals it asks
+    for, returns exactly the eager NumPy reference's θ; every coordinate gets all T
+    steps of noise. 23 steps in blocks of 3: seven folds."""
+    X, y, order = _problem(seed)
+    d = X.shape[1]
+    p = d + 1 if fit_intercept else d
+    steps, b, lr, spacing = 23, 4, 0.7, 2.0**-12
+    noise = np.random.default_rng(seed + 10).integers(-3000, 3000, size=(steps, p))
+    code = LOSS_CODES["logistic"]
+    seen = np.zeros(p, dtype=np.int64)
+
+    def draw(counts, coords, starts):
+        out = np.empty(counts.size, dtype=np.int64)
+        for i, (k, j, s0) in enumerate(zip(counts, coords, starts)):
+            assert k <= kmax
+            out[i] = noise[s0:s0 + k, j].sum()
+            seen[j] += k
+        return out
+
+    lazy = _lazy_scaled(X, y, order, b, steps, lr, spacing, fit_intercept, kmax, draw,
+                        code, _DECAY, _FLOOR)
+    full = np.zeros((steps, d + 1), dtype=np.int64)
+    full[:, :p] = noise
+    eager = _scaled_reference(X, y, order, b, full, lr, spacing, fit_intercept, _DECAY,
+                              _FLOOR, code)
+    assert np.array_equal(lazy, eager)
+    assert np.all(seen == steps)
+    # The reference is not the unscaled run: the scale is there.
+    plain = _eager(X, y, order, b, noise, lr, spacing, fit_intercept, code)
+    assert not np.array_equal(plain, eager)
+
+
+def test_scaled_kernel_at_scale_one_is_the_unscaled_kernel():
+    """s = a = 1 is the unscaled lazy kernel, bit for bit (the default arguments)."""
+    X, y, order = _problem(3)
+    noise = np.random.default_rng(4).integers(-3000, 3000, size=(23, X.shape[1] + 1))
+
+    def draw(counts, coords, starts):
+        return np.array([noise[s0:s0 + k, j].sum() for k, j, s0 in
+                         zip(counts, coords, starts)], dtype=np.int64)
+
+    code = LOSS_CODES["logistic"]
+    one = _lazy_scaled(X, y, order, 4, 23, 0.7, 2.0**-12, True, 1 << 40, draw, code, 1.0,
+                       0.5)
+    plain = _lazy(X, y, order, 4, 23, 0.7, 2.0**-12, True, 1 << 40, draw, code)
+    assert np.array_equal(one, plain)
+
+
+def test_scaled_lazy_kernel_reads_the_batch_coordinates_and_flushes_per_block():
+    """O(nnz) per step plus d per block: on 2 000 columns, rows with 3 nonzeros,
+    batches of 2 and 50 steps in blocks of 3, the draws number at most
+    50·(2·3 + 1) + 17·2 001."""
+    rng = np.random.default_rng(0)
+    n, d = 40, 2000
+    X = sp.random(n, d, density=3 / d, format="csr", random_state=0)
+    X.sort_indices()
+    y = rng.choice([-1.0, 1.0], n)
+    draws = []
+
+    def draw(counts, coords, starts):
+        draws.append(counts.size)
+        return np.zeros(counts.size, dtype=np.int64)
+
+    _lazy_scaled(X, y, np.arange(n), 2, 50, 0.5, 2.0**-10, True, 1 << 40, draw,
+                 LOSS_CODES["logistic"], _DECAY, _FLOOR)
+    row_max = int(np.diff(X.indptr).max())
+    assert sum(draws) <= 50 * (2 * row_max + 1) + 17 * (d + 1)
+
+
+# The distributional test: a = 0.6 and s_min = 0.5, blocks of 2 steps folded at 0.36.
+_DIST_DECAY, _DIST_FLOOR = 0.6, 0.5
+
+
+def _scaled_runs(scale, reps, seed, lazy=True, flush_at_fold=True):
+    X, y, order = _problem(seed, n=12, d=5, density=0.2)
+    d = X.shape[1]
+    steps, b, lr, spacing = 9, 3, 0.5, 2.0**-3
+    code = LOSS_CODES["logistic"]
+    out = np.empty((reps, d + 1))
+    for r in range(reps):
+        if lazy:
+            calls = iter(range(1, 100))
+
+            def draw(counts, coords, starts, r=r):
+                return discrete_gaussian_sums(counts, scale, _key(r), next(calls))
+            out[r] = _lazy_scaled(X, y, order, b, steps, lr, spacing, True, 1 << 40, draw,
+                                  code, _DIST_DECAY, _DIST_FLOOR, flush_at_fold)
+        else:
+            noise = discrete_noise(steps * (d + 1), DISCRETE_GAUSSIAN, scale, _key(r), 0)
+            out[r] = _scaled_reference(X, y, order, b, noise.reshape(steps, d + 1), lr,
+                                       spacing, True, _DIST_DECAY, _DIST_FLOOR, code)
+    return out
+
+
+def test_scaled_lazy_run_has_the_scaled_eager_runs_distribution():
+    """1 500 lazy and 1 500 eager runs of the scaled release (N = 2, 9 steps of 3 rows
+    of 5 columns at density 0.2, blocks of 2 steps, 6 coordinates): per coordinate a
+    two-sample Kolmogorov-Smirnov test at level 1e-3/6. Its power: it rejects
+    (p < 1e-6 on some coordinate; 2e-15 when written) a lazy driver that folds s into
+    u before adding the pending noise (that noise then misses its block's factor
+    0.36)."""
+    lazy = _scaled_runs(2, 1500, 0)
+    eager = _scaled_runs(2, 1500, 0, lazy=False)
+    for j in range(lazy.shape[1]):
+        assert stats.ks_2samp(lazy[:, j], eager[:, j]).pvalue > 1e-3 / lazy.shape[1]
+    broken = _scaled_runs(2, 1500, 0, flush_at_fold=False)
+    assert min(stats.ks_2samp(broken[:, j], eager[:, j]).pvalue
+               for j in range(lazy.shape[1])) < 1e-6
+
+
+# ------------------------------ the mechanism's scaled run (mechanisms/cyclic_sgd.py)
+def _scaled_plan(floor=0.95, **kw):
+    # Logistic, R = 1 with an intercept: λ = 1/M = 2; α = 0.01 gives a = 1/1.02, so
+    # blocks of 3 steps (1, 0.980, 0.961) at s_min = 0.95: 30 steps, 9 folds.
+    kw = dict(dict(loss="logistic", norm_bound=1.0, fit_intercept=True, batch_size=4,
+                   epochs=3, delta=1e-6, noise_multiplier=2.0, penalty="l2", alpha=0.01,
+                   scale_floor=floor), **kw)
+    return plan_cyclic_sgd(40, 12, **kw)
+
+
+def test_the_mechanisms_scaled_run_is_the_reference(monkeypatch):
+    """``cyclic_sgd`` with a scaled plan (its driver: noise blocks cut at the block
+    ends, flushes, folds, the final s) equals the NumPy reference bit for bit when
+    every noise integer is 1 (the sampler replaced by one returning each interval's
+    length); its block length is that of ``block_scales``."""
+    X, y, _ = _problem(5, n=40, d=12)
+    plan = _scaled_plan()
+    assert plan.scale_floor == 0.95 and block_scales(l2_decay(plan), 0.95, 99).size == 4
+    monkeypatch.setattr(mechanism, "discrete_gaussian_sums",
+                        lambda counts, scale, key, *a, **k: counts.copy())
+    coef, intercept = cyclic_sgd(X, y, plan, np.random.default_rng(0), shuffle=False)
+    spacing = plan_grid_noise("gaussian", plan.noise_std, plan.learning_rate
+                              * plan.clip_norm / plan.batch_size, 13).spacing
+    ref = _scaled_reference(bound_rows_l2(X, 1.0), y, np.arange(40), 4,
+                            np.ones((plan.n_steps, 13)), plan.learning_rate, spacing, True,
+                            l2_decay(plan), 0.95, LOSS_CODES["logistic"], plan.clip_norm)
+    assert np.array_equal(np.append(coef, intercept), ref)
+
+
+def _recorded_scale(monkeypatch, X, y, plan):
+    scales = set()
+
+    def record(counts, scale, key, *a, **k):
+        scales.add(scale)
+        return np.zeros(counts.size, dtype=np.int64)
+
+    monkeypatch.setattr(mechanism, "discrete_gaussian_sums", record)
+    cyclic_sgd(X, y, plan, np.random.default_rng(0))
+    (scale,) = scales
+    return scale
+
+
+def _covers(plan, lazy_scale):
+    """Whether the integer scale N = lazy_scale − 1 gives every step of the scaled
+    release at most the eager plan's ratio 2Δ/σ (Δ = λC/b): neighbours' integer
+    vectors differ by at most 2Δ/(γ s_min) + ⌈√p⌉ (the gradient part divided by
+    s ≥ s_min, then rounded), in exact rational arithmetic."""
+    from fractions import Fraction as F
+    p = plan.n_features + 1
+    delta = F(plan.learning_rate) * F(plan.clip_norm) / plan.batch_size
+    gamma = F(plan_grid_noise("gaussian", plan.noise_std, float(delta), p).spacing)
+    worst = 2 * delta / (gamma * F(plan.scale_floor)) + (math.isqrt(p - 1) + 1)
+    return worst / (lazy_scale - 1) <= 2 * delta / F(plan.noise_std)
+
+
+def test_the_scaled_runs_noise_scale_covers_the_sensitivity_over_the_floor(monkeypatch):
+    """The scale the scaled run draws with (recorded at the sampler) gives every step
+    the eager plan's per-step zCDP for the sensitivity divided by s_min, so the
+    plan's budget holds as reported. A broken run whose grid is the eager plan's
+    (``_scaled_grid`` not dividing by s_min) is caught: its ratio is 1/0.95 too big."""
+    X, y, _ = _problem(5, n=40, d=12)
+    plan = _scaled_plan()
+    assert _covers(plan, _recorded_scale(monkeypatch, X, y, plan))
+    monkeypatch.setattr(mechanism, "_scaled_grid",
+                        lambda sigma, sens, p, floor: plan_grid_noise("gaussian", sigma,
+                                                                      sens, p))
+    assert not _covers(plan, _recorded_scale(monkeypatch, X, y, plan))
+
+
+def test_the_scaled_plans_budget_is_the_eager_plans():
+    """s_min changes the grid scale, never the guarantee: the same budget (and zCDP
+    event) and accounting as the plan at scale_floor = 1, but for the field."""
+    scaled, eager = _scaled_plan(), _scaled_plan(1.0)
+    assert scaled.budget == eager.budget and eager.scale_floor == 1.0
+    assert ({k: v for k, v in scaled.accounting.items() if k != "scale_floor"}
+            == {k: v for k, v in eager.accounting.items() if k != "scale_floor"})
+    calibrated = _scaled_plan(noise_multiplier=None, epsilon=2.0)
+    assert calibrated.budget == _scaled_plan(1.0, noise_multiplier=None, epsilon=2.0).budget
+
+
+def test_a_scaled_plan_runs_dense_rows_as_csr():
+    """The plan fixes the law: dense rows under a scaled plan give the CSR run's
+    release, bit for bit, from the same generator."""
+    X, y, _ = _problem(6, n=40, d=12)
+    plan = _scaled_plan()
+    dense = cyclic_sgd(X.toarray(), y, plan, np.random.default_rng(1))
+    sparse = cyclic_sgd(X, y, plan, np.random.default_rng(1))
+    assert np.array_equal(dense[0], sparse[0]) and dense[1] == sparse[1]
