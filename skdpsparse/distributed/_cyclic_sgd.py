@@ -12,7 +12,9 @@ order, and releases their clipped gradient sum plus noise. On a Dask collection:
    receives the chunk's digest shares of X and of the targets (for the key) and, for
    a classifier, its distinct labels;
 2. **steps**, on the driver: the plan is the in-memory fit's
-   (:func:`~skdpsparse.mechanisms.cyclic_sgd.plan_cyclic_sgd`, public numbers); for
+   (:func:`~skdpsparse.mechanisms.cyclic_sgd.plan_cyclic_sgd`, public numbers; always
+   the eager release, ``scale_floor`` = 1, where an in-memory CSR fit with the ℓ2²
+   penalty runs the scaled lazy release: the same budget, another law); for
    each step the driver sends θ to the one or two chunks holding B_t, each returns
    the clipped gradient sum of its rows of B_t (the in-memory kernels
    ``dense_clipped_gradient_sum`` / ``csr_clipped_gradient_sum``) as a task result,

@@ -4,6 +4,7 @@
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator
 from sklearn.metrics import accuracy_score, r2_score
@@ -373,7 +374,10 @@ default="logistic"
             learning_rate=self.learning_rate, clip_norm=self.clip_norm,
             weak_convexity=self.weak_convexity, smoothness=self.smoothness,
             penalty=self.penalty, alpha=float(self.alpha), l1_ratio=float(self.l1_ratio),
-            radius=self.radius, box=None if self.box is None else tuple(self.box))
+            radius=self.radius, box=None if self.box is None else tuple(self.box),
+            # The input format is public: on CSR the ℓ2² penalty runs the scaled
+            # release (lazy noise); dense fits keep the eager one, bit for bit.
+            scale_floor="auto" if sp.issparse(X) else 1.0)
         rng = fit_random_source(self.random_state, self, X, targets)
         progress = Progress(self.verbose, type(self).__name__)
         coef, intercept = cyclic_sgd(X, targets, plan, rng,

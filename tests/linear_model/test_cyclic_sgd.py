@@ -515,3 +515,48 @@ def test_the_remembered_guarantee_is_the_guarantee():
     other_z = plan_cyclic_sgd(1000, 5, delta=1e-6, noise_multiplier=2.0, **kw)
     other_delta = plan_cyclic_sgd(1000, 5, delta=1e-5, noise_multiplier=3.0, **kw)
     assert other_z.budget.epsilon > eps > other_delta.budget.epsilon
+
+
+def test_csr_input_with_the_l2_penalty_runs_the_scaled_release():
+    """On CSR input the default ℓ2² penalty runs the scaled release (``scale_floor``
+    in [0.95, 0.99], reported), with the budget of the eager dense fit; dense input,
+    no penalty and the ℓ1 penalty keep ``scale_floor`` = 1. The scaled fit is as
+    accurate on an easy problem (ε = 1, held-out rows)."""
+    X, y = _blobs(20_000, d=10, sep=4.0, seed=1)
+    Xt, yt = _blobs(5000, d=10, sep=4.0, seed=2)
+    kw = dict(epsilon=1.0, delta=1e-5, norm_bound=3.0, classes=[0, 1], random_state=0)
+    sparse = DPCyclicSGD(**kw).fit(sp.csr_matrix(X), y)
+    dense = DPCyclicSGD(**kw).fit(X, y)
+    assert 0.95 <= sparse.accounting_["scale_floor"] <= 0.99
+    assert dense.accounting_["scale_floor"] == 1.0
+    assert sparse.privacy_spent_ == dense.privacy_spent_
+    assert sparse.score(Xt, yt) >= 0.9
+    for other in (dict(penalty=None), dict(penalty="l1")):
+        fit = DPCyclicSGD(**kw, **other, epochs=1).fit(sp.csr_matrix(X), y)
+        assert fit.accounting_["scale_floor"] == 1.0
+
+
+def test_scale_floor_auto_rule_and_checks():
+    """"auto": ⌈d/b⌉ steps a block clipped into [0.95, 0.99], 1.0 when a block would
+    have fewer than 8 steps or the penalty is not ℓ2²; an explicit floor below 1 where
+    the scaled release does not apply is refused, naming ``scale_floor``."""
+    from skdpsparse.mechanisms.cyclic_sgd import plan_cyclic_sgd
+
+    kw = dict(loss="logistic", norm_bound=1.0, fit_intercept=True, batch_size=256,
+              epochs=1, delta=1e-6, noise_multiplier=1.0, penalty="l2", alpha=1e-4)
+    # λα = 2e-4: a^1023 = 0.815 at d = 2^18 (clipped up), a^0 = 1 at d = 100 (down).
+    assert plan_cyclic_sgd(50_000, 2**18, scale_floor="auto", **kw).scale_floor == 0.95
+    assert plan_cyclic_sgd(50_000, 100, scale_floor="auto", **kw).scale_floor == 0.99
+    assert plan_cyclic_sgd(50_000, 100, **kw).scale_floor == 1.0
+    fast = dict(kw, alpha=0.1)  # a = 1/1.2: a block of 1 step
+    assert plan_cyclic_sgd(50_000, 100, scale_floor="auto", **fast).scale_floor == 1.0
+    assert plan_cyclic_sgd(50_000, 100, scale_floor=0.5, **fast).scale_floor == 0.5
+    for other in (dict(penalty="l1"), dict(penalty="elasticnet"), dict(radius=3.0),
+                  dict(alpha=0.0)):
+        assert plan_cyclic_sgd(1000, 10, scale_floor="auto", **dict(kw, **other)
+                               ).scale_floor == 1.0
+        with pytest.raises(ValueError, match="scale_floor"):
+            plan_cyclic_sgd(1000, 10, scale_floor=0.9, **dict(kw, **other))
+    for bad in (0.0, 1.5, -0.5, math.nan, "yes"):
+        with pytest.raises(ValueError, match="scale_floor"):
+            plan_cyclic_sgd(1000, 10, scale_floor=bad, **kw)
