@@ -625,10 +625,55 @@ def _nan_max(m, a):
     return a if not (a <= m) else m
 
 
+# Row scales (``row_scales``): the fixed-point kernels can read contribution-bounded
+# rows without a bounded copy of X. Given the factor cᵢ of row i
+# (:func:`~skdpsparse._kernels.erm_passes.csr_bounding_stats`), every entry is used as
+# the float64 product fl(cᵢ·xᵢⱼ), computed where it is read: the value a copy scaled by
+# the same factors would hold (``sparse_rows.csr_scale_rows`` computes the same
+# product), so margins, terms and integer sums are those of the copy, bit for bit.
+# Without row scales the factor is 1.0, and fl(1.0·x) = x.
+
+
+@njit(cache=True, inline="always")
+def _row_factor(scales, i):
+    """cᵢ, or 1.0 when ``scales`` is empty (no row scales)."""
+    if scales.shape[0] == 0:
+        return 1.0
+    return np.float64(scales[i])
+
+
 @njit(cache=True)
-def _csr_scatter_checked(indptr, indices, data, i, u, scale, limit, out):
+def _csr_margin_rescaled_c(indptr, indices, data, i, c, w, b):
+    """:func:`_csr_margin_rescaled` of the row fl(c·xᵢ)."""
+    amax = 0.0
     for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-        q, ok = _grid(u * np.float64(data[k]), scale, limit)
+        amax = max(amax, abs(c * np.float64(data[k])))
+    if not (0.0 < amax < math.inf):
+        return np.nan
+    acc = 0.0
+    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+        acc += ((c * np.float64(data[k])) / amax) * np.float64(w[np.uint64(indices[k])])
+    return amax * acc + b
+
+
+@njit(cache=True)
+def _dense_margin_rescaled_c(X, i, c, w, b):
+    """:func:`_dense_margin_rescaled` of the row fl(c·xᵢ)."""
+    amax = 0.0
+    for j in range(X.shape[1]):
+        amax = max(amax, abs(c * np.float64(X[i, j])))
+    if not (0.0 < amax < math.inf):
+        return np.nan
+    acc = 0.0
+    for j in range(X.shape[1]):
+        acc += ((c * np.float64(X[i, j])) / amax) * np.float64(w[j])
+    return amax * acc + b
+
+
+@njit(cache=True)
+def _csr_scatter_checked(indptr, indices, data, i, c, u, scale, limit, out):
+    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+        q, ok = _grid(u * (c * np.float64(data[k])), scale, limit)
         if not ok:
             return False
         out[np.uint64(indices[k])] += q
@@ -636,35 +681,42 @@ def _csr_scatter_checked(indptr, indices, data, i, u, scale, limit, out):
 
 
 @njit(cache=True)
-def _csr_margins_and_max(indptr, indices, data, w, b, z, amax):
+def _csr_margins_and_max(indptr, indices, data, scales, w, b, z, amax):
     """z[i] = ⟨w, x_i⟩ + b (as :func:`_csr_margin`, same order of operations) and
-    amax[i] = max_j |x_ij| (NaN if the row has a NaN), in one pass."""
+    amax[i] = max_j |x_ij| (NaN if the row has a NaN), in one pass; x_i the row
+    scaled by its factor."""
     for i in range(indptr.shape[0] - 1):
+        c = _row_factor(scales, i)
         acc = b
         m = 0.0
         for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-            x = np.float64(data[k])
+            x = c * np.float64(data[k])
             acc += x * np.float64(w[np.uint64(indices[k])])
             m = _nan_max(m, abs(x))
         if not abs(acc) < math.inf:
-            acc = _csr_margin_rescaled(indptr, indices, data, i, w, b)
+            acc = _csr_margin_rescaled_c(indptr, indices, data, i, c, w, b)
         z[i] = acc
         amax[i] = m
 
 
 @njit(cache=True)
-def _csr_margins_bounded(indptr, indices, data, w, b, z, amax, entry_max):
+def _csr_margins_bounded(indptr, indices, data, scales, w, b, z, amax, entry_max):
     """z as :func:`_csr_margins_and_max`; amax[i] = ``entry_max`` when it is a valid
     bound (≥ 0: the caller read it off these entries), else each row's own maximum."""
     if not entry_max >= 0.0:
-        _csr_margins_and_max(indptr, indices, data, w, b, z, amax)
+        _csr_margins_and_max(indptr, indices, data, scales, w, b, z, amax)
         return
     for i in range(indptr.shape[0] - 1):
+        c = _row_factor(scales, i)
         acc = b
-        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-            acc += np.float64(data[k]) * np.float64(w[np.uint64(indices[k])])
+        if c == 1.0:  # fl(1·x) = x: the same floats without the product
+            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                acc += np.float64(data[k]) * np.float64(w[np.uint64(indices[k])])
+        else:
+            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                acc += (c * np.float64(data[k])) * np.float64(w[np.uint64(indices[k])])
         if not abs(acc) < math.inf:
-            acc = _csr_margin_rescaled(indptr, indices, data, i, w, b)
+            acc = _csr_margin_rescaled_c(indptr, indices, data, i, c, w, b)
         z[i] = acc
         amax[i] = entry_max
 
@@ -688,9 +740,59 @@ def _losses_fixed(z, y, code, param, loss_scale, grad_scale, limit):
     return loss, grad_b, True
 
 
+@njit(cache=True, inline="always")
+def _no_scales(row_scales):
+    """``row_scales`` as the kernels' array: empty for None (every factor 1)."""
+    if row_scales is None:
+        return np.empty(0)
+    return row_scales
+
+
+@njit(cache=True, inline="always")
+def _check_scales(scales, n):
+    if scales.shape[0] != 0 and scales.shape[0] != n:
+        raise ValueError("row_scales must have one entry per row")
+
+
+@njit(cache=True)
+def _csr_fixed_loss_gradient(indptr, indices, data, y, w, b, code, param, loss_scale,
+                             grad_scale, limit, entry_max, scales):
+    check_loss(code, param)
+    n = indptr.shape[0] - 1
+    _check_scales(scales, n)
+    grad = np.zeros(w.shape[0], dtype=np.int64)
+    z = np.empty(n)
+    amax = np.empty(n)
+    _csr_margins_bounded(indptr, indices, data, scales, w, np.float64(b), z, amax,
+                         entry_max)
+    loss, grad_b, ok = _losses_fixed(z, y, code, param, loss_scale, grad_scale, limit)
+    if not ok:
+        return loss, grad, grad_b, False
+    for i in range(n):
+        der = z[i]
+        if der == 0.0:
+            continue
+        c = _row_factor(scales, i)
+        bound = abs(der * amax[i]) * grad_scale
+        if bound < _MAGIC_RANGE and bound <= limit:
+            ds = der * grad_scale
+            if c == 1.0:
+                for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                    grad[np.uint64(indices[k])] += np.int64(
+                        (ds * np.float64(data[k]) + _MAGIC) - _MAGIC)
+            else:
+                for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                    grad[np.uint64(indices[k])] += np.int64(
+                        (ds * (c * np.float64(data[k])) + _MAGIC) - _MAGIC)
+        elif not _csr_scatter_checked(indptr, indices, data, i, c, der, grad_scale, limit,
+                                      grad):
+            return loss, grad, grad_b, False
+    return loss, grad, grad_b, True
+
+
 @njit(cache=True)
 def csr_fixed_loss_gradient(indptr, indices, data, y, w, b, code, param, loss_scale,
-                            grad_scale, limit, entry_max=-1.0):
+                            grad_scale, limit, entry_max=-1.0, row_scales=None):
     """Exact sums Σᵢ round(ℓᵢ·2^Fₗ), Σᵢ round(ℓ'ᵢxᵢⱼ·2^F_g) per column and
     Σᵢ round(ℓ'ᵢ·2^F_g) over the rows of a CSR matrix.
 
@@ -701,6 +803,9 @@ def csr_fixed_loss_gradient(indptr, indices, data, y, w, b, code, param, loss_sc
     read it off these entries once (an in-memory fit evaluates many times), replaces
     each row's maximum in that check; any bound that holds gives the same integers,
     and a negative or NaN value (the default) means "compute it per row".
+    ``row_scales`` (float64 of shape (n,), optional): read row i as fl(cᵢ·xᵢ), the
+    sums of the matrix with its rows scaled (the bounded rows without their copy);
+    ``entry_max`` then bounds the scaled entries.
 
     Returns
     -------
@@ -710,86 +815,80 @@ def csr_fixed_loss_gradient(indptr, indices, data, y, w, b, code, param, loss_sc
     ok : bool
         False when a term exceeded ``limit`` (the sums are then meaningless).
     """
-    check_loss(code, param)
-    n = indptr.shape[0] - 1
-    grad = np.zeros(w.shape[0], dtype=np.int64)
-    z = np.empty(n)
-    amax = np.empty(n)
-    _csr_margins_bounded(indptr, indices, data, w, np.float64(b), z, amax, entry_max)
-    loss, grad_b, ok = _losses_fixed(z, y, code, param, loss_scale, grad_scale, limit)
-    if not ok:
-        return loss, grad, grad_b, False
-    for i in range(n):
-        der = z[i]
-        if der == 0.0:
-            continue
-        bound = abs(der * amax[i]) * grad_scale
-        if bound < _MAGIC_RANGE and bound <= limit:
-            ds = der * grad_scale
-            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                grad[np.uint64(indices[k])] += np.int64(
-                    (ds * np.float64(data[k]) + _MAGIC) - _MAGIC)
-        elif not _csr_scatter_checked(indptr, indices, data, i, der, grad_scale, limit,
-                                      grad):
-            return loss, grad, grad_b, False
-    return loss, grad, grad_b, True
+    return _csr_fixed_loss_gradient(indptr, indices, data, y, w, b, code, param,
+                                    loss_scale, grad_scale, limit, entry_max,
+                                    _no_scales(row_scales))
 
 
 @njit(cache=True)
-def _dense_margins_and_max(X, w, b, z, amax):
+def _dense_margins_and_max(X, scales, w, b, z, amax):
     for i in range(X.shape[0]):
+        c = _row_factor(scales, i)
         acc = b
         m = 0.0
         for j in range(X.shape[1]):
-            x = np.float64(X[i, j])
+            x = c * np.float64(X[i, j])
             acc += x * np.float64(w[j])
             m = _nan_max(m, abs(x))
         if not abs(acc) < math.inf:
-            acc = _dense_margin_rescaled(X, i, w, b)
+            acc = _dense_margin_rescaled_c(X, i, c, w, b)
         z[i] = acc
         amax[i] = m
 
 
 @njit(cache=True)
-def _dense_margins_bounded(X, w, b, z, amax, entry_max):
+def _dense_margins_bounded(X, scales, w, b, z, amax, entry_max):
     """:func:`_csr_margins_bounded` for a dense array."""
     if not entry_max >= 0.0:
-        _dense_margins_and_max(X, w, b, z, amax)
+        _dense_margins_and_max(X, scales, w, b, z, amax)
         return
     # Four rows per loop: four independent left-to-right sums (each row's sum is the
     # same floats as alone), so the additions' latency overlaps.
     n, d = X.shape
     n4 = n - n % 4
     for i in range(0, n4, 4):
+        c0 = _row_factor(scales, i)
+        c1 = _row_factor(scales, i + 1)
+        c2 = _row_factor(scales, i + 2)
+        c3 = _row_factor(scales, i + 3)
         a0 = b
         a1 = b
         a2 = b
         a3 = b
-        for j in range(d):
-            wj = np.float64(w[j])
-            a0 += np.float64(X[i, j]) * wj
-            a1 += np.float64(X[i + 1, j]) * wj
-            a2 += np.float64(X[i + 2, j]) * wj
-            a3 += np.float64(X[i + 3, j]) * wj
+        if c0 == 1.0 and c1 == 1.0 and c2 == 1.0 and c3 == 1.0:  # fl(1·x) = x
+            for j in range(d):
+                wj = np.float64(w[j])
+                a0 += np.float64(X[i, j]) * wj
+                a1 += np.float64(X[i + 1, j]) * wj
+                a2 += np.float64(X[i + 2, j]) * wj
+                a3 += np.float64(X[i + 3, j]) * wj
+        else:
+            for j in range(d):
+                wj = np.float64(w[j])
+                a0 += (c0 * np.float64(X[i, j])) * wj
+                a1 += (c1 * np.float64(X[i + 1, j])) * wj
+                a2 += (c2 * np.float64(X[i + 2, j])) * wj
+                a3 += (c3 * np.float64(X[i + 3, j])) * wj
         z[i] = a0
         z[i + 1] = a1
         z[i + 2] = a2
         z[i + 3] = a3
     for i in range(n4, n):
+        c = _row_factor(scales, i)
         acc = b
         for j in range(d):
-            acc += np.float64(X[i, j]) * np.float64(w[j])
+            acc += (c * np.float64(X[i, j])) * np.float64(w[j])
         z[i] = acc
     for i in range(n):
         amax[i] = entry_max
         if not abs(z[i]) < math.inf:
-            z[i] = _dense_margin_rescaled(X, i, w, b)
+            z[i] = _dense_margin_rescaled_c(X, i, _row_factor(scales, i), w, b)
 
 
 @njit(cache=True)
-def _dense_scatter_checked(X, i, u, scale, limit, out):
+def _dense_scatter_checked(X, i, c, u, scale, limit, out):
     for j in range(X.shape[1]):
-        x = np.float64(X[i, j])
+        x = c * np.float64(X[i, j])
         if x != 0.0:
             q, ok = _grid(u * x, scale, limit)
             if not ok:
@@ -798,12 +897,20 @@ def _dense_scatter_checked(X, i, u, scale, limit, out):
     return True
 
 
+@njit(cache=True, inline="always")
+def _fast_row(der, amax, scale, limit):
+    """Whether every term der·x·scale of the row is below 2⁵¹ and ``limit`` (the
+    magic-number rounding applies, see above)."""
+    bound = abs(der * amax) * scale
+    return bound < _MAGIC_RANGE and bound <= limit
+
+
 @njit(cache=True)
-def dense_fixed_loss_gradient(X, y, w, b, code, param, loss_scale, grad_scale, limit,
-                              entry_max=-1.0):
-    """:func:`csr_fixed_loss_gradient` for a dense array (zeros add nothing)."""
+def _dense_fixed_loss_gradient(X, y, w, b, code, param, loss_scale, grad_scale, limit,
+                               entry_max, scales):
     check_loss(code, param)
     n = X.shape[0]
+    _check_scales(scales, n)
     grad = np.zeros(X.shape[1], dtype=np.int64)
     z = np.empty(n)
     amax = np.empty(n)
@@ -813,56 +920,95 @@ def dense_fixed_loss_gradient(X, y, w, b, code, param, loss_scale, grad_scale, l
     # read once from memory (integer sums: the blocking changes no result).
     for lo in range(0, n, _DENSE_BLOCK):
         hi = min(n, lo + _DENSE_BLOCK)
-        _dense_margins_bounded(X[lo:hi], w, np.float64(b), z[lo:hi], amax[lo:hi],
-                               entry_max)
+        block_scales = scales[lo:hi] if scales.shape[0] != 0 else scales
+        _dense_margins_bounded(X[lo:hi], block_scales, w, np.float64(b), z[lo:hi],
+                               amax[lo:hi], entry_max)
         part, part_b, ok = _losses_fixed(z[lo:hi], y[lo:hi], code, param, loss_scale,
                                          grad_scale, limit)
         loss += part
         grad_b += part_b
         if not ok:
             return loss, grad, grad_b, False
-        for i in range(lo, hi):
-            der = z[i]
-            if der == 0.0:
+        i = lo
+        while i < hi:
+            # Four rows at once when all four take the fast path: each entry's term
+            # is the same integer, and adding four before the store changes no sum
+            # (integers), but loads and stores grad once per four rows.
+            if i + 4 <= hi and _fast_row(z[i], amax[i], grad_scale, limit) \
+                    and _fast_row(z[i + 1], amax[i + 1], grad_scale, limit) \
+                    and _fast_row(z[i + 2], amax[i + 2], grad_scale, limit) \
+                    and _fast_row(z[i + 3], amax[i + 3], grad_scale, limit):
+                c0 = _row_factor(scales, i)
+                c1 = _row_factor(scales, i + 1)
+                c2 = _row_factor(scales, i + 2)
+                c3 = _row_factor(scales, i + 3)
+                d0 = z[i] * grad_scale
+                d1 = z[i + 1] * grad_scale
+                d2 = z[i + 2] * grad_scale
+                d3 = z[i + 3] * grad_scale
+                if c0 == 1.0 and c1 == 1.0 and c2 == 1.0 and c3 == 1.0:
+                    for j in range(X.shape[1]):  # a zero entry (or der) adds round(0) = 0
+                        grad[j] += (
+                            np.int64((d0 * np.float64(X[i, j]) + _MAGIC) - _MAGIC)
+                            + np.int64((d1 * np.float64(X[i + 1, j]) + _MAGIC) - _MAGIC)
+                            + np.int64((d2 * np.float64(X[i + 2, j]) + _MAGIC) - _MAGIC)
+                            + np.int64((d3 * np.float64(X[i + 3, j]) + _MAGIC) - _MAGIC))
+                else:
+                    for j in range(X.shape[1]):
+                        grad[j] += (
+                            np.int64((d0 * (c0 * np.float64(X[i, j])) + _MAGIC) - _MAGIC)
+                            + np.int64((d1 * (c1 * np.float64(X[i + 1, j])) + _MAGIC)
+                                       - _MAGIC)
+                            + np.int64((d2 * (c2 * np.float64(X[i + 2, j])) + _MAGIC)
+                                       - _MAGIC)
+                            + np.int64((d3 * (c3 * np.float64(X[i + 3, j])) + _MAGIC)
+                                       - _MAGIC))
+                i += 4
                 continue
-            bound = abs(der * amax[i]) * grad_scale
-            if bound < _MAGIC_RANGE and bound <= limit:
-                ds = der * grad_scale
-                for j in range(X.shape[1]):  # a zero entry adds round(0) = 0
-                    grad[j] += np.int64((ds * np.float64(X[i, j]) + _MAGIC) - _MAGIC)
-            elif not _dense_scatter_checked(X, i, der, grad_scale, limit, grad):
-                return loss, grad, grad_b, False
+            der = z[i]
+            if der != 0.0:
+                c = _row_factor(scales, i)
+                if _fast_row(der, amax[i], grad_scale, limit):
+                    ds = der * grad_scale
+                    for j in range(X.shape[1]):
+                        grad[j] += np.int64((ds * (c * np.float64(X[i, j])) + _MAGIC)
+                                            - _MAGIC)
+                elif not _dense_scatter_checked(X, i, c, der, grad_scale, limit, grad):
+                    return loss, grad, grad_b, False
+            i += 1
     return loss, grad, grad_b, True
 
 
 @njit(cache=True)
-def csr_fixed_hessian_product(indptr, indices, data, y, w, b, v_w, v_b, code, param,
-                              scale, limit, entry_max=-1.0):
-    """Exact sums Σᵢ round(uᵢxᵢⱼ·2^F) per column and Σᵢ round(uᵢ·2^F), with
-    uᵢ = ℓ''(zᵢ, yᵢ)·(⟨v_w, xᵢ⟩ + v_b): the data part of a Hessian-vector product.
+def dense_fixed_loss_gradient(X, y, w, b, code, param, loss_scale, grad_scale, limit,
+                              entry_max=-1.0, row_scales=None):
+    """:func:`csr_fixed_loss_gradient` for a dense array (zeros add nothing)."""
+    return _dense_fixed_loss_gradient(X, y, w, b, code, param, loss_scale, grad_scale,
+                                      limit, entry_max, _no_scales(row_scales))
 
-    Returns
-    -------
-    h_w : ndarray of int64, shape (len(w),)
-    h_b : int64
-    ok : bool
-    """
+
+@njit(cache=True)
+def _csr_fixed_hessian_product(indptr, indices, data, y, w, b, v_w, v_b, code, param,
+                               scale, limit, entry_max, scales):
     check_loss(code, param)
     n = indptr.shape[0] - 1
+    _check_scales(scales, n)
     out = np.zeros(w.shape[0], dtype=np.int64)
     out_b = np.int64(0)
     z = np.empty(n)
     amax = np.empty(n)
-    _csr_margins_bounded(indptr, indices, data, w, np.float64(b), z, amax, entry_max)
+    _csr_margins_bounded(indptr, indices, data, scales, w, np.float64(b), z, amax,
+                         entry_max)
     for i in range(n):
         curv = loss_curvature(code, z[i], y[i], param)
         if curv == 0.0:
             continue
+        c = _row_factor(scales, i)
         m = np.float64(v_b)  # _csr_margin written out (see the scatter's comment)
         for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-            m += np.float64(data[k]) * np.float64(v_w[np.uint64(indices[k])])
+            m += (c * np.float64(data[k])) * np.float64(v_w[np.uint64(indices[k])])
         if not abs(m) < math.inf:
-            m = _csr_margin_rescaled(indptr, indices, data, i, v_w, np.float64(v_b))
+            m = _csr_margin_rescaled_c(indptr, indices, data, i, c, v_w, np.float64(v_b))
         u = curv * m
         q, ok = _grid(u, scale, limit)
         if not ok:
@@ -873,32 +1019,51 @@ def csr_fixed_hessian_product(indptr, indices, data, y, w, b, v_w, v_b, code, pa
             us = u * scale
             for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
                 out[np.uint64(indices[k])] += np.int64(
-                    (us * np.float64(data[k]) + _MAGIC) - _MAGIC)
-        elif not _csr_scatter_checked(indptr, indices, data, i, u, scale, limit, out):
+                    (us * (c * np.float64(data[k])) + _MAGIC) - _MAGIC)
+        elif not _csr_scatter_checked(indptr, indices, data, i, c, u, scale, limit, out):
             return out, out_b, False
     return out, out_b, True
 
 
 @njit(cache=True)
-def dense_fixed_hessian_product(X, y, w, b, v_w, v_b, code, param, scale, limit,
-                                entry_max=-1.0):
-    """:func:`csr_fixed_hessian_product` for a dense array."""
+def csr_fixed_hessian_product(indptr, indices, data, y, w, b, v_w, v_b, code, param,
+                              scale, limit, entry_max=-1.0, row_scales=None):
+    """Exact sums Σᵢ round(uᵢxᵢⱼ·2^F) per column and Σᵢ round(uᵢ·2^F), with
+    uᵢ = ℓ''(zᵢ, yᵢ)·(⟨v_w, xᵢ⟩ + v_b): the data part of a Hessian-vector product.
+    ``entry_max`` and ``row_scales`` as in :func:`csr_fixed_loss_gradient`.
+
+    Returns
+    -------
+    h_w : ndarray of int64, shape (len(w),)
+    h_b : int64
+    ok : bool
+    """
+    return _csr_fixed_hessian_product(indptr, indices, data, y, w, b, v_w, v_b, code,
+                                      param, scale, limit, entry_max,
+                                      _no_scales(row_scales))
+
+
+@njit(cache=True)
+def _dense_fixed_hessian_product(X, y, w, b, v_w, v_b, code, param, scale, limit,
+                                 entry_max, scales):
     check_loss(code, param)
     n = X.shape[0]
+    _check_scales(scales, n)
     out = np.zeros(X.shape[1], dtype=np.int64)
     out_b = np.int64(0)
     z = np.empty(n)
     amax = np.empty(n)
-    _dense_margins_bounded(X, w, np.float64(b), z, amax, entry_max)
+    _dense_margins_bounded(X, scales, w, np.float64(b), z, amax, entry_max)
     for i in range(n):
         curv = loss_curvature(code, z[i], y[i], param)
         if curv == 0.0:
             continue
+        c = _row_factor(scales, i)
         m = np.float64(v_b)
         for j in range(X.shape[1]):
-            m += np.float64(X[i, j]) * np.float64(v_w[j])
+            m += (c * np.float64(X[i, j])) * np.float64(v_w[j])
         if not abs(m) < math.inf:
-            m = _dense_margin_rescaled(X, i, v_w, np.float64(v_b))
+            m = _dense_margin_rescaled_c(X, i, c, v_w, np.float64(v_b))
         u = curv * m
         q, ok = _grid(u, scale, limit)
         if not ok:
@@ -908,7 +1073,15 @@ def dense_fixed_hessian_product(X, y, w, b, v_w, v_b, code, param, scale, limit,
         if bound < _MAGIC_RANGE and bound <= limit:
             us = u * scale
             for j in range(X.shape[1]):
-                out[j] += np.int64((us * np.float64(X[i, j]) + _MAGIC) - _MAGIC)
-        elif not _dense_scatter_checked(X, i, u, scale, limit, out):
+                out[j] += np.int64((us * (c * np.float64(X[i, j])) + _MAGIC) - _MAGIC)
+        elif not _dense_scatter_checked(X, i, c, u, scale, limit, out):
             return out, out_b, False
     return out, out_b, True
+
+
+@njit(cache=True)
+def dense_fixed_hessian_product(X, y, w, b, v_w, v_b, code, param, scale, limit,
+                                entry_max=-1.0, row_scales=None):
+    """:func:`csr_fixed_hessian_product` for a dense array."""
+    return _dense_fixed_hessian_product(X, y, w, b, v_w, v_b, code, param, scale, limit,
+                                        entry_max, _no_scales(row_scales))

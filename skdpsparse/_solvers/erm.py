@@ -68,7 +68,13 @@ try:  # a dependency of scikit-learn, so normally present
 except ImportError:  # pragma: no cover
     ThreadpoolController = None
 
-from .._kernels.erm_passes import column_counts, loss_curvatures, max_abs_entry
+from .._kernels.erm_passes import (
+    column_counts,
+    csr_bounding_stats,
+    dense_bounding_stats,
+    loss_curvatures,
+    max_abs_entry,
+)
 from .._kernels.linear_losses import (
     HUBER,
     LOGISTIC,
@@ -225,7 +231,7 @@ def make_objective(X, y, code, param, alpha, intercept_scaling):
 
 # ------------------------------------------------------ the exact objective oracle
 def partial_loss_gradient(X, y, w, b, code, param, loss_scale, grad_scale, limit,
-                          entry_max=-1.0):
+                          entry_max=-1.0, row_scales=None):
     """The exact sums of :class:`FixedPointObjective` over the rows of ``X`` (one
     chunk, or the whole in-memory matrix): (loss, grad_w, grad_b, ok), ints.
 
@@ -234,27 +240,31 @@ def partial_loss_gradient(X, y, w, b, code, param, loss_scale, grad_scale, limit
     same numbers. It sees the chunk, the iterate and the grid: no seed, no noise.
     ``entry_max``: max |x_ij| of the chunk if known (:func:`max_abs_entry`), which
     saves the kernel finding each row's maximum; the sums are the same either way.
+    ``row_scales``: the rows' bounding factors cᵢ, when ``X`` holds the unbounded
+    rows: the sums are then those of the rows fl(cᵢ·xᵢ), bit for bit the sums of the
+    bounded copy (:mod:`~skdpsparse._kernels.linear_losses`).
     """
     if sp.issparse(X):
         loss, grad, grad_b, ok = csr_fixed_loss_gradient(
             X.indptr, X.indices, X.data, y, w, b, code, param, loss_scale, grad_scale,
-            limit, entry_max)
+            limit, entry_max, row_scales)
     else:
         loss, grad, grad_b, ok = dense_fixed_loss_gradient(
-            X, y, w, b, code, param, loss_scale, grad_scale, limit, entry_max)
+            X, y, w, b, code, param, loss_scale, grad_scale, limit, entry_max, row_scales)
     return int(loss), grad, int(grad_b), bool(ok)
 
 
 def partial_hessian_product(X, y, w, b, v_w, v_b, code, param, scale, limit,
-                            entry_max=-1.0):
+                            entry_max=-1.0, row_scales=None):
     """The exact sums of a Hessian-vector product over the rows of ``X``:
     (h_w, h_b, ok)."""
     if sp.issparse(X):
         h, h_b, ok = csr_fixed_hessian_product(X.indptr, X.indices, X.data, y, w, b, v_w,
-                                               v_b, code, param, scale, limit, entry_max)
+                                               v_b, code, param, scale, limit, entry_max,
+                                               row_scales)
     else:
         h, h_b, ok = dense_fixed_hessian_product(X, y, w, b, v_w, v_b, code, param, scale,
-                                                 limit, entry_max)
+                                                 limit, entry_max, row_scales)
     return h, int(h_b), bool(ok)
 
 
@@ -264,19 +274,37 @@ class InMemoryRows:
     Parameters
     ----------
     X : ndarray or scipy.sparse.csr_matrix of shape (n, d)
-        Contribution-bounded rows.
+        Contribution-bounded rows; or, with ``row_bounds``, the rows before bounding
+        (finite; a CSR matrix in canonical form).
     y : ndarray of shape (n,) or (K, n)
         Targets, one row per problem; ``problem`` selects the one in use.
+    row_bounds : (float, float), optional
+        (L2, L1): bound each row into {‖x‖₂ ≤ L2, ‖x‖₁ ≤ L1} by its factor
+        min(1, L2/‖xᵢ‖₂, L1/‖xᵢ‖₁), applied where the kernels read the row instead
+        of in a copy of X (no extra memory per entry). The rows the sums see are
+        fl(cᵢ·xᵢⱼ), the entries ``mechanisms.output_perturbation.bound_rows`` would
+        store, so every sum, iterate and certificate is the one of that copy.
     """
 
-    def __init__(self, X, y):
+    def __init__(self, X, y, *, row_bounds=None):
         self.X = X if sp.issparse(X) else np.ascontiguousarray(X)
         self.targets = np.atleast_2d(np.asarray(y, dtype=np.float64))
         self.problem = 0
         self.n, self.n_features = X.shape
-        self.counts = column_counts(self.X)
-        # Read once here, so that no evaluation looks for each row's largest entry.
-        self.entry_max = max_abs_entry(self.X)
+        if row_bounds is None:
+            self.row_scales = None
+            self.counts = column_counts(self.X)
+            # Read once here, so that no evaluation looks for each row's largest entry.
+            self.entry_max = max_abs_entry(self.X)
+            return
+        l2_bound, l1_bound = (float(v) for v in row_bounds)
+        if sp.issparse(self.X):
+            stats = csr_bounding_stats(self.X.indptr, self.X.indices, self.X.data,
+                                       self.n_features, l2_bound, l1_bound)
+        else:
+            stats = dense_bounding_stats(self.X, l2_bound, l1_bound)
+        self.row_scales, self.counts, entry_max = stats
+        self.entry_max = float(entry_max)
 
     @property
     def y(self):
@@ -284,11 +312,11 @@ class InMemoryRows:
 
     def loss_gradient(self, w, b, code, param, loss_scale, grad_scale, limit):
         return partial_loss_gradient(self.X, self.y, w, b, code, param, loss_scale,
-                                     grad_scale, limit, self.entry_max)
+                                     grad_scale, limit, self.entry_max, self.row_scales)
 
     def hessian_product(self, w, b, v_w, v_b, code, param, scale, limit):
         return partial_hessian_product(self.X, self.y, w, b, v_w, v_b, code, param,
-                                       scale, limit, self.entry_max)
+                                       scale, limit, self.entry_max, self.row_scales)
 
 
 _RANGE_BITS = 61  # every sum of n terms stays below 2^61 (int64 holds 2^63)

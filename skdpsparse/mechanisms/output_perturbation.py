@@ -641,12 +641,36 @@ def bound_inputs(X, targets, loss, *, norm_bound, sparsity, label_bound):
     error on a classification target other than ±1, which reveals that one exists
     (the estimators build ±1 targets, so it never fires there).
     """
+    targets = _bound_targets(targets, loss, label_bound)
+    return bound_rows(X, norm_bound, sparsity), targets
+
+
+def _bound_targets(targets, loss, label_bound):
+    """The targets part of :func:`bound_inputs` (each clipped on its own)."""
     targets = np.atleast_2d(np.asarray(targets, dtype=np.float64))
     if loss in REGRESSION_LOSSES:
         targets = np.clip(targets, -label_bound, label_bound)
     elif not np.all(np.abs(targets) == 1.0):
         raise ValueError("classification targets must be -1 or +1.")
-    return bound_rows(X, norm_bound, sparsity), np.ascontiguousarray(targets)
+    return np.ascontiguousarray(targets)
+
+
+def _bounded_rows_in_place(X, targets, plan):
+    """The rows of :func:`bound_inputs` for the in-memory solver, without the bounded
+    copy of X: each row's factor is applied where the kernels read it
+    (:class:`~skdpsparse._solvers.erm.InMemoryRows` with ``row_bounds``), and the sums
+    are those of the copy, bit for bit. Same contribution bounding, same privacy
+    argument as :func:`bound_inputs` (each bounded row a function of its own row)."""
+    targets = _bound_targets(targets, plan.loss, plan.label_bound)
+    if sp.issparse(X):
+        X = as_canonical_csr(X)
+        if X.dtype not in (np.float32, np.float64):
+            X = X.astype(np.float64)
+    else:
+        X = np.asarray(X)
+        if X.dtype not in (np.float32, np.float64):
+            X = X.astype(np.float64)
+    return InMemoryRows(X, targets, row_bounds=row_bounds(plan.norm_bound, plan.sparsity))
 
 
 def regularized_minimizers(X_bounded, targets, plan, *, max_iter=1000):
@@ -808,8 +832,9 @@ def output_perturbation(X, targets, plan, rng, *, max_iter=1000):
     n, d = X.shape
     if (n, d, targets.shape[0]) != (plan.n, plan.n_features, plan.n_problems):
         raise ValueError("X and targets do not match the plan's n, d and K.")
-    Xb, yb = bound_inputs(X, targets, plan.loss, norm_bound=plan.norm_bound,
-                          sparsity=plan.sparsity, label_bound=plan.label_bound)
-    theta, info = regularized_minimizers(Xb, yb, plan, max_iter=max_iter)
+    # bound_inputs + regularized_minimizers, with the rows bounded where they are
+    # read (no copy of X; the same sums, iterates and minimizers).
+    rows = _bounded_rows_in_place(X, targets, plan)
+    theta, info = certified_minimizers(rows, plan, max_iter=max_iter)
     theta_hat, _ = release(theta, plan, rng)
     return theta_hat, info

@@ -26,3 +26,150 @@ def test_column_counts_refuse_an_index_out_of_range():
                       shape=(2, 5), copy=False)
     with pytest.raises(ValueError, match="out of range"):
         column_counts(X)
+
+
+# ------------------------------------------------------- bounded rows without a copy
+from skdpsparse._kernels.erm_passes import (  # noqa: E402
+    csr_bounding_stats,
+    dense_bounding_stats,
+    max_abs_entry,
+)
+from skdpsparse._kernels.linear_losses import (  # noqa: E402
+    csr_fixed_hessian_product,
+    csr_fixed_loss_gradient,
+    dense_fixed_hessian_product,
+    dense_fixed_loss_gradient,
+)
+from skdpsparse._kernels.sparse_rows import (  # noqa: E402
+    csr_bounding_scales,
+    csr_scale_rows,
+    dense_bounding_scales,
+    dense_scale_rows,
+)
+
+
+def _awkward_rows(seed, n=203, d=37):
+    """Rows inside and outside the bounds, a zero row, a row whose sum of squares
+    overflows, one that underflows, subnormal entries, and n not a multiple of 4."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) * rng.choice([1e-3, 0.2, 1.0, 40.0], size=(n, 1))
+    X[rng.random((n, d)) < 0.6] = 0.0
+    X[5] = 0.0
+    X[7, :3] = 1e200
+    X[8, :2] = 1e-170
+    X[9, 0] = 1e-310
+    X[11, 4] = -5e-324
+    return X
+
+
+@pytest.mark.parametrize("bounds", [(1.0, 2.0), (0.5, np.inf), (np.inf, 3.0),
+                                    (np.inf, np.inf), (0.0, 1.0)])
+def test_bounding_stats_are_those_of_the_bounded_copy(bounds):
+    # scales: sparse_rows' own factors, the same floats; counts and the largest entry:
+    # column_counts and max_abs_entry of the copy sparse_rows would scale.
+    l2, l1 = bounds
+    for seed in range(3):
+        X = _awkward_rows(seed)
+        scales, counts, top = dense_bounding_stats(X, l2, l1)
+        ref = dense_bounding_scales(X, l2, l1)
+        np.testing.assert_array_equal(scales, ref)
+        copy = dense_scale_rows(X, ref)
+        np.testing.assert_array_equal(counts, column_counts(copy))
+        assert top == max_abs_entry(copy)
+        S = sp.csr_matrix(X)
+        scales, counts, top = csr_bounding_stats(S.indptr, S.indices, S.data, S.shape[1],
+                                                 l2, l1)
+        ref = csr_bounding_scales(S.indptr, S.data, l2, l1)
+        np.testing.assert_array_equal(scales, ref)
+        copy = sp.csr_matrix((csr_scale_rows(S.indptr, S.data, ref), S.indices, S.indptr),
+                             shape=S.shape)
+        np.testing.assert_array_equal(counts, column_counts(copy))
+        assert top == max_abs_entry(copy)
+
+
+def test_bounding_stats_propagate_nan_and_refuse_bad_input():
+    X = _awkward_rows(0)
+    X[20, 3] = np.nan
+    assert np.isnan(dense_bounding_stats(X, np.inf, np.inf)[2])
+    S = sp.csr_matrix(X)
+    assert np.isnan(csr_bounding_stats(S.indptr, S.indices, S.data, 37, np.inf, np.inf)[2])
+    # a NaN before larger entries is kept (a later entry used to replace it)
+    assert np.isnan(max_abs_entry(X)) and np.isnan(max_abs_entry(S))
+    with pytest.raises(ValueError, match="out of range"):
+        csr_bounding_stats(S.indptr, S.indices, S.data, 30, 1.0, 1.0)
+    with pytest.raises(ValueError, match=">= 0"):
+        dense_bounding_stats(X, -1.0, 1.0)
+
+
+@pytest.mark.parametrize("code, param", [(0, 1.0), (1, 1.0), (3, 0.5), (4, 0.7)])
+def test_row_scales_give_the_sums_of_the_bounded_copy(code, param):
+    # The kernels read row i as fl(c_i x_i): every integer is the one computed on the
+    # copy, for the loss-gradient and the Hessian-vector sums, dense and CSR, with and
+    # without the largest entry given (the checked and the fast paths both run: the
+    # coarse grid sends the large rows to the checked one).
+    X = _awkward_rows(1)
+    X[7] = 0.0  # a margin beyond float64 would make every grid refuse (tested elsewhere)
+    n, d = X.shape
+    rng = np.random.default_rng(2)
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0) * (1.5 if code in (0, 4) else 1.0)
+    w, v = rng.standard_normal(d), rng.standard_normal(d)
+    for l2, l1 in ((1.0, 2.5), (np.inf, np.inf)):
+        scales = dense_bounding_scales(X, l2, l1)
+        copy = dense_scale_rows(X, scales)
+        S = sp.csr_matrix(X)
+        Sc = sp.csr_matrix((csr_scale_rows(S.indptr, S.data, scales), S.indices, S.indptr),
+                           shape=S.shape)
+        for scale, limit in ((2.0 ** 40, 2.0 ** 62 / n), (2.0 ** 52, 2.0 ** 62 / n),
+                             (2.0 ** 60, 2.0 ** 56)):
+            for top in (-1.0, max_abs_entry(copy)):
+                ref = dense_fixed_loss_gradient(copy, y, w, 0.3, code, param, scale, scale,
+                                                limit, top)
+                got = [dense_fixed_loss_gradient(X, y, w, 0.3, code, param, scale, scale,
+                                                 limit, top, scales),
+                       csr_fixed_loss_gradient(S.indptr, S.indices, S.data, y, w, 0.3,
+                                               code, param, scale, scale, limit, top,
+                                               scales),
+                       csr_fixed_loss_gradient(Sc.indptr, Sc.indices, Sc.data, y, w, 0.3,
+                                               code, param, scale, scale, limit, top)]
+                for out in got:
+                    assert out[3] == ref[3]
+                    if ref[3]:  # a refused grid's partial sums mean nothing
+                        assert out[0] == ref[0] and out[2] == ref[2]
+                        np.testing.assert_array_equal(out[1], ref[1])
+                href = dense_fixed_hessian_product(copy, y, w, 0.3, v, 0.1, code, param,
+                                                   scale, limit, top)
+                for h in (dense_fixed_hessian_product(X, y, w, 0.3, v, 0.1, code, param,
+                                                      scale, limit, top, scales),
+                          csr_fixed_hessian_product(S.indptr, S.indices, S.data, y, w, 0.3,
+                                                    v, 0.1, code, param, scale, limit, top,
+                                                    scales)):
+                    assert h[2] == href[2]
+                    if href[2]:
+                        np.testing.assert_array_equal(h[0], href[0])
+                        assert h[1] == href[1]
+
+
+def test_dense_sums_are_the_rounded_terms_in_numpy():
+    # The dense kernel adds four rows' terms before each store; the reference rounds
+    # every term der_i * x_ij * 2^F on its own (np.rint, ties to even) and sums them.
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((67, 19))
+    X[rng.random(X.shape) < 0.5] = 0.0
+    y = np.where(rng.random(67) < 0.5, -1.0, 1.0)
+    w = rng.standard_normal(19) * 0.5
+    scales = rng.uniform(0.2, 1.0, 67)
+    scales[::3] = 1.0
+    grid = 2.0 ** 30
+    z = (scales[:, None] * X) @ w  # not the kernel's order: compared by derivative below
+    loss, g, gb, ok = dense_fixed_loss_gradient(X, y, w, 0.0, 1, 1.0, grid, grid,
+                                                2.0 ** 62 / 67, -1.0, scales)
+    assert ok
+    # The margins' rounding may differ from NumPy's order by ulps: recompute them in
+    # the kernel's order (left to right) to get the same derivatives.
+    z = np.array([sum((scales[i] * X[i, j]) * w[j] for j in range(19)) + 0.0
+                  for i in range(67)])
+    t = y * z
+    der = np.where(t > 0, -y * np.exp(-t) / (1 + np.exp(-t)), -y / (1 + np.exp(t)))
+    terms = np.rint((der * grid)[:, None] * (scales[:, None] * X))
+    np.testing.assert_array_equal(g, terms.sum(axis=0).astype(np.int64))
+    assert gb == int(np.rint(der * grid).sum())
