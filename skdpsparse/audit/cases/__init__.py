@@ -1,9 +1,12 @@
-"""The audit catalogue by mechanism family: :mod:`.means`, :mod:`.linear_models`,
+"""The audit catalogue by mechanism family: :mod:`.means` (and the located interval
+of the heavy-tailed default, :mod:`.located_interval`), :mod:`.linear_models`,
 :mod:`.selection`, and the attacks on the randomness, :mod:`.randomness`."""
 
-from . import linear_models, means, randomness, selection
+from . import linear_models, located_interval, means, randomness, selection
 
-__all__ = ["CATALOGUE", "linear_models", "means", "randomness", "selection"]
+__all__ = ["CATALOGUE", "linear_models", "located_interval", "means", "randomness",
+           "selection"]
 
 #: name -> :class:`~skdpsparse.audit.case.Entry`, every family.
-CATALOGUE = {**means.CATALOGUE, **linear_models.CATALOGUE, **selection.CATALOGUE}
+CATALOGUE = {**means.CATALOGUE, **located_interval.CATALOGUE, **linear_models.CATALOGUE,
+             **selection.CATALOGUE}
