@@ -469,3 +469,40 @@ def test_noise_smoothing_mean_rows_mixing_common_and_rare_entries(c):
     X[5, 3] = np.nan  # a rare entry that is NaN: its column only
     got = noise_smoothing_mean_dense(X, 2.0, c)
     assert np.isnan(got[3]) and not np.isnan(np.delete(got, 3)).any()
+
+
+def _noise_smoothing_same_floats(X, tau, c):
+    """The dense kernel's floats in NumPy: a = x·(1/τ); entries with
+    |clip(a, ±1e300) + (x − x)|·(1 + 8.5√c) < √2 take the plain moments
+    a − a³(1 + 3c)/6 clamped to ±sup, the others ψ_c of the clamped ratio; columns
+    summed row after row, times τ/n."""
+    from skdpsparse._kernels.heavy_tailed import _B, _INNER_SDS
+
+    with np.errstate(all="ignore"):
+        a = X * (1.0 / tau)
+        a_clamped = np.clip(a, -1e300, 1e300) + (X - X)
+        common = np.abs(a_clamped) * (1.0 + _INNER_SDS * math.sqrt(c)) < _B
+        sup = smoothed_phi_sup(c)
+        v = np.clip(a - a * a * a * ((1.0 + 3.0 * c) / 6.0), -sup, sup)
+        terms = np.where(common, v, smoothed_phi_array(a_clamped, c))
+    sums = np.zeros(X.shape[1])
+    for row in terms:
+        sums = sums + row
+    return sums * (tau / X.shape[0])
+
+
+@pytest.mark.parametrize("tau, c", [(3.0, 1.0), (0.5, 0.0), (1e-3, 0.5), (50.0, 2.0)])
+def test_noise_smoothing_dense_is_its_formula_bit_for_bit(tau, c):
+    # The common-entry test reads x·(1/τ) without the clamp and the NaN term; entries
+    # where those matter (beyond 1e300·τ, ±inf, NaN, ±0, subnormal) must still get
+    # the same floats as the formula, which takes them.
+    rng = np.random.default_rng(8)
+    X = rng.standard_t(3.0, size=(403, 13)) * rng.choice([0.1, 1.0, 30.0], size=(403, 1))
+    X[3, :6] = [0.0, -0.0, 1e308, -1e308, 5e-324, -5e-324]
+    X[4, :3] = [1e-300, -1e-310, 1.7e308]
+    got = noise_smoothing_mean_dense(X, tau, c)
+    np.testing.assert_array_equal(got, _noise_smoothing_same_floats(X, tau, c))
+    X[10, 7], X[11, 8], X[12, 8] = np.nan, np.inf, -np.inf
+    got = noise_smoothing_mean_dense(X, tau, c)
+    np.testing.assert_array_equal(got, _noise_smoothing_same_floats(X, tau, c))
+    assert np.isnan(got[7]) and np.isnan(got[8]) and np.isfinite(np.delete(got, [7, 8])).all()
