@@ -284,6 +284,7 @@ def output_perturbation_cases(quick):
         certified_objective,
         plan_output_perturbation,
     )
+    from skdpsparse.mechanisms.projection import row_bounds
 
     n, d, s = (20_000 if quick else 100_000), 4096, 32
     X, y, _ = make_sparse_classification(n, d, s, random_state=0)
@@ -296,10 +297,12 @@ def output_perturbation_cases(quick):
                                     alpha=lam, sparsity=s, intercept_scaling=c)
     # One evaluation of what the solver calls: the exact-sum objective (loss, gradient
     # and its error bounds, with the Python around the kernel), at a point near the
-    # solution's scale.
-    Xb, yb = bound_inputs(X, (2.0 * y - 1)[None], "logistic", norm_bound=1.0,
-                          sparsity=s, label_bound=1.0)
-    objective = certified_objective(InMemoryRows(Xb, yb), plan)
+    # solution's scale, on the rows as the fit reads them (each scaled by its bounding
+    # factor where it is read, no bounded copy).
+    _, yb = bound_inputs(X, (2.0 * y - 1)[None], "logistic", norm_bound=1.0,
+                         sparsity=s, label_bound=1.0)
+    objective = certified_objective(
+        InMemoryRows(X, yb, row_bounds=row_bounds(plan.norm_bound, plan.sparsity)), plan)
     theta = np.random.default_rng(0).standard_normal(d + 1) * 0.01
     ys = yb[0]
 
