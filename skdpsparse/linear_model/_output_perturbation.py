@@ -12,7 +12,7 @@ from ..mechanisms.sparse_exponential import (MAX_NET_SIZE, plan_sparse_exponenti
                                              sparse_exponential)
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..base import check_fit_params, fit_input, release
-from ..distributed import distributed_fit
+from ..distributed import distributed_fit, is_distributed_input
 from ..utils._data import check_fit_input
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress
 from ..utils._data import declared_classes
@@ -204,8 +204,11 @@ class _BaseOutputPerturbation(BaseEstimator):
                         f"alpha={self.alpha!r}", seconds=False)
         norm_bound = (private_bound(row_l2_norms(X), eps_each, rng)
                       if self.norm_bound == "private" else float(self.norm_bound))
-        if label_bound == "private":
-            label_bound = private_bound(np.abs(targets[0]), eps_each, rng)
+        centre, label_bound = label_interval(targets[0], label_bound, eps_each, rng)
+        if centre != 0.0:
+            # A public (declared, or released just above) offset, the same for every
+            # row: the model fits y − m clipped to [−B, B] (module notes).
+            targets = targets - centre
         epsilon = float(self.epsilon) - eps_bound
         c = self._intercept_scaling(d, norm_bound) if self.fit_intercept else 0.0
         bounds = dict(norm_bound=norm_bound, sparsity=self.sparsity,
@@ -216,10 +219,13 @@ class _BaseOutputPerturbation(BaseEstimator):
             budget = compose_with_bounds(eps_bound, budget)
         coef = theta[:, :d]
         intercept = c * theta[:, d] if c > 0 else np.zeros(K)
+        if centre != 0.0:
+            intercept = intercept + centre  # post-processing by a released constant
         attrs["intercept_scaling_"] = c
         attrs["norm_bound_"] = norm_bound
         if loss in ("squared", "huber"):
             attrs["label_bound_"] = float(label_bound)
+            attrs["label_center_"] = float(centre)
         return coef, intercept, budget, attrs
 
     def _plan_and_run(self, X, targets, loss, loss_param, epsilon, delta, bounds, rng):
@@ -279,6 +285,100 @@ class _BaseOutputPerturbation(BaseEstimator):
         return tags
 
 
+#: The share of the label bound's ε spent on the private median (``label_bound=
+#: "private"``); the 0.95-quantile of |y − m| gets the rest. A median is located by
+#: ranks that move fast around it; the upper quantile is the fragile draw: every grid
+#: point above the data scores 0.05n + 1 (:func:`~._base.private_bound`), so at a
+#: small n·ε it can land octaves above the data, with probability at most
+#: 481·exp(−ε_B·(0.05n + 1)/4) (481 positive grid points, Δu = 2).
+LABEL_CENTRE_SHARE = 0.25
+
+
+class _LabelInterval:
+    """Constraint: a declared label interval (low, high), finite, low < high."""
+
+    def is_satisfied_by(self, value):
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            return False
+        try:
+            low, high = (float(v) for v in value)
+        except (TypeError, ValueError):
+            return False
+        return math.isfinite(low) and math.isfinite(high) and low < high
+
+    def __str__(self):
+        return "a pair (low, high) of finite reals with low < high"
+
+
+def label_interval(y, label_bound, epsilon, rng):
+    """(m, B): the regressor fits the targets y − m clipped to [−B, B].
+
+    ``label_bound`` B (a float): m = 0, the interval [−B, B]. A pair (low, high):
+    m = (low + high)/2 and B = (high − low)/2, so the targets are clipped to
+    [low, high] and centred. ``"private"``: m is a private median of y
+    (:func:`~skdpsparse.mechanisms.quantile.private_quantiles`, ε/4) and B a private
+    0.95-quantile of |y − m| (:func:`~._base.private_bound`, 3ε/4;
+    :data:`LABEL_CENTRE_SHARE`), so 95 % of the targets lie in [m − B, m + B], as 95 %
+    lay in [−B, B] under the 0.95-quantile of |y| this replaced. With ε the label's
+    share (``bound_fraction``·ε of the fit, halved when ``norm_bound`` is private
+    too), the chance that B lands far above the data is at most 1 % from
+    n·ε ≈ 1 150 on (the single draw on |y| it replaced: n·ε ≈ 860). Not the 2.5 %
+    and 97.5 % quantiles of y by ``private_quantiles``: above an atom at the top of
+    the data (5 stars) its score ties on every grid point, and the upper draw wandered
+    octaves above the maximum at ε = 0.05 per draw; ``private_bound``'s score has a
+    unique minimum there.
+
+    Why: the penalty (λ/2)‖θ‖² shrinks the intercept toward 0 like every coefficient
+    (:func:`intercept_pull`), so targets far from 0 relative to their spread (ratings
+    in [0.5, 5]) were pulled toward 0, below the constant prediction at small ε.
+    Centred, the pull acts on ȳ − m, at most B, instead of on ȳ; and the half-width
+    (high − low)/2 is smaller than max(|low|, |high|), so is the noise.
+
+    **Privacy guarantee.** A declared pair: m and B are public, and
+    y ↦ clip(y − m, −B, B) is the same function for every row, so datasets that
+    differ in one row (x, y) map to centred datasets that differ in that row only,
+    with every target in [−B, B]: the minimizer's sensitivity 2L/(λn) of Ghazi et al.
+    (2024), Theorem 5.1 (L from B, :mod:`~skdpsparse.mechanisms.output_perturbation`)
+    holds for the centred problem unchanged (the strong convexity λ is untouched: the
+    intercept stays penalised), and adding m to the released intercept is
+    post-processing. ``"private"``: the median's score moves by at most 1 and
+    ``private_bound``'s by at most 2 when a row is replaced (the second reads |y − m|
+    with m already released, the same function for every row), so the draws are
+    ε/4- and 3ε/4-DP (exponential mechanism, McSherry and Talwar 2007; Dwork and Roth
+    2014, Theorem 3.10), together ε-DP (basic composition, Theorem 3.16); the fit is
+    then the declared case given the released (m, B) (adaptive composition), and the
+    caller charges ε with the model's budget. Assumptions: a secret ``rng``; m and B
+    read the data only through these draws (bounds read from the data, as diffprivlib
+    does without ``bounds_y``, make the noise scale and the released intercept depend
+    on one row: the broken variants the tests catch). Not covered: add/remove
+    neighbours.
+
+    Parameters
+    ----------
+    y : ndarray of shape (n,)
+    label_bound : float, pair of floats or "private"
+    epsilon : float
+        ε of the pair of draws (``"private"`` only).
+    rng : RandomSource or numpy.random.Generator
+
+    Returns
+    -------
+    m, B : float
+    """
+    if isinstance(label_bound, str) and label_bound == "private":
+        from ..mechanisms.quantile import private_quantiles
+
+        y = np.asarray(y, dtype=np.float64)
+        eps_centre = LABEL_CENTRE_SHARE * float(epsilon)
+        centre = float(private_quantiles(y.reshape(-1, 1), [0.5], epsilon_each=eps_centre,
+                                         rng=rng)[0, 0])
+        return centre, private_bound(np.abs(y - centre), float(epsilon) - eps_centre, rng)
+    if isinstance(label_bound, (tuple, list)):
+        low, high = (float(v) for v in label_bound)
+        return 0.5 * (low + high), 0.5 * (high - low)
+    return 0.0, float(label_bound)
+
+
 #: DPOutputPerturbationRegressor warns before the solve when the penalty pulls the
 #: intercept toward 0 by more than this fraction, λ/(c² + λ).
 _INTERCEPT_PULL_WARNING = 0.02
@@ -321,13 +421,18 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
         (|ℓ'| ≤ threshold).
     huber_threshold : float, default=1.0
         κ of the Huber loss.
-    label_bound : float, "private" or None, default=None
+    label_bound : float, (low, high), "private" or None, default=None
         B: targets are clipped to [−B, B]. Declare it from public knowledge (a rating
-        scale, a legal maximum) whenever you can. ``"private"``: a private
-        0.95-quantile of |y|, paid from ``bound_fraction`` of ε as for
-        ``norm_bound``. ``None``: B = 1 with a ``UserWarning`` before fitting,
-        since clipping real targets to [−1, 1] silently destroys the fit (R² −0.54 on
-        ratings of 0.5 to 5 stars, issue 18).
+        scale, a legal maximum) whenever you can; a pair ``(low, high)`` (ratings:
+        ``(0.5, 5)``) clips them to [low, high] and centres them at
+        m = (low + high)/2 before the fit (the model fits y − m in
+        [−(high − low)/2, (high − low)/2], and ``intercept_`` includes m), so the
+        penalty no longer pulls the predictions toward 0 (:func:`label_interval`).
+        ``"private"``: centred too, at a private median m of y, with B a private
+        0.95-quantile of |y − m|, paid from ``bound_fraction`` of ε as for
+        ``norm_bound``. ``None``: B = 1 with a
+        ``UserWarning`` before fitting, since clipping real targets to [−1, 1]
+        silently destroys the fit (R² −0.54 on ratings of 0.5 to 5 stars, issue 18).
     {shared}
 
     Attributes
@@ -335,7 +440,11 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
     coef_ : ndarray of shape (n_features,)
     intercept_ : float
     label_bound_ : float
-        The B used (declared, 1 for ``None``, or the private quantile).
+        The half-width B used (declared, 1 for ``None``, (high − low)/2 of a pair,
+        or the private quantile of |y − m|).
+    label_center_ : float
+        The centre m subtracted from the targets (0 for a float or ``None``); it is
+        included in ``intercept_``.
     {attrs}
 
     Examples
@@ -356,7 +465,7 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
         **_COMMON_CONSTRAINTS,
         "loss": [Options("squared", "huber")],
         "huber_threshold": [_POSITIVE],
-        "label_bound": [_POSITIVE, Options("private"), None],
+        "label_bound": [_POSITIVE, _LabelInterval(), Options("private"), None],
     }
 
     def __init__(self, loss="squared", *, epsilon=1.0, delta=1e-6, alpha="auto",
@@ -407,6 +516,11 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
         self : DPOutputPerturbationRegressor
         """
         check_fit_params(self, fit_params)
+        if isinstance(self.label_bound, (tuple, list)) and is_distributed_input(X):
+            raise NotImplementedError(
+                f"{type(self).__name__}: label_bound=(low, high) has no distributed fit "
+                "yet (the Dask passes read uncentred targets). Declare a float bound, "
+                "or fit in memory.")
         if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
             return fitted
         validate_params(self, self._parameter_constraints)
@@ -416,8 +530,9 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
             warnings.warn(
                 "label_bound was not declared: targets are clipped to [-1, 1], which "
                 "destroys the fit when they are larger. Declare a bound from public "
-                "knowledge, or set label_bound='private' to spend "
-                "bound_fraction of epsilon on a private quantile of |y|.",
+                "knowledge (a float B, or an interval (low, high)), or set "
+                "label_bound='private' to spend bound_fraction of epsilon on private "
+                "quantiles of y.",
                 UserWarning, stacklevel=2)
         (X, y), input_attrs = fit_input(self, X, y, y_numeric=True)
         targets = np.asarray(y, dtype=np.float64)[None, :]
@@ -436,7 +551,11 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
         (``benchmarks/bench_real_data.py``, s = 2, c = 1/√2, B = 5) the pull was 8 %
         at ε = 1 (λ = 0.046) and the test R² −0.15; 2.5 % at ε = 8 and R² 0.014."""
         pull = intercept_pull(plan.alpha, plan.intercept_scaling)
-        if pull <= _INTERCEPT_PULL_WARNING:
+        centred = (isinstance(self.label_bound, (tuple, list))
+                   or (isinstance(self.label_bound, str) and self.label_bound == "private"))
+        if pull <= _INTERCEPT_PULL_WARNING or centred:
+            # Centred targets (label_interval): the pull acts on ȳ − m, at most B,
+            # like the shrinkage of any coefficient, not on ȳ.
             return
         c2 = plan.intercept_scaling ** 2
         target = c2 * _INTERCEPT_PULL_WARNING / (1.0 - _INTERCEPT_PULL_WARNING)
@@ -449,7 +568,7 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
             f"{plan.intercept_scaling:.3g}); on targets far from 0 (ratings, prices) the "
             "model can fall below the constant prediction. Under 2 % needs about "
             f"n*epsilon >= {needed:.3g} (alpha='auto' falls like 1/(n*epsilon)); or "
-            "subtract a public offset from y, or declare a larger intercept_scaling.",
+            "declare label_bound=(low, high) or 'private', which centre the targets.",
             UserWarning, stacklevel=4)
 
     def predict(self, X):
