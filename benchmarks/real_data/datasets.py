@@ -131,7 +131,8 @@ def _movielens():
     y = df["rating"].to_numpy(dtype=np.float64)
     return Task("movielens", "regression", X, y,
                 "one-hot: rating (0.5-5) from user and movie",
-                {"sparsity": 2, "norm_bound": 1.0, "label_bound": 5.0})
+                {"sparsity": 2, "norm_bound": 1.0, "label_bound": 5.0,
+                 "label_interval": (0.5, 5.0)})  # the star scale: public
 
 
 def _income():

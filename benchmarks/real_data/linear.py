@@ -226,6 +226,13 @@ def _private_specs(task, tuned):
             specs.append((f"OutputPerturbation (sparsity={s}, label_bound={B:g})",
                           lambda e, r: DPOutputPerturbationRegressor(
                               epsilon=e, sparsity=s, label_bound=B, random_state=r)))
+        interval = pub.get("label_interval")
+        if interval is not None:
+            specs.append((f"OutputPerturbation (sparsity={s}, label_bound=({interval[0]:g}, "
+                          f"{interval[1]:g}))",
+                          lambda e, r: DPOutputPerturbationRegressor(
+                              epsilon=e, sparsity=s, label_bound=interval,
+                              random_state=r)))
         if _has_private_label_bound():
             specs.append((f"OutputPerturbation (sparsity={s}, label_bound='private')",
                           lambda e, r: DPOutputPerturbationRegressor(
@@ -289,8 +296,9 @@ def _tuning_grids(task):
                for E, b in schedules]
     else:
         B = pub.get("label_bound") or "private"
+        B_op = pub.get("label_interval") or B  # centred when an interval is public
         op = [lambda e, r, m=m: _AlphaTimesN(DPOutputPerturbationRegressor(
-                  epsilon=e, sparsity=s, label_bound=B, random_state=r), m)
+                  epsilon=e, sparsity=s, label_bound=B_op, random_state=r), m)
               for m in multiples]
         cyc = [lambda e, r, E=E, b=b: DPCyclicSGD("squared", epsilon=e, epochs=E,
                                                    batch_size=b, random_state=r)
