@@ -77,7 +77,10 @@ class DPCyclicSGD(BaseEstimator):
     ``accounting_["max_uses"]`` steps, which compose (Mironov 2017, "Rényi
     differential privacy", Proposition 1), and the iterates are post-processing
     (:ref:`derivation_last_iterate`, "Why composition is the default"; lazy noise on
-    CSR input keeps the same bound, :ref:`derivation_lazy_noise`). The Rényi curve is
+    CSR input keeps the same bound, and so does the scaled release that CSR fits with
+    ``penalty="l2"`` run, whose noise on the coefficients is up to
+    1/``accounting_["scale_floor"]`` times larger, :ref:`derivation_lazy_noise`). The
+    Rényi curve is
     converted to (ε, δ) at ``delta`` (Balle et al. 2020, "Hypothesis testing
     interpretations and Rényi differential privacy", Theorem 21): ``privacy_spent_``,
     at most ``epsilon`` when calibrated. *Assumptions:* the noise comes from the
@@ -213,7 +216,9 @@ default="logistic"
         :data:`~skdpsparse.accounting.LAST_ITERATE_BOUNDS`), ``order``, ``epsilons``
         (ε of every bound computed), ``weak_convexity``, ``smoothness``,
         ``gradient_bound``, ``clipping_can_bind``, ``domain_diameter``, ``n_steps``,
-        ``max_uses`` and ``noise_std``.
+        ``max_uses``, ``noise_std`` and ``scale_floor`` (1.0: the eager release; below 1
+        on CSR input with ``penalty="l2"``: the scaled release's s_min, see
+        :ref:`derivation_lazy_noise`).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when ``X`` has string feature names.

@@ -64,7 +64,10 @@ differential privacy", Theorem 14, rounding charged in the noise scale:
 compose (Mironov 2017, "Rényi differential privacy", Proposition 1), the iterates are
 post-processing, and the Rényi curve converts to (ε, δ) (Balle et al. 2020, "Hypothesis
 testing interpretations and Rényi differential privacy", Theorem 21):
-``plan.budget``. Lazy noise keeps the bound (``doc/derivations/lazy_noise.rst``).
+``plan.budget``. Lazy noise keeps the bound, and so does the scaled release of the
+ℓ2² penalty (``scale_floor`` < 1: each step's rounded gradient divided by s ≥ s_min,
+the noise scale charged for the sensitivity divided by s_min;
+``doc/derivations/lazy_noise.rst``).
 *Assumptions:* the random source is secret; rows are bounded by :func:`cyclic_sgd`
 itself. *Not covered:* ``accounting="last_iterate"`` (unproven for grid noise, see
 :func:`plan_cyclic_sgd`), timing, and errors raised on malformed input.
