@@ -367,3 +367,30 @@ def test_union_draws_of_sparse_columns_equal_the_dense_ones():
     want = C._union_tail_draws(D, med, rng=np.random.default_rng(0), **args)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
+
+
+def _shared_expected_error(X, stretch, seed):
+    """Expected ℓ2 error of the shared interval's clipped mean against the sample
+    mean (its bias, computed non-privately, and the noise's standard deviation from
+    the plan) with the pooled draws of ``seed`` and C = ``stretch``·max(|med|, |up|)."""
+    plan = C.plan_quantile_clipped_mean(*X.shape, epsilon=1.0, delta=1e-6)
+    assert plan.shared
+    med, up, _ = C.shared_scale_draws(X, epsilon_each=plan.quantile_epsilon,
+                                      rng=RandomSource(bytes([seed]) * 32), grid=plan.grid)
+    c = stretch * max(abs(med), abs(up))
+    bias = np.linalg.norm(np.clip(X, -c, c).mean(axis=0) - X.mean(axis=0))
+    sd = plan.noise_sd * 2 * c * math.sqrt(X.shape[1])
+    return math.hypot(bias, sd)
+
+
+def test_the_shared_stretch_serves_symmetric_columns():
+    """Student-t(3), d = 10, n = 10⁴, ε = 1 (the shared scale): the noise of the
+    interval's width dominates its clipping bias, and the shipped stretch 1.5 has the
+    smaller expected error than 2 (the rule before, the variant) on each of four
+    generated samples, by at least 15 % (measured 23–24 %)."""
+    assert C.SHARED_STRETCH == 1.5
+    for seed in range(4):
+        X = make_heavy_tailed(10_000, 10, distribution="student_t", tail_parameter=3.0,
+                              random_state=100 + seed)[0]
+        assert (_shared_expected_error(X, 1.5, seed)
+                < 0.85 * _shared_expected_error(X, 2.0, seed))
