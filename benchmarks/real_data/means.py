@@ -61,6 +61,13 @@ Rows
   (Gaussian at ρ-zCDP, or Laplace at the ε' whose Rényi accounting gives (ε, δ))
   that minimise the expected squared error against the sample mean (what a
   non-private tuner can compute), with the whole budget; one noise draw per seed.
+* ``FLOOR clipped`` (synthetic sets only) — NOT private in its choice: the best
+  *fixed* interval, chosen with the distribution known (quantiles of a reference
+  sample of 2·10⁶ rows, the levels minimising the mean expected error on five other
+  samples of the same n, seeds 1000…1004) and the same for every scored sample, with
+  the whole budget (:func:`floor_intervals`). A rule that sees the sample only through
+  private releases cannot be expected to beat it; the oracle, which tunes on the
+  scored sample, can.
 * ``cwme (Cor. 4.2)`` — the estimator of Kamath, Liu and Zhang (2022) with its
   corollary's τ and moment bound 1 (the former default).
 * ``diffprivlib tools.mean`` — IBM diffprivlib 0.6.6, ε-DP, with the stated bounds,
@@ -146,6 +153,44 @@ def oracle_clipped_mean(X, target, epsilons, delta, rng):
     return out
 
 
+FLOOR_LEVELS = np.array([0, 1e-7, 3e-7, 1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3,
+                         0.01, 0.03, 0.1])
+FLOOR_SEEDS = range(1000, 1005)  # the reference draws: never the scored seeds 0…4
+
+
+def floor_intervals(dist, n, epsilons, delta):
+    """FLOOR (not private, distribution known): per ε, the fixed interval [r_a, r_b]
+    (r the quantiles of a reference sample of 2·10⁶ rows, a and 1 − b on
+    ``FLOOR_LEVELS``) and the noise (Gaussian at ρ-zCDP or Laplace at the ε' whose
+    Rényi accounting gives (ε, δ), whole budget) with the smallest mean expected error
+    on five reference samples of size n (seeds ``FLOOR_SEEDS``, not the bench's). The
+    same interval for every scored sample: what a rule that knew the distribution,
+    but saw the sample only through the noise, could do (``heavy_tail_study.py floor``
+    measures the same thing as a ratio of expected errors)."""
+    refs = [make_heavy_tailed(n, SYNTHETIC_D, distribution=dist, tail_parameter=3.0,
+                              random_state=s)[0] for s in FLOOR_SEEDS]
+    big = np.sort(make_heavy_tailed(2_000_000, SYNTHETIC_D, distribution=dist,
+                                    tail_parameter=3.0, random_state=999)[0], axis=0)
+    N = big.shape[0]
+    stats = []
+    for a in FLOOR_LEVELS:
+        for b in FLOOR_LEVELS:
+            lo, hi = big[int(a * (N - 1))], big[int(round((1 - b) * (N - 1)))]
+            bias2 = [float(((np.clip(X, lo, hi).mean(0) - X.mean(0)) ** 2).sum()) for X in refs]
+            stats.append((bias2, float(((hi - lo) ** 2).sum()), lo, hi))
+    out = {}
+    for eps in epsilons:
+        rho = approx_dp_to_zcdp(eps, delta)
+        eps_lap = laplace_epsilon_after([], eps, delta)
+        variances = (("gaussian", SYNTHETIC_D / (2 * rho * n * n)),
+                     ("laplace", 2 * (SYNTHETIC_D / (n * eps_lap)) ** 2))
+        _, kind, lo, hi = min(((float(np.mean(np.sqrt(np.add(b2, v * w2)))), kind, lo, hi)
+                               for b2, w2, lo, hi in stats for kind, v in variances),
+                              key=lambda t: t[0])
+        out[eps] = (lo, hi, {"rho": rho} if kind == "gaussian" else {"epsilon": eps_lap})
+    return out
+
+
 def stated_clipped_mean(X, bounds, eps, delta, rng, kind):
     lo, hi = bounds
     if kind == "gaussian":
@@ -204,10 +249,11 @@ def diffprivlib_means(jobs, venv_dir=None, log=print):
 
 
 # ------------------------------------------------------------------------ the tasks
-def _heavy_rows(task, X, targets, bounds, epsilons, seeds, dpl, log):
+def _heavy_rows(task, X, targets, bounds, epsilons, seeds, dpl, log, floor=None):
     """Rows of one heavy-tailed task, one table per target: {target name: {label:
     {eps: [errors]}}}. ``targets``: {name: (vector, relative?)}; every private fit runs
-    once and is scored against each target (the oracle is chosen per target)."""
+    once and is scored against each target (the oracle is chosen per target).
+    ``floor``: {eps: (lower, upper, budget keywords)} of :func:`floor_intervals`."""
     tables = {name: {} for name in targets}
 
     def add(label, eps, est, only=None):
@@ -224,6 +270,10 @@ def _heavy_rows(task, X, targets, bounds, epsilons, seeds, dpl, log):
         # compute), and is scored against every target.
         for eps, est in oracle_clipped_mean(X, X.mean(axis=0), epsilons, DELTA, rng).items():
             add("ORACLE clipped (best interval, non-private choice)", eps, est)
+        floor_rng = np.random.default_rng(2000 + seed)  # the other rows' draws unchanged
+        for eps, (lo, hi, kw) in (floor or {}).items():
+            add("FLOOR clipped (best fixed interval, distribution known)", eps,
+                private_clipped_mean(X, lo, hi, rng=floor_rng, **kw)[0])
         for eps in epsilons:
             add("DPHeavyTailedMean() (ε, δ)", eps, DPHeavyTailedMean(
                 epsilon=eps, delta=DELTA, random_state=seed).fit(X).mean_)
@@ -283,10 +333,11 @@ def synthetic_tasks(args, log=print):
                 sets[seed] = (X, mu)
                 jobs[f"s{seed}"] = (X, SYNTHETIC_BOUNDS, args.epsilons_list, [seed])
             dpl = None if args.no_diffprivlib else diffprivlib_means(jobs, args.venv_dir, log)
+            floor = floor_intervals(dist, n, args.epsilons_list, DELTA)
             for seed, (X, mu) in sets.items():
                 d = None if dpl is None else {"x": dpl[f"s{seed}"]}
                 t = _heavy_rows("x", X, {"μ": (mu, False), "sample mean": (X.mean(axis=0), False)},
-                                SYNTHETIC_BOUNDS, args.epsilons_list, [seed], d, log)
+                                SYNTHETIC_BOUNDS, args.epsilons_list, [seed], d, log, floor)
                 for target_name, table in t.items():
                     for label, cells in table.items():
                         for eps, v in cells.items():
