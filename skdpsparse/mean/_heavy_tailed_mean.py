@@ -41,11 +41,13 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
     column's clipping interval by five private quantiles (the exponential mechanism
     over a public geometric grid, :mod:`skdpsparse.mechanisms.quantile`; the median
     first, then the tail quantiles on the union of that grid and the grid shifted by
-    the released median), noisy counts of the rows beyond each outer quantile (which
-    check the tail model: a tail that ends, e.g. a top-coded column, is not stretched)
-    and a Pareto extrapolation of each tail, never inside the outer quantiles
-    (post-processing), and the rest releases the mean of each column
-    clipped into its interval, with noise proportional to the interval's width
+    the released median, each scored by the grid cell it closes so that it is the
+    quantile rounded outwards and a top-coded maximum is found at its atom), noisy
+    counts of the rows beyond each outer quantile (which check the tail model: a tail
+    that ends, e.g. a top-coded column, is not stretched) and a Pareto extrapolation
+    of each tail, never inside the outer quantiles (post-processing), and the rest
+    releases the mean of each column clipped into its interval, with noise
+    proportional to the interval's width
     (:func:`~skdpsparse.mechanisms.heavy_tailed_clip.private_quantile_clipped_mean`).
     With ``bounds=(lower, upper)`` stated, the whole budget goes to the clipped mean.
 
