@@ -38,10 +38,18 @@ estimators draw an int seed's noise from a stream of its own
 (``skdpsparse.utils.noise_generator``), so run 0 does not reuse the draws that made the
 data (before that separation, run 0's Gaussian noise *was* the true coefficient vector).
 
+5. ``--memory N``: extra memory of one fit of the mechanism (``output_perturbation``) on
+   CSR n = N, d = 2¹⁸, 32 nonzeros/row, in bytes per stored entry: the peak of
+   tracemalloc (NumPy's allocations) during the fit, beside the same fit through a
+   bounded copy of X (``bound_inputs`` + ``regularized_minimizers``, the path before
+   the rows were scaled where read). Issue 24's target: ≤ 3 bytes per nonzero at
+   n = 10⁷. Runs alone (no other part).
+
 Run:  python benchmarks/bench_output_perturbation.py               (10 seeds)
       python benchmarks/bench_output_perturbation.py --full        (20 seeds)
       python benchmarks/bench_output_perturbation.py --diffprivlib [--venv-dir DIR]
       python benchmarks/bench_output_perturbation.py --json out.json
+      python benchmarks/bench_output_perturbation.py --memory 1000000
 """
 
 import argparse
@@ -395,6 +403,44 @@ def large_scale(seeds, n=100_000, d=2**18, s=16):
     return out
 
 
+def memory(n, d=2**18, s=32):
+    """Part 5: peak extra bytes per stored entry of one fit, in place and via a copy."""
+    import tracemalloc
+
+    from skdpsparse.mechanisms.output_perturbation import output_perturbation, release
+
+    X, y, _ = make_sparse_classification(n, d, s, random_state=0)
+    targets = (2.0 * y - 1)[None]
+    plan = plan_output_perturbation(n, d, 1, loss="logistic", epsilon=1.0, delta=DELTA,
+                                    sparsity=s)
+
+    def in_place():
+        return output_perturbation(X, targets, plan, np.random.default_rng(0))[0]
+
+    def via_copy():
+        Xb, yb = bound_inputs(X, targets, "logistic", norm_bound=plan.norm_bound,
+                              sparsity=plan.sparsity, label_bound=plan.label_bound)
+        theta, _ = regularized_minimizers(Xb, yb, plan)
+        return release(theta, plan, np.random.default_rng(0))[0]
+
+    print(f"[5] CSR n={n}, d={d}, {s} nonzeros/row ({X.nnz} stored entries, "
+          f"{X.data.nbytes + X.indices.nbytes + X.indptr.nbytes} bytes of X): peak of "
+          "tracemalloc during one fit")
+    out = {}
+    for name, fit in (("rows scaled where read", in_place),
+                      ("bounded copy of X", via_copy)):
+        fit()  # compiled, warm
+        tracemalloc.start()
+        try:
+            fit()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        out[name] = peak / X.nnz
+        print(f"    {name:<24} {peak / 1e6:9.1f} MB = {peak / X.nnz:5.2f} bytes per nonzero")
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="20 seeds and 7 timing reps")
@@ -402,7 +448,12 @@ def main():
                         help="also run diffprivlib 0.6.6 in its own virtual environment")
     parser.add_argument("--venv-dir", default=None, help="where to create that environment")
     parser.add_argument("--json", default=None, help="write all numbers to this file")
+    parser.add_argument("--memory", type=int, default=None, metavar="N",
+                        help="only part 5: peak extra memory of one fit at n = N")
     args = parser.parse_args()
+    if args.memory:
+        memory(args.memory)
+        return
     seeds, reps = (20, 7) if args.full else (10, 3)
     warnings.simplefilter("ignore")  # PrivacyLeakWarning etc. do not apply: classes given
     results = {"accuracy": accuracy_table(seeds), "alpha_sweep": alpha_sweep(seeds),
