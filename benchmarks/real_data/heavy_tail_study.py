@@ -24,9 +24,11 @@ seeds 0…4 of ``means.py``, so that nothing here is tuned on the bench's draws.
 
 Sets: ``make_heavy_tailed`` Student-t(3) and symmetrised Pareto(3) at d = 10, and a
 one-sided Lomax(3) (shape 3, scale 1), log-normal(0, 1.5) and log-normal(8, 1) capped
-at 2·10⁴ at d = 1, skewed like delays and incomes, the last bounded like prices; and two integer
-columns (atoms between grid points): ⌊10·Lomax(2.5)⌋ − 5 and a negative binomial
-(r = 0.5, p = 0.1: mean 4.5, 40 % zeros). Timings are not measured.
+at 2·10⁴ at d = 1, skewed like delays and incomes, the last bounded like prices; and
+three integer columns (atoms between grid points): ⌊10·Lomax(2.5)⌋ − 5, a negative
+binomial (r = 0.5, p = 0.1: mean 4.5, 40 % zeros) and whole minutes
+⌊Gamma(0.4, 40)⌋ − 10. ``--sets shared``: d = 10 and 30 sets on which the plan takes
+the shared scale. Timings are not measured.
 """
 
 import argparse
@@ -55,6 +57,8 @@ def sets(n, seed):
     # count with a heavy right tail, and a visit count with many zeros.
     yield "integer lomax(2.5) d=1", np.floor(10.0 * rng.pareto(2.5, size=(n, 1))) - 5.0
     yield "neg. binomial d=1", rng.negative_binomial(0.5, 0.1, size=(n, 1)).astype(float)
+    # Whole minutes with a light (gamma) tail beyond a bulk near 0, like delays.
+    yield "integer gamma d=1", np.floor(rng.gamma(0.4, 40.0, size=(n, 1))) - 10.0
 
 
 def shared_sets(n, seed):
