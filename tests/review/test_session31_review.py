@@ -1,0 +1,200 @@
+"""Adversarial review of session 31's privacy changes (written by a reviewer, not the
+authors of the reviewed code).
+
+Each test states the property an attacker would break and asserts that it holds; a
+broken variant is run beside it where one is cheap, so that the test is seen to fail
+when the property fails.
+
+1. The scaled release of the ℓ2² penalty in cyclic DP-SGD on CSR input
+   (``skdpsparse/mechanisms/cyclic_sgd.py``, ``doc/derivations/lazy_noise.rst``,
+   "The ℓ2² penalty: the scaled release"): its lazy noise is complete (every step's
+   noise reaches every coordinate, scaled as the release says, before each fold), and
+   everything public about the run (s_min, block length, grid scale, budget) is the
+   same on neighbouring datasets and on dense and CSR copies of the same rows.
+2. ``DPOutputPerturbationRegressor(label_bound="private" | (low, high))``: the two
+   label draws spend at most the label share of ε, the fit reads the targets only
+   through (m, B), and nothing the user sees besides the noisy release depends on one
+   extreme row.
+3. The tail cell score of the heavy-tailed mean (``tail_cell_distance``): Δu = 1 by
+   brute force over every neighbouring pair of small datasets on a small grid.
+4. Output perturbation reading rows scaled where read (``row_scales``): the sums are
+   the bounded copy's bit for bit on special values (−0, subnormals, rows of factor
+   exactly 1, rows whose squared norm overflows), and every bounded row lies in the
+   ℓ2 ball up to the float allowance.
+"""
+
+import itertools
+import math
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from skdpsparse.mechanisms import heavy_tailed_clip as htc
+
+# ----------------------------------------------------------------------------------
+# 3. The tail cell score: Δu = 1 by brute force.
+
+
+def _counts(values, grid):
+    # #{x < g} and #{x <= g}, written here from the definition (not the library's).
+    v = np.asarray(values, dtype=np.float64)
+    below = np.array([(v < g).sum() for g in grid], dtype=np.int64)
+    at_most = np.array([(v <= g).sum() for g in grid], dtype=np.int64)
+    return below, at_most
+
+
+def _cell_scores(values, grid, n):
+    below, at_most = _counts(values, grid)
+    lib_below, lib_at_most = htc._column_counts(np.asarray(values, float), grid)
+    np.testing.assert_array_equal(below, lib_below)
+    np.testing.assert_array_equal(at_most, lib_at_most)
+    out = []
+    for upper in (False, True):
+        for r in range(n + 1):
+            out.append(htc.tail_cell_distance(below, at_most, r, n, upper))
+    return np.array(out)
+
+
+def _broken_cell_scores(values, grid, n):
+    # A plausible wrong cell score: both ends' distances added, |lo - r| + |hi - r|,
+    # which a row moved into a cell from below moves by 2 (lo and hi both rise).
+    below, at_most = _counts(values, grid)
+    out = []
+    for upper in (False, True):
+        lo = np.concatenate([[0], at_most[:-1]]) if upper else below
+        hi = at_most if upper else np.concatenate([below[1:], [n]])
+        for r in range(n + 1):
+            out.append(np.abs(lo - r) + np.abs(hi - r))
+    return np.array(out)
+
+
+def _max_neighbour_change(score, grid, support, n):
+    # Every dataset of n values from `support` (as a multiset: order does not move the
+    # counts) and every replacement of one of its values by another from `support`.
+    table = {}
+    for data in itertools.combinations_with_replacement(support, n):
+        table[data] = score(data, grid, n)
+    worst = 0
+    for data, s in table.items():
+        for i in range(n):
+            for v in support:
+                other = tuple(sorted(data[:i] + (v,) + data[i + 1:]))
+                worst = max(worst, int(np.max(np.abs(s - table[other]))))
+    return worst
+
+
+def test_tail_cell_score_has_sensitivity_one_on_every_neighbouring_pair():
+    # Grid with a repeated-spacing part and an atom exactly on a grid point; support
+    # values on grid points, between them, and beyond both ends (top- and
+    # bottom-coded data), so every cell boundary case (value on U_k, inside a cell,
+    # outside the grid) is hit by the replaced row.
+    grid = np.array([-2.0, -0.5, 0.0, 1.0, 3.0])
+    support = (-3.0, -2.0, -1.0, 0.0, 0.5, 1.0, 3.0, 7.0)
+    for n in (1, 2, 3, 4):
+        assert _max_neighbour_change(_cell_scores, grid, support, n) <= 1
+    # The audit has power: a score of sensitivity 2 is caught on the same pairs.
+    assert _max_neighbour_change(_broken_cell_scores, grid, support, 3) >= 2
+
+
+# ----------------------------------------------------------------------------------
+# 4. Output perturbation reads rows scaled where read: the copy's sums, bit for bit.
+
+
+def _special_rows(d, rng):
+    # Rows an attacker would plant: −0 entries, subnormals, a row of norm exactly R
+    # (factor exactly 1), rows just above R, rows whose sum of squares overflows or
+    # underflows, an all-zero row, a single huge entry, many equal entries (ℓ1 binds).
+    R = 0.75
+    tiny = 5e-324
+    rows = [
+        np.full(d, -0.0),
+        np.r_[[R], np.zeros(d - 1)],
+        np.r_[[-R, -0.0], np.zeros(d - 2)],
+        np.r_[[np.nextafter(R, 1.0)], np.zeros(d - 1)],
+        np.full(d, tiny),
+        np.r_[[tiny, -tiny, 1e-310, -0.0], np.zeros(d - 4)],
+        np.full(d, 1e200),
+        np.r_[[1e308, -1e308], np.zeros(d - 2)],
+        np.full(d, 1e-200),
+        np.full(d, 0.3),
+        np.r_[[0.6 * R, 0.8 * R], np.zeros(d - 2)],
+        np.zeros(d),
+    ]
+    noise = rng.standard_normal((40, d)) * rng.choice([0.01, 1.0, 50.0], size=(40, 1))
+    noise[rng.random((40, d)) < 0.5] = -0.0
+    return np.vstack(rows + [noise]), R
+
+
+def _exact_norm_sq(row):
+    return sum(Fraction(float(v)) ** 2 for v in row)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_rows_scaled_where_read_give_the_copys_release_on_special_values(sparse):
+    from skdpsparse.mechanisms.output_perturbation import (
+        bound_inputs,
+        output_perturbation,
+        plan_output_perturbation,
+        regularized_minimizers,
+        release,
+    )
+
+    rng = np.random.default_rng(31)
+    d = 8
+    X, R = _special_rows(d, rng)
+    n = X.shape[0]
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    data = sp.csr_matrix(X) if sparse else X
+    for sparsity in (d, 2):  # ℓ1 ball inactive, then binding
+        plan = plan_output_perturbation(n, d, 1, loss="logistic", epsilon=1.0,
+                                        delta=1e-6, norm_bound=R, sparsity=sparsity)
+        Xb, yb = bound_inputs(data, y[None], "logistic", norm_bound=R,
+                              sparsity=sparsity, label_bound=1.0)
+        theta, _ = regularized_minimizers(Xb, yb, plan)
+        expected, _ = release(theta, plan, np.random.default_rng(7))
+        got, _ = output_perturbation(data, y[None], plan, np.random.default_rng(7))
+        np.testing.assert_array_equal(got, expected)
+        # The bounded copy the release is equal to is inside the ℓ2 ball up to the
+        # float allowance of one rounding per entry (exact arithmetic on the floats).
+        dense_b = Xb.toarray() if sp.issparse(Xb) else np.asarray(Xb)
+        bound_sq = Fraction(R) ** 2 * Fraction(1 + 2.0 ** -48)
+        for row in dense_b:
+            assert _exact_norm_sq(row) <= bound_sq
+            assert np.all(np.isfinite(row))
+
+
+def test_row_scale_kernel_sums_equal_the_copys_at_several_iterates():
+    # The fixed-point sums of InMemoryRows with row_bounds against those of the bounded
+    # copy, at iterates with −0, subnormal and large entries: an order or product that
+    # differs at one position would show as one differing integer.
+    from skdpsparse._solvers.erm import InMemoryRows
+    from skdpsparse._kernels.linear_losses import LOSS_CODES
+    from skdpsparse.mechanisms.output_perturbation import bound_rows, row_bounds
+
+    rng = np.random.default_rng(32)
+    d = 8
+    X, R = _special_rows(d, rng)
+    n = X.shape[0]
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    iterates = [np.zeros(d), np.full(d, -0.0), np.r_[[5e-324] * d],
+                rng.standard_normal(d), 30.0 * rng.standard_normal(d)]
+    for data in (X, sp.csr_matrix(X)):
+        for sparsity in (d, 2):
+            lazy = InMemoryRows(data, y, row_bounds=row_bounds(R, sparsity))
+            copy = InMemoryRows(bound_rows(data, R, sparsity), y)
+            for loss in ("logistic", "squared"):
+                code = LOSS_CODES[loss]
+                for w in iterates:
+                    for b in (0.0, -0.0, 0.25):
+                        a = lazy.loss_gradient(w, b, code, 1.0, 2.0 ** 20, 2.0 ** 20, 2 ** 55)
+                        c = copy.loss_gradient(w, b, code, 1.0, 2.0 ** 20, 2.0 ** 20, 2 ** 55)
+                        assert a[0] == c[0] and a[2] == c[2] and a[3] == c[3]
+                        np.testing.assert_array_equal(a[1], c[1])
+                        v = rng.standard_normal(d)
+                        h1 = lazy.hessian_product(w, b, v, 0.5, code, 1.0, 2.0 ** 20, 2 ** 55)
+                        h2 = copy.hessian_product(w, b, v, 0.5, code, 1.0, 2.0 ** 20, 2 ** 55)
+                        np.testing.assert_array_equal(h1[0], h2[0])
+                        assert h1[1:] == h2[1:]
