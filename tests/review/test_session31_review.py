@@ -198,3 +198,180 @@ def test_row_scale_kernel_sums_equal_the_copys_at_several_iterates():
                         h2 = copy.hessian_product(w, b, v, 0.5, code, 1.0, 2.0 ** 20, 2 ** 55)
                         np.testing.assert_array_equal(h1[0], h2[0])
                         assert h1[1:] == h2[1:]
+
+
+# ----------------------------------------------------------------------------------
+# 1. Cyclic DP-SGD's scaled release of the ℓ2² penalty (CSR, lazy noise).
+
+
+def _cyclic_problem(seed=3, n=40, d=12):
+    # Sparse rows inside the unit ball; column 0 never read (its noise arrives only
+    # through the flushes), column 1 read by one row (long pending intervals).
+    rng = np.random.default_rng(seed)
+    X = np.where(rng.random((n, d)) < 0.25, rng.uniform(-1, 1, (n, d)), 0.0)
+    X[:, 0] = 0.0
+    X[:, 1] = 0.0
+    X[17, 1] = 0.9
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None] * 1.0001
+    y = rng.choice([-1.0, 1.0], n)
+    return sp.csr_matrix(X), y
+
+
+def _reference_w(X, y, plan, spacing, k_units, scales):
+    """The scaled release in w-space, written from the derivation (not the kernels),
+    without the grid rounding: w ← a·(w − (γ_lr/b)·G + s_t·γ·K) for the coefficients,
+    b ← b − (γ_lr/b)·G_b + γ·K for the intercept, every noise integer equal to K;
+    G the sum of the gradients der·(x, 1) clipped to C, rows in data order."""
+    Xd = X.toarray()
+    n, d = Xd.shape
+    a = 1.0 / (1.0 + plan.learning_rate * plan.alpha)
+    length = scales.size - 1
+    w, b0 = np.zeros(d), 0.0
+    pos = 0
+    for t in range(plan.n_steps):
+        s_t = scales[t % length]
+        gw, gb = np.zeros(d), 0.0
+        for _ in range(plan.batch_size):
+            i = pos
+            pos = (pos + 1) % n
+            z = Xd[i] @ w + b0
+            der = -y[i] / (1.0 + math.exp(y[i] * z))
+            g = der * np.r_[Xd[i], 1.0]
+            norm = np.linalg.norm(g)
+            if norm > plan.clip_norm:
+                g *= plan.clip_norm / norm
+            gw += g[:d]
+            gb += g[d]
+        step = plan.learning_rate / plan.batch_size
+        w = a * (w - step * gw + s_t * spacing * k_units)
+        b0 = b0 - step * gb + spacing * k_units
+    return w, b0
+
+
+def _scaled_plan_for(n, d, floor):
+    from skdpsparse.mechanisms.cyclic_sgd import plan_cyclic_sgd
+
+    return plan_cyclic_sgd(n, d, loss="logistic", norm_bound=1.0, fit_intercept=True,
+                           batch_size=4, epochs=3, delta=1e-6, noise_multiplier=2.0,
+                           penalty="l2", alpha=0.01, scale_floor=floor)
+
+
+def _deterministic_run(monkeypatch, X, y, plan, k_units, broken_flush=False):
+    from skdpsparse.mechanisms import cyclic_sgd as mech
+
+    seen = []
+
+    def every_integer_is_k(counts, scale, key, *args, **kw):
+        seen.append(int(scale))
+        return np.asarray(counts, dtype=np.int64) * k_units
+
+    monkeypatch.setattr(mech, "discrete_gaussian_sums", every_integer_is_k)
+    if broken_flush:
+        real = mech._flush_all
+
+        def flush_only_at_the_end(theta, last, step, *args):
+            if step >= plan.n_steps:
+                real(theta, last, step, *args)
+
+        monkeypatch.setattr(mech, "_flush_all", flush_only_at_the_end)
+    coef, intercept = mech.cyclic_sgd(X, y, plan, np.random.default_rng(0), shuffle=False)
+    monkeypatch.undo()
+    return coef, intercept, seen
+
+
+def test_scaled_release_adds_every_steps_noise_scaled_before_each_fold(monkeypatch):
+    # The lazy scaled run with every noise integer replaced by K (so every step adds
+    # γK to every u coordinate) must equal the w-space recursion of the derivation:
+    # a coordinate whose pending noise missed a fold would carry it past the fold
+    # unscaled (or lose it), an error of (1 − s_fold)·γK or more per pending step.
+    from skdpsparse.mechanisms import cyclic_sgd as mech
+
+    X, y = _cyclic_problem()
+    n, d = X.shape
+    plan = _scaled_plan_for(n, d, 0.9)
+    assert plan.scale_floor == 0.9 and mech.uses_lazy_noise(plan, True)
+    scales = mech.block_scales(mech.l2_decay(plan), plan.scale_floor, plan.n_steps)
+    length = scales.size - 1
+    assert 2 <= length < plan.n_steps // 2  # several folds in the run
+    assert np.all(scales[:-1] >= plan.scale_floor)
+    grid = mech._scaled_grid(plan.noise_std, plan.learning_rate * plan.clip_norm
+                             / plan.batch_size, d + 1, plan.scale_floor)
+    spacing = grid.spacing
+    k_units = grid.grid_scale + 1
+    coef, intercept, seen = _deterministic_run(monkeypatch, X, y, plan, k_units)
+    # Calibration: the noise on u has scale at least σ/s_min (the sensitivity of the
+    # rounded gradient part divided by s ≥ s_min), at every draw.
+    assert set(seen) == {k_units}
+    assert (k_units - 1) * spacing >= plan.noise_std / plan.scale_floor * (1 - 1e-12)
+    w_ref, b_ref = _reference_w(X, y, plan, spacing, k_units, scales)
+    one_step = spacing * k_units
+    tol = 1e-4 * one_step
+    np.testing.assert_allclose(coef, w_ref, rtol=0, atol=tol)
+    assert abs(intercept - b_ref) <= tol
+    # The never-read column received every step's noise (through flushes only).
+    assert abs(coef[0]) > 0.5 * one_step
+    # Power: the same run with the block-end flushes skipped is caught.
+    coef_b, _, _ = _deterministic_run(monkeypatch, X, y, plan, k_units, broken_flush=True)
+    assert np.max(np.abs(coef_b - w_ref)) > 100 * tol
+
+
+def test_scaled_release_public_numbers_do_not_depend_on_one_row(monkeypatch):
+    # Everything public about a CSR fit with penalty="l2" (s_min, block length, the
+    # grid scale handed to the sampler, the accounting and ε spent) is the same on two
+    # datasets that differ in one row, however extreme (huge entries, another sparsity
+    # pattern, a flipped label); and the dense fit of the same rows reports the same
+    # privacy_spent_ (it runs the eager release: scale_floor 1).
+    from skdpsparse.linear_model import DPCyclicSGD
+    from skdpsparse.mechanisms import cyclic_sgd as mech
+
+    X, y = _cyclic_problem(seed=4, n=60, d=20)
+    y = (y > 0).astype(int)
+    X2 = X.tolil(copy=True)
+    X2[5, :] = 0.0
+    X2[5, 0] = 1e30
+    X2[5, 19] = -3.0
+    X2 = X2.tocsr()
+    y2 = y.copy()
+    y2[5] = 1 - y2[5]
+    real = mech.discrete_gaussian_sums
+    scales = []
+
+    def recording(counts, scale, key, *args, **kw):
+        scales.append(int(scale))
+        return real(counts, scale, key, *args, **kw)
+
+    monkeypatch.setattr(mech, "discrete_gaussian_sums", recording)
+    fits = []
+    for data, target in ((X, y), (X2, y2)):
+        scales.clear()
+        est = DPCyclicSGD(alpha=5e-4, batch_size=4, epochs=2, classes=[0, 1],
+                          random_state=0).fit(data, target)
+        fits.append((est, sorted(set(scales))))
+    (a, sa), (b, sb) = fits
+    assert a.accounting_["scale_floor"] < 1.0  # the scaled release really ran
+    assert sa == sb and len(sa) == 1
+    assert repr(a.accounting_) == repr(b.accounting_)
+    assert repr(a.privacy_spent_) == repr(b.privacy_spent_)
+    monkeypatch.undo()
+    dense = DPCyclicSGD(alpha=5e-4, batch_size=4, epochs=2, classes=[0, 1],
+                        random_state=0).fit(X.toarray(), y)
+    assert dense.accounting_["scale_floor"] == 1.0
+    assert repr(dense.privacy_spent_) == repr(a.privacy_spent_)
+    same = {k: v for k, v in a.accounting_.items() if k != "scale_floor"}
+    assert repr(same) == repr({k: v for k, v in dense.accounting_.items()
+                               if k != "scale_floor"})
+
+
+def test_scaled_plan_on_dense_rows_is_the_csr_run():
+    # "Dense rows are run as CSR": a scaled plan given a dense array must run the same
+    # (lazy, scaled) release as on the CSR copy, never the eager kernel with the
+    # scaled plan's grid or the scaled kernel with the eager grid.
+    from skdpsparse.mechanisms import cyclic_sgd as mech
+
+    X, y = _cyclic_problem(seed=6)
+    plan = _scaled_plan_for(*X.shape, 0.95)
+    for shuffle in (False, True):
+        a = mech.cyclic_sgd(X, y, plan, np.random.default_rng(9), shuffle=shuffle)
+        b = mech.cyclic_sgd(X.toarray(), y, plan, np.random.default_rng(9), shuffle=shuffle)
+        np.testing.assert_array_equal(a[0], b[0])
+        assert a[1] == b[1]
