@@ -101,6 +101,45 @@ def test_bounding_stats_propagate_nan_and_refuse_bad_input():
         dense_bounding_stats(X, -1.0, 1.0)
 
 
+@pytest.mark.parametrize("bounds", [(1.0, 2.0), (0.5, np.inf), (np.inf, 3.0),
+                                    (np.inf, np.inf), (0.0, 1.0), (1e-300, 1e-300)])
+def test_csr_bounding_stats_bit_maximum_is_the_entrywise_one(bounds):
+    # float64 values take the row maximum over bit patterns, fl(c_i * max_j |x_ij|);
+    # the entry-by-entry pass (float32 takes it) is the reference: the same scales,
+    # counts and largest entry, with +-inf entries (c_i = 0 makes 0 * inf a NaN both
+    # ways), a NaN, -0.0, subnormals and empty rows.
+    from skdpsparse._kernels.erm_passes import (
+        _csr_bounding_stats_bits,
+        _csr_bounding_stats_entrywise,
+    )
+
+    l2, l1 = bounds
+    for seed in range(3):
+        X = _awkward_rows(seed)
+        X[12, 1] = -0.0
+        S = sp.csr_matrix(X)
+        variants = [S.data]
+        with np.errstate(invalid="ignore"):
+            for special in (np.inf, -np.inf, np.nan):
+                data = S.data.copy()
+                data[len(data) // (seed + 2)] = special
+                variants.append(data)
+        for data in variants:
+            got = _csr_bounding_stats_bits(S.indptr, S.indices, data, data.view(np.int64),
+                                           S.shape[1], l2, l1)
+            ref = _csr_bounding_stats_entrywise(S.indptr, S.indices, data, S.shape[1],
+                                                l2, l1)
+            np.testing.assert_array_equal(got[0], ref[0])
+            np.testing.assert_array_equal(got[1], ref[1])
+            assert got[2] == ref[2] or (np.isnan(got[2]) and np.isnan(ref[2]))
+        S32 = S.astype(np.float32)
+        got = csr_bounding_stats(S32.indptr, S32.indices, S32.data, S.shape[1], l2, l1)
+        ref = _csr_bounding_stats_entrywise(S32.indptr, S32.indices, S32.data, S.shape[1],
+                                            l2, l1)
+        for a, b in zip(got, ref):
+            np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("code, param", [(0, 1.0), (1, 1.0), (3, 0.5), (4, 0.7)])
 def test_row_scales_give_the_sums_of_the_bounded_copy(code, param):
     # The kernels read row i as fl(c_i x_i): every integer is the one computed on the
