@@ -721,11 +721,46 @@ def _csr_margins_bounded(indptr, indices, data, scales, w, b, z, amax, entry_max
         amax[i] = entry_max
 
 
+@njit(cache=True, inline="always")
+def _grid_rounded(v, scale, limit):
+    """:func:`_grid` with the rounding of the scatter loops, (u + 1.5·2⁵²) − 1.5·2⁵²,
+    for |u| < 2⁵¹ (exactly rint(u) there, see above): the same integers."""
+    u = v * scale
+    if not abs(u) <= limit:
+        return np.int64(0), False
+    if abs(u) < _MAGIC_RANGE:
+        return np.int64((u + _MAGIC) - _MAGIC), True
+    return np.int64(np.rint(u)), True
+
+
 @njit(cache=True)
 def _losses_fixed(z, y, code, param, loss_scale, grad_scale, limit):
     """Σ round(ℓᵢ·2^Fₗ), Σ round(ℓ'ᵢ·2^F_g) and ok; z[i] is replaced by ℓ'ᵢ."""
     loss = np.int64(0)
     grad_b = np.int64(0)
+    if code == LOGISTIC:
+        # loss_value_and_derivative's logistic branches without the branch on the sign
+        # of t = yz (random at the start of a fit: mispredicted half the time), the same
+        # floats: e = exp(−|t|) is exp(−t) for t > 0 and exp(t) for t ≤ 0 (±0 give 1);
+        # log1p(e) + 0.0 = log1p(e) (never −0) and log1p(e) + (−t) = log1p(e) − t;
+        # (−y·1.0)/(1 + e) = −y/(1 + e). A NaN margin gives NaN terms both ways.
+        for i in range(z.shape[0]):
+            yi = np.float64(y[i])
+            t = yi * np.float64(z[i])
+            pos = t > 0.0
+            e = math.exp(-abs(t))
+            val = math.log1p(e) + (0.0 if pos else -t)
+            der = (-yi * (e if pos else 1.0)) / (1.0 + e)
+            q, ok = _grid_rounded(val, loss_scale, limit)
+            if not ok:
+                return loss, grad_b, False
+            loss += q
+            q, ok = _grid_rounded(der, grad_scale, limit)
+            if not ok:
+                return loss, grad_b, False
+            grad_b += q
+            z[i] = der
+        return loss, grad_b, True
     for i in range(z.shape[0]):
         val, der = loss_value_and_derivative(code, z[i], y[i], param)
         q, ok = _grid(val, loss_scale, limit)

@@ -212,3 +212,41 @@ def test_dense_sums_are_the_rounded_terms_in_numpy():
     terms = np.rint((der * grid)[:, None] * (scales[:, None] * X))
     np.testing.assert_array_equal(g, terms.sum(axis=0).astype(np.int64))
     assert gb == int(np.rint(der * grid).sum())
+
+
+def test_logistic_fixed_terms_are_those_of_the_generic_loss():
+    # _losses_fixed's branch-free logistic path against loss_value_and_derivative and
+    # np.rint, term by term: margins of both signs, +-0, subnormal, beyond exp's range,
+    # labels +-1 and others; loss_scale 2^40 (magic rounding) and 2^52 (|u| >= 2^51 for most terms,
+    # rint); a NaN margin refused at its row on both paths.
+    from skdpsparse._kernels.linear_losses import (
+        LOGISTIC,
+        _losses_fixed,
+        loss_derivative,
+        loss_value,
+    )
+
+    rng = np.random.default_rng(5)
+    z = np.r_[rng.standard_normal(300) * 4, [0.0, -0.0, 5e-324, -5e-324, 40.0, -40.0,
+                                             750.0, -750.0, 700.0, -700.0]]
+    y = np.r_[rng.choice([-1.0, 1.0], 300), [1.0, -1.0, 1.0, -1.0, 0.5, -2.0, 1.0, -1.0,
+                                             1.0, 1.0]]
+    for scale in (2.0 ** 40, 2.0 ** 52):
+        limit = 2.0 ** 70
+        got_z = z.copy()
+        loss, grad_b, ok = _losses_fixed(got_z, y, LOGISTIC, 1.0, scale, scale, limit)
+        assert ok
+        ref_loss = ref_b = 0
+        for i in range(len(z)):
+            v = loss_value(LOGISTIC, z[i], y[i], 1.0)
+            g = loss_derivative(LOGISTIC, z[i], y[i], 1.0)
+            ref_loss += int(np.rint(v * scale))
+            ref_b += int(np.rint(g * scale))
+            assert got_z[i] == g and np.signbit(got_z[i]) == np.signbit(g)
+        def wrap(v):  # int64 sums (these large terms wrap; the kernels' limit forbids it)
+            return (v + 2 ** 63) % 2 ** 64 - 2 ** 63
+
+        assert (loss, grad_b) == (wrap(ref_loss), wrap(ref_b))
+    bad = z.copy()
+    bad[3] = np.nan
+    assert not _losses_fixed(bad, y, LOGISTIC, 1.0, 2.0 ** 40, 2.0 ** 40, 2.0 ** 70)[2]
