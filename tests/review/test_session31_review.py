@@ -279,7 +279,10 @@ def _deterministic_run(monkeypatch, X, y, plan, k_units, broken_flush=False):
     return coef, intercept, seen
 
 
-def test_scaled_release_adds_every_steps_noise_scaled_before_each_fold(monkeypatch):
+@pytest.mark.parametrize("floor", [0.9, 0.93])
+def test_scaled_release_adds_every_steps_noise_scaled_before_each_fold(monkeypatch, floor):
+    # floor 0.9: blocks of 6 steps, the run (30 steps) ends on a block end; 0.93:
+    # blocks of 4, the run ends inside one (the final factor is the last block's s).
     # The lazy scaled run with every noise integer replaced by K (so every step adds
     # γK to every u coordinate) must equal the w-space recursion of the derivation:
     # a coordinate whose pending noise missed a fold would carry it past the fold
@@ -288,11 +291,12 @@ def test_scaled_release_adds_every_steps_noise_scaled_before_each_fold(monkeypat
 
     X, y = _cyclic_problem()
     n, d = X.shape
-    plan = _scaled_plan_for(n, d, 0.9)
-    assert plan.scale_floor == 0.9 and mech.uses_lazy_noise(plan, True)
+    plan = _scaled_plan_for(n, d, floor)
+    assert plan.scale_floor == floor and mech.uses_lazy_noise(plan, True)
     scales = mech.block_scales(mech.l2_decay(plan), plan.scale_floor, plan.n_steps)
     length = scales.size - 1
     assert 2 <= length < plan.n_steps // 2  # several folds in the run
+    assert (plan.n_steps % length == 0) == (floor == 0.9)
     assert np.all(scales[:-1] >= plan.scale_floor)
     grid = mech._scaled_grid(plan.noise_std, plan.learning_rate * plan.clip_norm
                              / plan.batch_size, d + 1, plan.scale_floor)
@@ -375,3 +379,139 @@ def test_scaled_plan_on_dense_rows_is_the_csr_run():
         b = mech.cyclic_sgd(X.toarray(), y, plan, np.random.default_rng(9), shuffle=shuffle)
         np.testing.assert_array_equal(a[0], b[0])
         assert a[1] == b[1]
+
+
+# ----------------------------------------------------------------------------------
+# 2. DPOutputPerturbationRegressor's centred label interval.
+
+
+def _regression_data(seed=8, n=300, d=5):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, d)) / math.sqrt(d)
+    y = 3.0 + X @ rng.standard_normal(d) + 0.3 * rng.standard_normal(n)
+    return X, y
+
+
+@pytest.mark.parametrize("norm_bound", [1.0, "private"])
+def test_private_label_interval_spends_at_most_its_share(monkeypatch, norm_bound):
+    # The two label draws (median, then the 0.95-quantile of |y − m|) and the norm
+    # bound's draw, as they are called, add up to at most bound_fraction·ε; the fit's
+    # privacy_spent_ is at most the request.
+    from skdpsparse.linear_model import DPOutputPerturbationRegressor
+    from skdpsparse.linear_model import _output_perturbation as op
+    from skdpsparse.mechanisms import quantile
+
+    spent = []
+    real_q, real_b = quantile.private_quantiles, op.private_bound
+
+    def q(X, levels, *, epsilon_each, rng, **kw):
+        spent.append(epsilon_each * np.asarray(levels).size * X.shape[1])
+        return real_q(X, levels, epsilon_each=epsilon_each, rng=rng, **kw)
+
+    def b(values, epsilon, rng):
+        spent.append(epsilon)
+        return real_b(values, epsilon, rng)
+
+    monkeypatch.setattr(quantile, "private_quantiles", q)
+    monkeypatch.setattr(op, "private_bound", b)
+    X, y = _regression_data()
+    est = DPOutputPerturbationRegressor(epsilon=2.0, delta=1e-6, label_bound="private",
+                                        norm_bound=norm_bound, bound_fraction=0.1,
+                                        random_state=0).fit(X, y)
+    assert len(spent) == (3 if norm_bound == "private" else 2)
+    assert sum(spent) <= 0.1 * 2.0 * (1 + 1e-12)
+    eps_spent = est.privacy_spent_.epsilon
+    assert eps_spent <= 2.0 * (1 + 1e-12)
+    assert est.label_center_ != 0.0  # centred (the data sit near 3)
+
+
+@pytest.mark.parametrize("label_bound", ["private", (0.0, 6.0)])
+def test_label_interval_fit_reads_targets_only_through_m_and_b(monkeypatch, label_bound):
+    # With the label draws fixed (as a released (m, B) is, given the draws), datasets
+    # differing in one target, made extreme (±1.7e308, finite), give the same public
+    # attributes, the same warnings and no exception, and the noise-free minimizer
+    # moves by at most the sensitivity the noise is calibrated to (the release is
+    # replaced by the identity to read it). Broken variant: a centre read from the
+    # data (the mean of y) moves it far more on the same pair.
+    from skdpsparse.linear_model import DPOutputPerturbationRegressor
+    from skdpsparse.linear_model import _output_perturbation as op
+    from skdpsparse.mechanisms import output_perturbation as mech
+
+    seen = []
+
+    def identity_release(theta, plan, rng):
+        seen.append((np.array(theta, dtype=np.float64), mech.noise_sensitivity(plan)))
+        return np.array(theta, copy=True), np.array(theta, copy=True)
+
+    monkeypatch.setattr(mech, "release", identity_release)
+    X, y = _regression_data()
+
+    def fit_all(interval):
+        monkeypatch.setattr(op, "label_interval", interval)
+        seen.clear()
+        fits = []
+        for extreme in (None, 1.7e308, -1.7e308):
+            yy = y.copy()
+            if extreme is not None:
+                yy[11] = extreme
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                est = DPOutputPerturbationRegressor(
+                    epsilon=4.0, delta=1e-6, label_bound=label_bound, alpha=0.5,
+                    random_state=0).fit(X, yy)
+            fits.append((est, sorted(str(w.message) for w in caught)))
+        return fits, list(seen)
+
+    real = op.label_interval
+    declared = (lambda y, lb, eps, rng: (3.0, 2.0)) if label_bound == "private" else real
+    fits, thetas = fit_all(declared)
+    base, base_warn = fits[0]
+    public = ("label_bound_", "label_center_", "norm_bound_", "intercept_scaling_",
+              "alpha_", "noise_scale_")
+    for est, warn in fits[1:]:
+        assert warn == base_warn
+        for name in public:
+            assert getattr(est, name) == getattr(base, name), name
+        assert repr(est.privacy_spent_) == repr(base.privacy_spent_)
+        assert np.all(np.isfinite(est.coef_)) and np.isfinite(est.intercept_)
+    assert len(thetas) == 3
+    (t0, sens), *others = thetas
+    for t, s in others:
+        assert s == sens
+        assert np.linalg.norm(t - t0) <= sens
+    # Power: the centre read from the data (the mean of the targets) and B kept.
+    leaky, thetas = fit_all(lambda y, lb, eps, rng: (float(np.mean(np.clip(y, -1e6, 1e6))),
+                                                      2.0))
+    assert len(thetas) == 3
+    (t0, sens), *others = thetas
+    assert max(np.linalg.norm(t - t0) for t, _ in others) > 10 * sens
+
+
+@pytest.mark.parametrize("change", [
+    dict(penalty="l1"), dict(penalty="elasticnet"), dict(penalty=None, alpha=0.0),
+    dict(radius=5.0), dict(box=(-3.0, 3.0)), dict(n_outputs=3),
+    dict(accounting="last_iterate"), dict(noise_multiplier=0.0)])
+def test_scaled_release_is_unreachable_outside_its_proof(change):
+    # The scaled kernel has no prox but the ℓ2² decay and no projection: every other
+    # penalty, a constraint, multiclass, the unproven accounting or no noise must keep
+    # the eager release under "auto" and be refused for an explicit s_min < 1.
+    from skdpsparse.mechanisms.cyclic_sgd import plan_cyclic_sgd, uses_lazy_noise
+
+    kw = dict(loss="logistic", norm_bound=1.0, fit_intercept=True, batch_size=4,
+              epochs=3, delta=1e-6, noise_multiplier=2.0, penalty="l2", alpha=0.01)
+    kw.update(change)
+    try:
+        auto = plan_cyclic_sgd(40, 12, scale_floor="auto", **kw)
+    except ValueError:
+        auto = None  # the combination itself is refused (e.g. last_iterate + prox)
+    if auto is not None:
+        assert auto.scale_floor == 1.0
+        assert not uses_lazy_noise(auto, False)
+    with pytest.raises(ValueError):
+        plan_cyclic_sgd(40, 12, scale_floor=0.95, **kw)
+    # Control: the unchanged l2 plan does take the scaled release.
+    base = dict(kw, **{k: v for k, v in (("penalty", "l2"), ("alpha", 0.01), ("radius", None),
+                                         ("box", None), ("n_outputs", 1),
+                                         ("accounting", "composition"),
+                                         ("noise_multiplier", 2.0))})
+    assert plan_cyclic_sgd(40, 12, scale_floor=0.95, **base).scale_floor == 0.95
