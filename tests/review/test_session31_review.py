@@ -515,3 +515,42 @@ def test_scaled_release_is_unreachable_outside_its_proof(change):
                                          ("accounting", "composition"),
                                          ("noise_multiplier", 2.0))})
     assert plan_cyclic_sgd(40, 12, scale_floor=0.95, **base).scale_floor == 0.95
+
+
+# ----------------------------------------------------------------------------------
+# 4b. Noise smoothing's dense kernel without the clamp in its common test.
+
+
+def test_noise_smoothing_dense_mean_moves_by_at_most_2_sup_per_replaced_row():
+    # The sensitivity the noise uses: each entry's term lies in [−sup, sup], so one
+    # replaced row moves each column's mean by at most 2·sup·τ/n. Planted rows sit on
+    # the common test's edge (|a|·(1 + 8.5√c) around √2, both sides), at −0, at
+    # subnormals and at ±1e308 (|x/τ| far above the removed 1e300 clamp); the dense
+    # kernel is also checked against the entry-by-entry CSR kernel (ulps apart).
+    from skdpsparse._kernels import heavy_tailed as ht
+
+    rng = np.random.default_rng(41)
+    n, d = 64, 6
+    for tau, c in ((1.0, 0.0), (0.37, 0.25), (3.0, 1.0), (1e-300, 0.5)):
+        edge = math.sqrt(2.0) / (1.0 + ht._INNER_SDS * math.sqrt(c)) * tau
+        specials = np.array([-0.0, 5e-324, -5e-324, 1e-310, 1e308, -1e308,
+                             np.nextafter(edge, 0), edge, np.nextafter(edge, 10),
+                             -np.nextafter(edge, 0), -edge, math.sqrt(2) * tau, 1.0])
+        X = rng.standard_t(3, size=(n, d)) * tau
+        X[: specials.size, 0] = specials
+        X[: specials.size, 1] = -specials
+        sup = ht.smoothed_phi_sup(c)
+        base = ht.noise_smoothing_mean_dense(X, tau, c)
+        A = sp.csr_matrix(X)  # (drops the ±0 entries: their term is 0 either way)
+        csr = ht.noise_smoothing_mean_csr(A.indptr, A.indices, A.data, n, d, tau, c)
+        np.testing.assert_allclose(base, csr, rtol=1e-12, atol=1e-15 * sup * tau)
+        bound = 2.0 * sup * tau / n * (1 + 1e-9) + 1e-15 * sup * tau
+        worst = 0.0
+        for i in range(n):
+            for v in specials:
+                Y = X.copy()
+                Y[i, :] = v
+                moved = np.abs(ht.noise_smoothing_mean_dense(Y, tau, c) - base)
+                assert np.all(moved <= bound), (tau, c, i, v, moved.max() / bound)
+                worst = max(worst, moved.max() / bound)
+        assert worst > 0.9  # the bound is reached (±1e308 swapped for the other sign)
