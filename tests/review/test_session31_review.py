@@ -554,3 +554,28 @@ def test_noise_smoothing_dense_mean_moves_by_at_most_2_sup_per_replaced_row():
                 assert np.all(moved <= bound), (tau, c, i, v, moved.max() / bound)
                 worst = max(worst, moved.max() / bound)
         assert worst > 0.9  # the bound is reached (±1e308 swapped for the other sign)
+
+
+def test_row_factors_reproduce_the_bounded_copy_entry_for_entry():
+    # The stats pass computes each row's factor its own way (dense: four rows' norms at
+    # once); the claim "the copy's rows, bit for bit" needs fl(cᵢ·xᵢⱼ) to equal the
+    # copy's entry for every i, j. Rows of many lengths and magnitudes (norms summed in
+    # different orders differ in the last bits first), ℓ1 and ℓ2 balls binding.
+    from skdpsparse._solvers.erm import InMemoryRows
+    from skdpsparse.mechanisms.output_perturbation import bound_rows, row_bounds
+
+    rng = np.random.default_rng(43)
+    n, d = 203, 37  # not multiples of 4 (the four-row blocks and their tail)
+    X = rng.standard_normal((n, d)) * np.exp(rng.uniform(-30, 30, (n, 1)))
+    X[rng.random((n, d)) < 0.4] = 0.0
+    X[:20] = _special_rows(d, rng)[0][:20]
+    y = np.ones(n)
+    for sparsity in (d, 3):
+        for data in (X, sp.csr_matrix(X)):
+            scales = InMemoryRows(data, y, row_bounds=row_bounds(0.75, sparsity)).row_scales
+            copy = bound_rows(data, 0.75, sparsity)
+            copy = copy.toarray() if sp.issparse(copy) else np.asarray(copy)
+            dense = data.toarray() if sp.issparse(data) else data
+            got = scales[:, None] * dense
+            # Bitwise, signs of zeros included (−0·c is −0 in both).
+            np.testing.assert_array_equal(got.view(np.int64), copy.view(np.int64))
