@@ -172,6 +172,39 @@ def print_table(task, table, notes, epsilons, out=print):
         out(f"- {key}: {note}")
 
 
+def pool_reports(paths, out=print):
+    """Merge the ``--json`` reports of separate runs (different seeds, or rows):
+    every cell's scores concatenated, then printed as the tables are. A row present
+    in some runs only keeps the seeds those runs had (the tables show mean ± sd over
+    what is there; the JSON keeps every score)."""
+    merged = {}
+    for path in paths:
+        with open(path) as f:
+            report = json.load(f)
+        for task, rows in report.items():
+            if task == "means":
+                continue
+            for row, cells in rows.items():
+                for eps, values in cells.items():
+                    merged.setdefault(task, {}).setdefault(row, {}).setdefault(
+                        eps, []).extend(values)
+    for task, rows in merged.items():
+        epsilons = sorted({float(e) for cells in rows.values() for e in cells
+                           if e != "None"})
+        out(f"\n### {task} (pooled from {len(paths)} runs)")
+        out("")
+        out("| row | " + " | ".join(f"ε = {e:g}" for e in epsilons) + " |")
+        out("|---|" + "---|" * len(epsilons))
+        for row, cells in rows.items():
+            if "None" in cells:
+                line = [_cell(cells["None"])] * len(epsilons)
+            else:
+                line = [_cell(cells.get(str(e), [])) for e in epsilons]
+            seeds = max(len(v) for v in cells.values())
+            out(f"| {row} [n={seeds}] | " + " | ".join(line) + " |")
+    return merged
+
+
 def _mean_tasks(args):
     try:
         from real_data.means import run_mean_tasks
@@ -207,7 +240,16 @@ def main(argv=None):
     parser.add_argument("--no-means", action="store_true")
     parser.add_argument("--venv-dir", default=None)
     parser.add_argument("--json", default=None, help="also write the numbers here")
+    parser.add_argument("--pool", nargs="+", default=None, metavar="JSON",
+                        help="print the tables of these --json reports merged (seeds "
+                             "run as separate processes), and run nothing")
     args = parser.parse_args(argv)
+    if args.pool:
+        merged = pool_reports(args.pool)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(merged, f, indent=1)
+        return
     n_seeds = args.seeds or (2 if args.quick else 5)
     seeds = list(range(args.first_seed, args.first_seed + n_seeds))
     epsilons = tuple(args.epsilons or ((1.0, 4.0) if args.quick else EPSILONS))
