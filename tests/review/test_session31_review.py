@@ -480,8 +480,11 @@ def test_label_interval_fit_reads_targets_only_through_m_and_b(monkeypatch, labe
         assert s == sens
         assert np.linalg.norm(t - t0) <= sens
     # Power: the centre read from the data (the mean of the targets) and B kept.
-    leaky, thetas = fit_all(lambda y, lb, eps, rng: (float(np.mean(np.clip(y, -1e6, 1e6))),
-                                                      2.0))
+
+    def centre_from_data(y, lb, eps, rng):
+        return float(np.mean(np.clip(y, -1e6, 1e6))), 2.0
+
+    leaky, thetas = fit_all(centre_from_data)
     assert len(thetas) == 3
     (t0, sens), *others = thetas
     assert max(np.linalg.norm(t - t0) for t, _ in others) > 10 * sens
