@@ -33,10 +33,18 @@ from ._common import (
     l2_norm_range_nb,
     overflow_bounding_scale_nb,
 )
-from .linear_losses import HUBER, LOGISTIC, SMOOTHED_HINGE, SQUARED, check_loss, loss_value
+from .linear_losses import (
+    HUBER,
+    LOGISTIC,
+    SMOOTHED_HINGE,
+    SQUARED,
+    check_loss,
+    loss_derivative,
+    loss_value,
+)
 
 __all__ = ["column_counts", "csc_net_loss_sums", "csr_bounding_stats", "dense_bounding_stats",
-           "loss_curvatures", "max_abs_entry"]
+           "loss_curvatures", "max_abs_entry", "corner_extremes", "scaled_gradient"]
 
 
 @njit(cache=True)
@@ -64,6 +72,54 @@ def loss_curvatures(margins, y, code, param):
         else:
             raise ValueError("loss_curvatures: no second derivative for this loss")
     return out
+
+
+@njit(cache=True)
+def corner_extremes(code, param, margin, label_bound):
+    """(max |ℓ(z, y)|, max |ℓ'(z, y)|) over the corners z ∈ {−margin, margin},
+    y ∈ {−B, B}, in the order (−m, −B), (−m, B), (m, −B), (m, B), each maximum
+    taken as Python's ``max`` takes it (the first value, replaced by any later one
+    greater than it), so the floats are those of the solver's Python loop over the
+    corners, NaN included, in one call instead of eight."""
+    loss_max = 0.0
+    der_max = 0.0
+    first = True
+    for z in (-margin, margin):
+        for y in (-label_bound, label_bound):
+            v = abs(np.float64(loss_value(code, z, y, param)))
+            g = abs(np.float64(loss_derivative(code, z, y, param)))
+            if first:
+                loss_max, der_max, first = v, g, False
+            else:
+                if v > loss_max:
+                    loss_max = v
+                if g > der_max:
+                    der_max = g
+    return loss_max, der_max
+
+
+@njit(cache=True)
+def scaled_gradient(g_w, g_b, bits, n, c, alpha, theta):
+    """The gradient of the fixed-point sums: g̃ⱼ = fl(fl(ldexp(g_wⱼ, −F)/n) + fl(λθⱼ))
+    and, when c > 0, g̃_b = fl(fl(c·fl(ldexp(g_b, −F)/n)) + fl(λθ_b)): entry by entry
+    the float operations of the NumPy expression it replaces (int64 to float64
+    correctly rounded, ldexp, a division, a product and a sum, each correctly
+    rounded, no fused multiply-add), without its five temporaries."""
+    d = g_w.shape[0]
+    p = theta.shape[0]
+    grad = np.empty(p)
+    step = math.ldexp(1.0, -bits)
+    if 0.0 < step < math.inf:
+        # x·2^-F with 2^-F a float is the correctly rounded x·2^-F, as ldexp's result
+        # (subnormal results included): one product instead of a call per entry.
+        for j in range(d):
+            grad[j] = (np.float64(g_w[j]) * step) / n + alpha * theta[j]
+    else:
+        for j in range(d):
+            grad[j] = math.ldexp(np.float64(g_w[j]), -bits) / n + alpha * theta[j]
+    if c > 0:
+        grad[d] = c * (math.ldexp(np.float64(g_b), -bits) / n) + alpha * theta[d]
+    return grad
 
 
 @njit(cache=True)

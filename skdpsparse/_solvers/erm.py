@@ -70,10 +70,12 @@ except ImportError:  # pragma: no cover
 
 from .._kernels.erm_passes import (
     column_counts,
+    corner_extremes,
     csr_bounding_stats,
     dense_bounding_stats,
     loss_curvatures,
     max_abs_entry,
+    scaled_gradient,
 )
 from .._kernels.linear_losses import (
     HUBER,
@@ -89,8 +91,6 @@ from .._kernels.linear_losses import (
     dense_fixed_loss_gradient,
     dense_loss_gradient,
     dense_margins,
-    loss_derivative,
-    loss_value,
 )
 
 __all__ = [
@@ -402,11 +402,6 @@ class FixedPointObjective:
         self._limit = 2.0 ** 62 / self.n
         self.n_evaluations = 0
 
-    # -- bounds on the terms, from θ and public numbers
-    def _corners(self, margin):
-        b = self.label_bound
-        return [(z, y) for z in (-margin, margin) for y in (-b, b)]
-
     def _split(self, theta):
         w = np.ascontiguousarray(theta[:self.d], dtype=np.float64)
         b = self.c * float(theta[self.d]) if self.c > 0 else 0.0
@@ -418,11 +413,8 @@ class FixedPointObjective:
         self.n_evaluations += 1
         theta = np.asarray(theta, dtype=np.float64)
         rho = float(np.linalg.norm(theta)) * self.feature_l2 * (1.0 + 1e-9)
-        corners = self._corners(rho)
-        loss_max = max(abs(float(loss_value(self.code, z, y, self.param)))
-                       for z, y in corners)
-        der_max = max(abs(float(loss_derivative(self.code, z, y, self.param)))
-                      for z, y in corners)
+        # |ℓ| and |ℓ'| at the corners z = ±ρ, y = ±B (class doc), in one compiled call.
+        loss_max, der_max = corner_extremes(self.code, self.param, rho, self.label_bound)
         f_loss = _grid_bits(self.n, loss_max)
         f_grad = _grid_bits(self.n, der_max * max(1.0, self.row_bound))
         w, b = self._split(theta)
@@ -440,11 +432,9 @@ class FixedPointObjective:
         if f_loss is None or f_grad is None or not ok:
             nan = np.full(self.p, np.nan)
             return math.inf, nan, (math.inf, math.inf)
-        grad = np.empty(self.p)
-        grad[:self.d] = np.ldexp(g_w.astype(np.float64), -f_grad) / self.n
-        if self.c > 0:
-            grad[self.d] = self.c * (math.ldexp(float(g_b), -f_grad) / self.n)
-        grad += self.alpha * theta
+        # ldexp(g, -F)/n (+ c * that for the intercept) + λθ, entry by entry.
+        grad = scaled_gradient(g_w, np.int64(g_b), f_grad, float(self.n), self.c,
+                               self.alpha, theta)
         value = math.ldexp(float(loss), -f_loss) / self.n \
             + 0.5 * self.alpha * float(theta @ theta)
         half = math.ldexp(1.0, -f_grad - 1)

@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -243,6 +245,7 @@ def test_logistic_fixed_terms_are_those_of_the_generic_loss():
             ref_loss += int(np.rint(v * scale))
             ref_b += int(np.rint(g * scale))
             assert got_z[i] == g and np.signbit(got_z[i]) == np.signbit(g)
+
         def wrap(v):  # int64 sums (these large terms wrap; the kernels' limit forbids it)
             return (v + 2 ** 63) % 2 ** 64 - 2 ** 63
 
@@ -250,3 +253,35 @@ def test_logistic_fixed_terms_are_those_of_the_generic_loss():
     bad = z.copy()
     bad[3] = np.nan
     assert not _losses_fixed(bad, y, LOGISTIC, 1.0, 2.0 ** 40, 2.0 ** 40, 2.0 ** 70)[2]
+
+
+def test_solver_helpers_are_the_numpy_expressions():
+    # corner_extremes and scaled_gradient replace Python/NumPy expressions of
+    # FixedPointObjective.fge: the same floats (NaN and inf margins included).
+    from skdpsparse._kernels.erm_passes import corner_extremes, scaled_gradient
+    from skdpsparse._kernels.linear_losses import loss_derivative, loss_value
+
+    for code, param in [(0, 1.0), (1, 1.0), (3, 0.5), (4, 0.7)]:
+        for margin in (0.0, 1e-3, 2.5, 800.0, 1e300, np.inf, np.nan):
+            for b in (1.0, 3.0):
+                corners = [(z, y) for z in (-margin, margin) for y in (-b, b)]
+                want = (max(abs(float(loss_value(code, z, y, param))) for z, y in corners),
+                        max(abs(float(loss_derivative(code, z, y, param)))
+                            for z, y in corners))
+                got = corner_extremes(code, param, margin, b)
+                np.testing.assert_array_equal(np.array(got), np.array(want))
+    rng = np.random.default_rng(3)
+    for c in (0.0, 0.37):
+        d = 41
+        theta = rng.standard_normal(d + (c > 0)) * 10.0 ** rng.integers(-5, 5, d + (c > 0))
+        g_w = rng.integers(-2 ** 62, 2 ** 62, d)
+        g_b = int(rng.integers(-2 ** 62, 2 ** 62))
+        for bits in (-800, 3, 40, 1070, 1100):  # 1070: subnormal results; 1100: no 2^-F
+            n, alpha = 2001, 1e-3
+            want = np.empty(len(theta))
+            want[:d] = np.ldexp(g_w.astype(np.float64), -bits) / n
+            if c > 0:
+                want[d] = c * (math.ldexp(float(g_b), -bits) / n)
+            want += alpha * theta
+            got = scaled_gradient(g_w, np.int64(g_b), bits, float(n), c, alpha, theta)
+            np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
