@@ -518,9 +518,8 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
     sched = cyclic_schedule(n, b, int(epochs))
     sigma = displacement_noise_std(z, lr, clip, b)
     floor = _resolve_scale_floor(
-        scale_floor, scaled_ok=(a > 0.0 and rho == 0.0 and radius is None and box is None
-                                and int(n_outputs) == 1 and accounting == "composition"
-                                and sigma > 0.0 and budget.epsilon >= 1e-100),
+        scale_floor, scaled_ok=_scaled_release_applies(
+            a, rho, radius, box, int(n_outputs), accounting, sigma, budget.epsilon),
         lr=lr, alpha=float(a), d=d, b=b, n_steps=sched.n_steps, sigma=sigma,
         rounding_sensitivity=lr * clip / b, p=d + 1 if fit_intercept else d)
     report = dict(accounting=accounting, bound=best, order=orders[best], epsilons=epsilons,
@@ -565,6 +564,16 @@ def _scaled_grid(sigma, rounding_sensitivity, p, floor):
     true = math.nextafter(rounding_sensitivity / floor, math.inf)
     return plan_grid_noise("gaussian", sigma, rounding_sensitivity, p,
                            true_sensitivity=max(true, rounding_sensitivity))
+
+
+def _scaled_release_applies(alpha, l1_ratio, radius, box, n_outputs, accounting, sigma,
+                            epsilon):
+    """Whether the scaled release (``scale_floor`` < 1) covers a run with these public
+    settings: the pure ℓ2² prox (α > 0, no ℓ1 part), no constraint, one output, the
+    composition accounting, noise on (``doc/derivations/lazy_noise.rst``)."""
+    return (alpha > 0.0 and l1_ratio == 0.0 and radius is None and box is None
+            and int(n_outputs) == 1 and accounting == "composition" and sigma > 0.0
+            and epsilon >= 1e-100)
 
 
 def _resolve_scale_floor(scale_floor, *, scaled_ok, lr, alpha, d, b, n_steps, sigma,
@@ -620,7 +629,18 @@ def uses_lazy_noise(plan, sparse):
     Rényi divergences are at most the eager run's at every order
     (``doc/derivations/lazy_noise.rst``, which also states what it assumes).
     """
-    if plan.scale_floor < 1.0:  # checked by plan_cyclic_sgd, grid scale included
+    if plan.scale_floor < 1.0:  # grid scale checked by plan_cyclic_sgd
+        # Checked again here: a plan edited after planning (``dataclasses.replace``)
+        # with a radius, a box or an ℓ1 part would reach the scaled kernel, which
+        # applies none of them: the run would not be the mechanism its proof covers.
+        if not _scaled_release_applies(
+                plan.alpha, plan.l1_ratio, plan.radius, plan.box, plan.n_outputs,
+                plan.accounting.get("accounting"), plan.noise_std, plan.budget.epsilon):
+            raise ValueError(
+                "this plan has scale_floor < 1 (the scaled release of the l2 penalty) "
+                "but also what that release does not apply (an l1 part, a radius or box, "
+                "several outputs, another accounting or no noise): plan it again with "
+                "plan_cyclic_sgd")
         return True
     # ε ≥ 1e-100 implies ρ ≥ 2^-900, which the derivation's last step needs.
     return (bool(sparse) and plan.n_outputs == 1 and plan.alpha == 0.0 and plan.radius is None and plan.box is None

@@ -587,3 +587,17 @@ def test_a_scaled_plan_runs_dense_rows_as_csr():
     dense = cyclic_sgd(X.toarray(), y, plan, np.random.default_rng(1))
     sparse = cyclic_sgd(X, y, plan, np.random.default_rng(1))
     assert np.array_equal(dense[0], sparse[0]) and dense[1] == sparse[1]
+
+
+@pytest.mark.parametrize("edit", [dict(radius=1.0), dict(box=(-1.0, 1.0)),
+                                  dict(l1_ratio=0.5), dict(n_outputs=2)])
+def test_a_scaled_plan_edited_after_planning_is_refused(edit):
+    """The scaled kernel applies no constraint and no ℓ1 part: a plan given
+    ``scale_floor`` < 1 by planning, then edited to hold one (``dataclasses.replace``),
+    must not reach it (the run would not be the mechanism its proof covers)."""
+    import dataclasses
+
+    plan = _scaled_plan()
+    assert mechanism.uses_lazy_noise(plan, True)
+    with pytest.raises(ValueError, match="scale_floor < 1"):
+        mechanism.uses_lazy_noise(dataclasses.replace(plan, **edit), True)
