@@ -699,12 +699,32 @@ def _csr_margins_and_max(indptr, indices, data, scales, w, b, z, amax):
         amax[i] = m
 
 
+@njit(cache=True, inline="always")
+def _margins_are_b(w, b, entry_max):
+    """Whether every margin is exactly b without reading the rows: w = 0 (the first
+    iterate of a fit), every scaled entry finite (``entry_max`` a finite bound), so
+    each product (cᵢxᵢⱼ)·wⱼ is ±0, and b not −0 (b + ±0 = b for b ≠ 0, +0 + ±0 = +0;
+    only −0 + +0 would differ)."""
+    if not (0.0 <= entry_max < math.inf):
+        return False
+    if b == 0.0 and math.copysign(1.0, b) < 0.0:
+        return False
+    for j in range(w.shape[0]):
+        if w[j] != 0.0:
+            return False
+    return True
+
+
 @njit(cache=True)
 def _csr_margins_bounded(indptr, indices, data, scales, w, b, z, amax, entry_max):
     """z as :func:`_csr_margins_and_max`; amax[i] = ``entry_max`` when it is a valid
     bound (≥ 0: the caller read it off these entries), else each row's own maximum."""
     if not entry_max >= 0.0:
         _csr_margins_and_max(indptr, indices, data, scales, w, b, z, amax)
+        return
+    if _margins_are_b(w, b, entry_max):
+        z[:] = b
+        amax[:] = entry_max
         return
     for i in range(indptr.shape[0] - 1):
         c = _row_factor(scales, i)
@@ -876,6 +896,10 @@ def _dense_margins_bounded(X, scales, w, b, z, amax, entry_max):
     """:func:`_csr_margins_bounded` for a dense array."""
     if not entry_max >= 0.0:
         _dense_margins_and_max(X, scales, w, b, z, amax)
+        return
+    if _margins_are_b(w, b, entry_max):
+        z[:] = b
+        amax[:] = entry_max
         return
     # Four rows per loop: four independent left-to-right sums (each row's sum is the
     # same floats as alone), so the additions' latency overlaps.

@@ -285,3 +285,41 @@ def test_solver_helpers_are_the_numpy_expressions():
             want += alpha * theta
             got = scaled_gradient(g_w, np.int64(g_b), bits, float(n), c, alpha, theta)
             np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+
+
+@pytest.mark.parametrize("code, param", [(0, 1.0), (1, 1.0), (3, 0.5), (4, 0.7)])
+def test_zero_iterate_shortcut_gives_the_rows_sums(code, param):
+    # At w = 0 with a finite entry_max the kernels set every margin to b without
+    # reading the rows; the sums must be those of the pass that reads them (entry_max
+    # -1), for b = 0.3, +0 and -0 (-0 takes the pass), w = +0 or -0, and on rows with
+    # an infinite entry (entry_max inf: no shortcut either).
+    X = _awkward_rows(2)
+    X[7] = 0.0
+    n, d = X.shape
+    y = np.where(np.random.default_rng(4).random(n) < 0.5, -1.0, 1.0)
+    S = sp.csr_matrix(X)
+    top = max_abs_entry(X)
+    for w in (np.zeros(d), -np.zeros(d)):
+        for b in (0.3, 0.0, -0.0):
+            for scale in (2.0 ** 40, 2.0 ** 52):
+                limit = 2.0 ** 62 / n
+                ref = dense_fixed_loss_gradient(X, y, w, b, code, param, scale, scale,
+                                                limit, -1.0)
+                for out in (dense_fixed_loss_gradient(X, y, w, b, code, param, scale,
+                                                      scale, limit, top),
+                            csr_fixed_loss_gradient(S.indptr, S.indices, S.data, y, w, b,
+                                                    code, param, scale, scale, limit, top)):
+                    assert out[3] == ref[3]
+                    if ref[3]:  # a refused grid's partial sums mean nothing
+                        assert out[0] == ref[0] and out[2] == ref[2]
+                        np.testing.assert_array_equal(out[1], ref[1])
+                assert ref[3] or scale > 2.0 ** 40
+                v = np.linspace(-1, 1, d)
+                href = dense_fixed_hessian_product(X, y, w, b, v, 0.1, code, param, scale,
+                                                   limit, -1.0)
+                h = csr_fixed_hessian_product(S.indptr, S.indices, S.data, y, w, b, v, 0.1,
+                                              code, param, scale, limit, top)
+                assert h[2] == href[2]
+                if href[2]:
+                    assert h[1] == href[1]
+                    np.testing.assert_array_equal(h[0], href[0])
