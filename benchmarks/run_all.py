@@ -37,6 +37,10 @@ Cases (issue targets in brackets):
   outpert_fit          DPOutputPerturbationClassifier.fit vs LogisticRegression(lbfgs) at
                        the same objective and gradient tolerance, CSR [≤ 1.0]
   outpert_fit_dense    the same on a dense array, d = 256 [≤ 1.0]
+  bias_reduced_step    DPBiasReducedSGDClassifier, 4 steps at d = 10⁶ (n = 2·10⁴, 16 nonzeros,
+                       fit overheads included) vs 4 floors: one noise draw at the
+                       oracle's noise-to-sensitivity ratio plus one ℓ1 projection [≤ 3.0;
+                       Algorithm 5 makes four such means per step, so ≥ 4 serially]
   samplers_gauss       exact discrete Gaussian draws vs numpy standard_normal [≤ 3.0]
   samplers_laplace     exact discrete Laplace draws vs numpy laplace [reported]
 """
@@ -339,6 +343,39 @@ def output_perturbation_cases(quick):
                  "LogisticRegression(lbfgs)", 1.0, uses_blas=True)]
 
 
+def bias_reduced_cases(quick):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_bias_reduced_sgd import S, generated
+
+    from skdpsparse import _kernels
+    from skdpsparse.linear_model._bias_reduced_sgd import DPBiasReducedSGDClassifier
+    from skdpsparse.mechanisms.noise import add_noise_inplace
+    from skdpsparse.mechanisms.projection import plan_projection
+
+    n, d, steps = 20_000, 10**6, 4
+    X, y, _, _, s = generated(n, d)
+    est = DPBiasReducedSGDClassifier(sparsity=s, max_iter=steps, classes=[0, 1])
+    # The floor of bench_bias_reduced_sgd.floor_time, `steps` times.
+    plan = plan_projection(2, d + 1, epsilon=0.25, delta=1e-6 / 4,
+                           norm_bound=math.sqrt(2), sparsity=S + 1)
+    z = np.zeros(d + 1)
+    gen = np.random.default_rng()
+
+    def floors():
+        for _ in range(steps):
+            z[:] = 0.0
+            add_noise_inplace(z, gen, plan.kind, plan.noise_scale,
+                              sensitivity=plan.sensitivity,
+                              true_sensitivity=plan.true_sensitivity)
+            _kernels.project_l1_ball(z, math.sqrt(2) * math.sqrt(S + 1), out=z)
+
+    def fit():
+        est.fit(X, y)
+        assert est.n_iter_ == steps, est.n_iter_
+
+    return [Case("bias_reduced_step", fit, floors, "noise draw + l1 projection", 3.0)]
+
+
 def sampler_cases(quick):
     from skdpsparse._kernels import exact_sampling as es
     from skdpsparse._kernels.chacha import key_words
@@ -357,7 +394,7 @@ def sampler_cases(quick):
 
 GROUPS = {"sparse_mean": sparse_mean_cases, "heavy_tailed": heavy_tailed_cases,
           "cyclic": cyclic_cases, "output_perturbation": output_perturbation_cases,
-          "samplers": sampler_cases}
+          "bias_reduced": bias_reduced_cases, "samplers": sampler_cases}
 
 
 def _commit():
