@@ -40,7 +40,7 @@ import scipy.sparse as sp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from real_data.datasets import TASKS, load_task, split  # noqa: E402
-from real_data.linear import linear_rows, score  # noqa: E402
+from real_data.linear import linear_rows  # noqa: E402
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
 DELTA = 1e-6

@@ -292,7 +292,7 @@ def _tuning_grids(task):
                   epsilon=e, classes=cls, sparsity=s, random_state=r), m)
               for m in multiples]
         cyc = [lambda e, r, E=E, b=b: DPCyclicSGD(epsilon=e, classes=cls, epochs=E,
-                                                   batch_size=b, random_state=r)
+                                                  batch_size=b, random_state=r)
                for E, b in schedules]
     else:
         B = pub.get("label_bound") or "private"
@@ -301,7 +301,7 @@ def _tuning_grids(task):
                   epsilon=e, sparsity=s, label_bound=B_op, random_state=r), m)
               for m in multiples]
         cyc = [lambda e, r, E=E, b=b: DPCyclicSGD("squared", epsilon=e, epochs=E,
-                                                   batch_size=b, random_state=r)
+                                                  batch_size=b, random_state=r)
                for E, b in schedules]
     batches = (256, 512, 1024, 2048)
     if task.kind == "classification":

@@ -296,7 +296,6 @@ def test_private_bound_finds_the_first_grid_point_above_an_atom():
     assert max(draws) <= first * 2 ** (2 / 8) + 1e-12
 
 
-
 # ------------------------------------------------------- the centred label interval
 
 
