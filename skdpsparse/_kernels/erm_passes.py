@@ -34,11 +34,16 @@ from ._common import (
     overflow_bounding_scale_nb,
 )
 from .linear_losses import (
+    _MAGIC,
+    _MAGIC_RANGE,
     HUBER,
     LOGISTIC,
     SMOOTHED_HINGE,
     SQUARED,
+    _csr_scatter_checked,
+    _grid_rounded,
     check_loss,
+    fixed_loss_terms,
     loss_derivative,
     loss_value,
 )
@@ -248,6 +253,115 @@ def _csr_bounding_stats_bits(indptr, indices, values, bits, n_cols, l2_bound, l1
             raise ValueError("a CSR column index is out of range")
         counts[j] += 1
     return scales, counts, m
+
+
+@njit(cache=True)
+def csr_bounding_stats_zero_sums(indptr, indices, values, bits, n_cols, l2_bound,
+                                 l1_bound, y, b, code, param, loss_scale, grad_scale,
+                                 limit):
+    """:func:`csr_bounding_stats` and, in the same pass, the fixed-point sums of
+    ``linear_losses.csr_fixed_loss_gradient`` at w = 0 with these factors (the first
+    evaluation of a fit): each row is read once for both, while it is in cache.
+
+    At w = 0 every margin is b exactly when the row's scaled entries are finite and b
+    is not −0 (``linear_losses._margins_are_b``); each row's terms are those of
+    ``_losses_fixed`` (:func:`~.linear_losses.fixed_loss_terms`) and its scatter is
+    bounded by its own largest scaled entry, which gives the integers of any other
+    valid bound (the kernel's own argument). ``values`` float64, ``bits`` their int64
+    view.
+
+    Returns
+    -------
+    scales, counts, entry_max
+        As :func:`csr_bounding_stats`.
+    loss, grad, grad_b, ok
+        As ``csr_fixed_loss_gradient`` (``ok`` False: a term beyond ``limit``).
+    done : bool
+        False when the sums were not computed (b = −0, or a row with a non-finite
+        scaled entry): the caller evaluates with the kernel.
+    """
+    if not (l2_bound >= 0.0 and l1_bound >= 0.0):
+        raise ValueError("l2_bound and l1_bound must be >= 0 (inf for no bound).")
+    check_loss(code, param)
+    n = indptr.shape[0] - 1
+    scales = np.empty(n, dtype=np.float64)
+    counts = np.zeros(n_cols, dtype=np.int64)
+    grad = np.zeros(n_cols, dtype=np.int64)
+    both = l2_bound < math.inf and l1_bound < math.inf
+    cell = np.zeros(1, dtype=np.int64)
+    cell_value = cell.view(np.float64)
+    m = 0.0
+    loss = np.int64(0)
+    grad_b = np.int64(0)
+    ok = True
+    done = not (b == 0.0 and math.copysign(1.0, b) < 0.0)
+    # The column indices are checked (and counted) before any is used as an address.
+    for k in range(np.uint64(indptr[0]), np.uint64(indptr[n])):
+        j = indices[k]
+        if j < 0 or j >= n_cols:
+            raise ValueError("a CSR column index is out of range")
+        counts[j] += 1
+    for i in range(n):
+        start, stop = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
+        top = np.int64(0)
+        if both:
+            sumsq = 0.0
+            l1 = 0.0
+            for k in range(start, stop):
+                a = values[k]
+                sumsq += a * a
+                l1 += abs(a)
+                top = max(top, bits[k] & _ABS_BITS)
+            if _DBL_MIN <= sumsq < math.inf:
+                l2 = math.sqrt(sumsq)
+            else:
+                l2 = l2_norm_range_nb(values, start, stop)
+            if l2 == math.inf or l1 == math.inf:
+                c = overflow_bounding_scale_nb(values, start, stop, l2_bound, l1_bound)
+            else:
+                c = 1.0
+                if l2 > l2_bound:
+                    c = l2_bound / l2
+                if l1 * c > l1_bound:
+                    c = l1_bound / l1
+        else:
+            c = bounding_scale_nb(values, start, stop, l2_bound, l1_bound)
+            for k in range(start, stop):
+                top = max(top, bits[k] & _ABS_BITS)
+        scales[i] = c
+        cell[0] = top
+        a = abs(c * cell_value[0])
+        if a > m or a != a:
+            m = a
+        if not a < math.inf:  # a non-finite scaled entry: the margin is not b
+            done = False
+        if not (done and ok):
+            continue
+        val, der = fixed_loss_terms(code, b, y[i], param)
+        q, ok = _grid_rounded(val, loss_scale, limit)
+        if not ok:
+            continue
+        loss += q
+        q, ok = _grid_rounded(der, grad_scale, limit)
+        if not ok:
+            continue
+        grad_b += q
+        if der == 0.0:
+            continue
+        bound = abs(der * a) * grad_scale
+        if bound < _MAGIC_RANGE and bound <= limit:
+            ds = der * grad_scale
+            if c == 1.0:
+                for k in range(start, stop):
+                    grad[np.uint64(indices[k])] += np.int64((ds * values[k] + _MAGIC) - _MAGIC)
+            else:
+                for k in range(start, stop):
+                    grad[np.uint64(indices[k])] += np.int64(
+                        (ds * (c * values[k]) + _MAGIC) - _MAGIC)
+        elif not _csr_scatter_checked(indptr, indices, values, i, c, der, grad_scale,
+                                      limit, grad):
+            ok = False
+    return scales, counts, m, loss, grad, grad_b, ok, done
 
 
 @njit(cache=True)

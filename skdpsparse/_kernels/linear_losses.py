@@ -753,6 +753,19 @@ def _grid_rounded(v, scale, limit):
     return np.int64(np.rint(u)), True
 
 
+@njit(cache=True, inline="always")
+def fixed_loss_terms(code, z, y, param):
+    """(ℓ, ℓ') at margin z as :func:`_losses_fixed` computes them: the floats of
+    :func:`loss_value_and_derivative` (the logistic one without its branch)."""
+    if code == LOGISTIC:
+        yi = np.float64(y)
+        t = yi * np.float64(z)
+        pos = t > 0.0
+        e = math.exp(-abs(t))
+        return math.log1p(e) + (0.0 if pos else -t), (-yi * (e if pos else 1.0)) / (1.0 + e)
+    return loss_value_and_derivative(code, z, y, param)
+
+
 @njit(cache=True)
 def _losses_fixed(z, y, code, param, loss_scale, grad_scale, limit):
     """Σ round(ℓᵢ·2^Fₗ), Σ round(ℓ'ᵢ·2^F_g) and ok; z[i] is replaced by ℓ'ᵢ."""

@@ -72,6 +72,7 @@ from .._kernels.erm_passes import (
     column_counts,
     corner_extremes,
     csr_bounding_stats,
+    csr_bounding_stats_zero_sums,
     dense_bounding_stats,
     loss_curvatures,
     max_abs_entry,
@@ -298,19 +299,51 @@ class InMemoryRows:
             self.entry_max = max_abs_entry(self.X)
             return
         l2_bound, l1_bound = (float(v) for v in row_bounds)
+        data = self.X.data if sp.issparse(self.X) else None
+        if data is not None and data.dtype == np.float64 and data.flags.c_contiguous:
+            # Deferred: the first evaluation at w = 0 takes the statistics in its own
+            # pass over the rows (csr_bounding_stats_zero_sums), else the first read
+            # of them does (_stats).
+            self._pending = (l2_bound, l1_bound)
+            return
         if sp.issparse(self.X):
             stats = csr_bounding_stats(self.X.indptr, self.X.indices, self.X.data,
                                        self.n_features, l2_bound, l1_bound)
         else:
             stats = dense_bounding_stats(self.X, l2_bound, l1_bound)
-        self.row_scales, self.counts, entry_max = stats
+        self._set_stats(stats)
+
+    _pending = None
+
+    def _set_stats(self, stats):
+        self._pending = None
+        self.row_scales, self.counts, entry_max = stats[:3]
         self.entry_max = float(entry_max)
+
+    def __getattr__(self, name):
+        # row_scales, counts and entry_max of deferred statistics, on first read.
+        if name in ("row_scales", "counts", "entry_max") and self._pending is not None:
+            X, (l2_bound, l1_bound) = self.X, self._pending
+            self._set_stats(csr_bounding_stats(X.indptr, X.indices, X.data,
+                                               self.n_features, l2_bound, l1_bound))
+            return getattr(self, name)
+        raise AttributeError(name)
 
     @property
     def y(self):
         return np.ascontiguousarray(self.targets[self.problem])
 
     def loss_gradient(self, w, b, code, param, loss_scale, grad_scale, limit):
+        if self._pending is not None and not np.any(w):
+            X, (l2_bound, l1_bound) = self.X, self._pending
+            out = csr_bounding_stats_zero_sums(
+                X.indptr, X.indices, X.data, X.data.view(np.int64), self.n_features,
+                l2_bound, l1_bound, self.y, float(b), code, param, loss_scale,
+                grad_scale, limit)
+            self._set_stats(out)
+            loss, grad, grad_b, ok, done = out[3:]
+            if done:
+                return int(loss), grad, int(grad_b), bool(ok)
         return partial_loss_gradient(self.X, self.y, w, b, code, param, loss_scale,
                                      grad_scale, limit, self.entry_max, self.row_scales)
 
@@ -395,12 +428,19 @@ class FixedPointObjective:
         self.row_bound = float(row_bound) * (1.0 + 1e-9)
         self.label_bound = float(label_bound) * (1.0 + 1e-9)
         self.feature_l2 = math.hypot(self.row_bound, self.c)
-        counts = np.asarray(rows.counts, dtype=np.float64)
-        cn = self.c * self.n
-        self._count_l2 = math.sqrt(float(counts @ counts) + cn * cn) / self.n
-        self._count_l1 = (float(counts.sum()) + cn) / self.n
+        self._count_norms = None  # from rows.counts, after the first evaluation
         self._limit = 2.0 ** 62 / self.n
         self.n_evaluations = 0
+
+    def _column_count_norms(self):
+        """√(Σkⱼ² + (cn)²)/n and (Σkⱼ + cn)/n, read once (after the first evaluation,
+        which may be the pass that counts the kⱼ: :class:`InMemoryRows`)."""
+        if self._count_norms is None:
+            counts = np.asarray(self.rows.counts, dtype=np.float64)
+            cn = self.c * self.n
+            self._count_norms = (math.sqrt(float(counts @ counts) + cn * cn) / self.n,
+                                 (float(counts.sum()) + cn) / self.n)
+        return self._count_norms
 
     def _split(self, theta):
         w = np.ascontiguousarray(theta[:self.d], dtype=np.float64)
@@ -439,9 +479,10 @@ class FixedPointObjective:
             + 0.5 * self.alpha * float(theta @ theta)
         half = math.ldexp(1.0, -f_grad - 1)
         reg = self.alpha * theta
-        e2 = half * self._count_l2 + _FLOAT_SLACK * (
+        count_l2, count_l1 = self._column_count_norms()
+        e2 = half * count_l2 + _FLOAT_SLACK * (
             float(np.linalg.norm(grad)) + float(np.linalg.norm(reg)))
-        e1 = half * self._count_l1 + _FLOAT_SLACK * (
+        e1 = half * count_l1 + _FLOAT_SLACK * (
             float(np.abs(grad).sum()) + float(np.abs(reg).sum()))
         return value, grad, (e2, e1)
 

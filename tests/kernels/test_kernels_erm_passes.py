@@ -323,3 +323,47 @@ def test_zero_iterate_shortcut_gives_the_rows_sums(code, param):
                 if href[2]:
                     assert h[1] == href[1]
                     np.testing.assert_array_equal(h[0], href[0])
+
+
+@pytest.mark.parametrize("code, param", [(0, 1.0), (1, 1.0), (3, 0.5), (4, 0.7)])
+def test_stats_with_the_zero_sums_are_the_two_passes(code, param):
+    # csr_bounding_stats_zero_sums = csr_bounding_stats, then csr_fixed_loss_gradient
+    # at w = 0 with those factors: the same statistics and integers (or `done` False
+    # for b = -0 and rows with an infinite entry; ok False where the kernel refuses).
+    from skdpsparse._kernels.erm_passes import csr_bounding_stats_zero_sums
+
+    X = _awkward_rows(3)
+    X[7] = 0.0
+    n, d = X.shape
+    y = np.where(np.random.default_rng(6).random(n) < 0.5, -1.0, 1.0) * (
+        1.5 if code in (0, 4) else 1.0)
+    S = sp.csr_matrix(X)
+    w = np.zeros(d)
+    for l2, l1 in ((1.0, 2.5), (np.inf, np.inf), (np.inf, 2.0)):
+        for data in (S.data, np.where(np.arange(S.nnz) == 40, np.inf, S.data)):
+            for b in (0.3, 0.0, -0.0, -40.0):
+                for scale, limit in ((2.0 ** 40, 2.0 ** 62 / n), (2.0 ** 60, 2.0 ** 56)):
+                    got = csr_bounding_stats_zero_sums(
+                        S.indptr, S.indices, data, data.view(np.int64), d, l2, l1, y, b,
+                        code, param, scale, scale, limit)
+                    stats = csr_bounding_stats(S.indptr, S.indices, data, d, l2, l1)
+                    for a, r in zip(got[:2], stats[:2]):
+                        np.testing.assert_array_equal(a, r)
+                    assert got[2] == stats[2] or np.isnan(got[2]) and np.isnan(stats[2])
+                    done = np.isfinite(stats[2]) and not (b == 0 and np.signbit(b))
+                    assert got[7] == done
+                    if not done:
+                        continue
+                    ref = csr_fixed_loss_gradient(S.indptr, S.indices, data, y, w, b, code,
+                                                  param, scale, scale, limit, stats[2],
+                                                  stats[0])
+                    assert got[6] == ref[3]
+                    if ref[3]:
+                        assert got[3] == ref[0] and got[5] == ref[2]
+                        np.testing.assert_array_equal(got[4], ref[1])
+    bad = sp.csr_matrix((np.ones(2), np.array([0, 5], dtype=np.int32), np.array([0, 1, 2])),
+                        shape=(2, 5))
+    with pytest.raises(ValueError, match="out of range"):
+        csr_bounding_stats_zero_sums(bad.indptr, bad.indices, bad.data,
+                                     bad.data.view(np.int64), 4, 1.0, 1.0, np.ones(2),
+                                     0.0, code, param, 2.0 ** 40, 2.0 ** 40, 2.0 ** 50)
