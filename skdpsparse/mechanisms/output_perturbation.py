@@ -198,6 +198,11 @@ def _zero_loss(loss, loss_param, label_bound):
     return max(float(_kernels.loss_value(code, 0.0, y, float(loss_param))) for y in labels)
 
 
+#: The relative excess of a row's norm over its bound R that the constants allow for
+#: (:func:`loss_constants`): rows are bounded in floating point.
+ROW_NORM_SLACK = 1.0 + 2.0 ** -22
+
+
 def loss_constants(loss, *, loss_param, norm_bound, sparsity, intercept_scaling,
                    label_bound, alpha, radius):
     """The constants of the module doc's table for one loss.
@@ -208,8 +213,10 @@ def loss_constants(loss, *, loss_param, norm_bound, sparsity, intercept_scaling,
     contribution-bounded rows (ℓ₀ evaluated by the loss itself at the margin 0, then
     the stationarity refinement to its fixed point), and Λ ≥ |ℓ'| at every margin
     such a minimizer produces (:ref:`derivation_sensitivities`, "Output
-    perturbation: the regularized minimizer"). Not covered: bounds R or B estimated
-    from the data without paying for the estimate.
+    perturbation: the regularized minimizer"), for rows whose computed scaling leaves
+    them at most R·:data:`ROW_NORM_SLACK` in norm (floating-point bounding of rows of
+    up to 2³⁰ entries). Not covered: bounds R or B estimated from the data without
+    paying for the estimate.
 
     Parameters
     ----------
@@ -231,7 +238,12 @@ def loss_constants(loss, *, loss_param, norm_bound, sparsity, intercept_scaling,
     -------
     LossConstants
     """
-    R, c = float(norm_bound), float(intercept_scaling)
+    # The rows are scaled into the balls in floating point: a computed norm can be
+    # slightly too small, so a bounded row of p entries may exceed R by a relative
+    # p·2⁻⁵³ plus a few units (the sum of squares, its root, the factor and the
+    # products). Every constant below is computed for R(1 + 2⁻²²), which covers rows
+    # of up to 2³⁰ entries: the sensitivities hold for the rows the kernels read.
+    R, c = float(norm_bound) * ROW_NORM_SLACK, float(intercept_scaling)
     g2 = math.hypot(R, c)
     g1 = math.sqrt(sparsity) * R + c
     l0 = _zero_loss(loss, loss_param, label_bound)

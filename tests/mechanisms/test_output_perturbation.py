@@ -16,6 +16,7 @@ from skdpsparse.accounting import ApproxDP, PureDP
 from skdpsparse.accounting.discrete import discrete_gaussian_sigma
 from skdpsparse.datasets import make_sparse_classification, make_sparse_regression
 from skdpsparse.mechanisms.output_perturbation import (
+    ROW_NORM_SLACK,
     bound_inputs,
     choose_alpha,
     loss_constants,
@@ -245,7 +246,7 @@ def test_logistic_derivative_bound_follows_the_minimizer_norm(alpha, radius, exp
     unit rows with an intercept)."""
     k = loss_constants("logistic", loss_param=1.0, norm_bound=1.0, sparsity=32,
                        intercept_scaling=1.0, label_bound=1.0, alpha=alpha, radius=radius)
-    ref = _reference_logistic_derivative_bound(math.sqrt(2), alpha, radius)
+    ref = _reference_logistic_derivative_bound(math.hypot(ROW_NORM_SLACK, 1.0), alpha, radius)
     assert k.derivative == pytest.approx(ref, rel=1e-9)
     assert k.derivative == pytest.approx(expected, abs=1e-4)
 
@@ -276,7 +277,7 @@ def test_sensitivity_formulas():
     R, c = 2.0, 1.0
     k = loss_constants("logistic", loss_param=1.0, norm_bound=R, sparsity=s,
                        intercept_scaling=c, label_bound=1.0, alpha=alpha, radius=None)
-    g2, g1 = math.hypot(R, c), 3 * R + c
+    g2, g1 = math.hypot(R * ROW_NORM_SLACK, c), 3 * R * ROW_NORM_SLACK + c
     lam_ = _reference_logistic_derivative_bound(g2, alpha, None)
     assert (k.lipschitz, k.lipschitz_l1, k.smoothness) == pytest.approx(
         (lam_ * g2, lam_ * g1, g2**2 / 4), rel=1e-9)
@@ -694,3 +695,26 @@ def test_the_dense_fit_makes_no_copy_of_the_rows():
     finally:
         tracemalloc.stop()
     assert peak < X.nbytes / 4, (peak, X.nbytes)
+
+
+def test_the_constants_allow_for_rows_bounded_in_floating_point():
+    """A row scaled into the ball in floating point can exceed R by a few ulps (the
+    computed norm rounds down): the constants are those of R·ROW_NORM_SLACK, so the
+    sensitivity covers it; the exact-R constants (the broken variant) are smaller."""
+    from skdpsparse.mechanisms.output_perturbation import ROW_NORM_SLACK, loss_constants
+
+    kw = dict(loss="logistic", loss_param=1.0, sparsity=4.0, intercept_scaling=0.0,
+              label_bound=1.0, alpha=0.1, radius=None)
+    shipped = loss_constants(norm_bound=1.0, **kw)
+    exact_r = loss_constants(norm_bound=1.0 / ROW_NORM_SLACK, **kw)  # constants at R
+    # A row of 2^20 entries whose norm, computed in float64, says exactly R = 1.
+    rng = np.random.default_rng(0)
+    row = rng.standard_normal(1 << 20)
+    row *= 1.0 / np.sqrt(np.dot(row, row))
+    excess = math.fsum(v * v for v in row) ** 0.5 - 1.0  # its norm, nearly exact
+    assert excess < 2.0 ** -30
+    assert excess > 0.0  # this seed's row: its exact norm is above R
+    assert exact_r.feature_l2 == pytest.approx(1.0, rel=1e-15)  # the broken bound: R
+    assert exact_r.feature_l2 < 1.0 + excess <= shipped.feature_l2
+    assert shipped.feature_l2 == ROW_NORM_SLACK
+    assert shipped.lipschitz >= exact_r.lipschitz
