@@ -151,7 +151,14 @@ def _conjugate_gradient(hvp, rhs, rtol, max_iter):
     stop = (rtol ** 2) * rr
     for _ in range(max_iter):
         hq = hvp(q)
-        step = rr / float(q @ hq)
+        curvature = float(q @ hq)
+        if not curvature > 0.0:
+            # H is λ-positive definite: q·Hq ≤ 0 (or NaN) is rounding at a degenerate
+            # scale (underflow), where no further step is meaningful. Stop with the
+            # current x; the caller's safeguard and certificate decide what it is worth
+            # (a ZeroDivisionError here escaped the fit).
+            break
+        step = rr / curvature
         x += step * q
         r -= step * hq
         rr_new = float(r @ r)

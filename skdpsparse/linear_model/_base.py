@@ -2,6 +2,7 @@
 the prediction methods on the released ``coef_`` / ``intercept_`` (post-processing)."""
 
 import math
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,6 +21,16 @@ def row_l2_norms(X):
     if sp.issparse(X):
         return np.sqrt(np.asarray(sp.csr_matrix(X).multiply(X).sum(axis=1)).ravel())
     return np.linalg.norm(np.asarray(X, dtype=np.float64), axis=1)
+
+
+def far_bound_probability(n, epsilon, n_points):
+    """An upper bound on the chance that :func:`private_bound` draws a grid point whose
+    score is at least n − ⌈0.95n⌉ + 1 (every point above the largest value has that
+    score): n_points·exp(−ε(n − ⌈0.95n⌉ + 1)/4) (the exponential mechanism with Δu = 2
+    puts mass ∝ exp(−εu/4) on each point and at least exp(0) on the minimum). Public
+    numbers only."""
+    r = int(math.ceil(BOUND_QUANTILE * n))
+    return n_points * math.exp(-float(epsilon) * (n - r + 1) / 4.0)
 
 
 def private_bound(values, epsilon, rng):
@@ -48,6 +59,14 @@ def private_bound(values, epsilon, rng):
     values = np.asarray(values, dtype=np.float64).reshape(-1, 1)
     n = values.shape[0]
     r = int(math.ceil(BOUND_QUANTILE * n))
+    far = far_bound_probability(n, epsilon, grid.size)
+    if far > 0.01:  # n and ε only: the same warning on every dataset of n rows
+        warnings.warn(
+            f"A private bound (norm_bound or label_bound='private') drawn at "
+            f"n*epsilon = {n * float(epsilon):.4g} may land octaves above the data "
+            f"(probability up to {min(far, 1.0):.2g}; every grid point above the data "
+            f"scores {n - r + 1}); declare the bound from public knowledge, or raise "
+            f"bound_fraction.", UserWarning, stacklevel=3)
     at_or_below = rank_counts(values, grid)[0]
     below_first = rank_counts(values, grid[:1], strict=True)[0, 0]
     previous = np.concatenate([[below_first], at_or_below[:-1]])

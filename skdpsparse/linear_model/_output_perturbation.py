@@ -59,12 +59,16 @@ _PRIVACY_DOC = """**Privacy guarantee.** Protected: one row (x, y), under replac
     into {‖x‖₂ ≤ R, ‖x‖₁ ≤ √s·R} and every target clipped into [−B, B] before use; λ, the intercept
     scaling and every other default come from n, d, s, ε, δ and the declared bounds
     only; the solver stops only when its distance to the exact minimizer is
-    certified to be ≤ tol·Δ/2 by strong convexity (else the fit raises and releases
-    nothing); the noise is exact (:ref:`derivation_exact_sampling`) and drawn from a
+    certified to be ≤ tol·Δ/2 by strong convexity (else the fit raises
+    ``RuntimeError`` and releases no model); the noise is exact (:ref:`derivation_exact_sampling`) and drawn from a
     secret key (``random_state=None``). Not covered: the label set of a classifier
     fitted with ``classes=None`` (a :class:`~skdpsparse.exceptions.PrivacyLeakWarning`
     says so); the noise when ``random_state`` is fixed; the fit's duration (the
-    solver's iteration count depends on the data and is not exposed)."""
+    solver's iteration count depends on the data and is not exposed); whether the
+    solve fails to certify (that ``RuntimeError`` is one bit that can depend on the
+    data: seen only at extreme public scales, e.g. a private ``norm_bound`` drawn
+    octaves above the rows at an n·ε where :func:`~._base.private_bound` warns, with
+    ``alpha="auto"`` near 10¹⁷)."""
 
 
 _SHARED_DOC = """epsilon : float, default=1.0
