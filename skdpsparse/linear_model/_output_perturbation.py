@@ -308,10 +308,14 @@ class _LabelInterval:
             low, high = (float(v) for v in value)
         except (TypeError, ValueError):
             return False
-        return math.isfinite(low) and math.isfinite(high) and low < high
+        # The half-width (high − low)/2 must be finite too: (−1e308, 1e308) passed
+        # and failed later with an error that did not name label_bound.
+        return (math.isfinite(low) and math.isfinite(high) and low < high
+                and math.isfinite(0.5 * high - 0.5 * low) and 0.5 * high - 0.5 * low > 0)
 
     def __str__(self):
-        return "a pair (low, high) of finite reals with low < high"
+        return ("a pair (low, high) of finite reals with low < high and a finite "
+                "half-width (high - low)/2")
 
 
 def label_interval(y, label_bound, epsilon, rng):
@@ -379,7 +383,8 @@ def label_interval(y, label_bound, epsilon, rng):
         return centre, private_bound(np.abs(y - centre), float(epsilon) - eps_centre, rng)
     if isinstance(label_bound, (tuple, list)):
         low, high = (float(v) for v in label_bound)
-        return 0.5 * (low + high), 0.5 * (high - low)
+        # Halves first: (low + high) overflows for |low|, |high| near 1.8e308.
+        return 0.5 * low + 0.5 * high, 0.5 * high - 0.5 * low
     return 0.0, float(label_bound)
 
 

@@ -495,6 +495,16 @@ def test_label_interval_malformed_is_a_clear_error(bad):
         DPOutputPerturbationRegressor(label_bound=bad).fit(X, y)
 
 
+def test_label_interval_near_the_largest_float_has_a_finite_centre():
+    """(low + high)/2 overflowed to inf for (1e308, 1.7e308) (review finding): the
+    centre and half-width are taken from the halves."""
+    from skdpsparse.linear_model._output_perturbation import label_interval
+
+    m, B = label_interval(np.zeros(3), (1e308, 1.7e308), 1.0, None)
+    assert m == pytest.approx(1.35e308, rel=1e-15) and B == pytest.approx(0.35e308, rel=1e-15)
+    assert label_interval(np.zeros(3), (0.5, 5.0), 1.0, None) == (2.75, 2.25)
+
+
 def test_label_interval_on_dask_is_refused_before_any_pass():
     da = pytest.importorskip("dask.array")
     X, y = _ratings_like(n=100)
