@@ -56,7 +56,8 @@ from .heavy_tailed import cwme, n_groups_for, nsme, plan_cwme, plan_noise_smooth
 
 __all__ = ["ORACLES", "SETTINGS", "HeavyTailedSCOPlan", "heavy_tailed_sco", "nsme_exponent",
            "plan_heavy_tailed_regression", "plan_heavy_tailed_sco",
-           "run_heavy_tailed_regression", "run_heavy_tailed_sco", "sco_schedule"]
+           "run_heavy_tailed_regression", "run_heavy_tailed_sco", "sco_schedule",
+           "zero_model_bound_ratio", "zero_model_rows_needed"]
 
 ORACLES = ("cwme", "noise_smoothing")
 SETTINGS = ("convex", "strongly_convex")
@@ -508,6 +509,118 @@ def plan_heavy_tailed_regression(n_samples, n_features, *, epsilon, delta, radiu
         rho=rho, radius=radius, alpha=float(alpha), failure_prob=float(failure_prob),
         smoothing_variance=float(smoothing_variance), penalized=penalized)
     return replace(plan, fit_intercept=bool(fit_intercept))
+
+
+def zero_model_bound_ratio(plan, gradient_bound=1.0):
+    """The convex setting's excess-risk bound over the ball, as a fraction of R·D, the
+    most the zero model (w, b) = 0 can lose to the best model in the ball.
+
+    The bound. Kamath, Liu and Zhang (2022), "Improved rates for differentially
+    private stochastic convex optimization with heavy-tailed data", prove Theorems 5.2
+    and 5.5 from their Theorem 3.1 (projected gradient descent with a gradient oracle
+    of ℓ2 error at most α, step η = M/(R√T)): the average iterate's excess risk over
+    the ball is at most M R/√T + M α, M = 2D the diameter. Here α is lower-bounded by
+    the norm of the oracle's Gaussian noise alone, σ√p (σ the plan's per-coordinate
+    noise scale, p the columns with the intercept's): the truncation bias and the
+    theorems' logarithmic factors are dropped, so
+    B = 2D R/√T + 2D σ√p is at most the theorem's bound (assumption: Theorem 3.1's
+    constant is 1 as stated; a larger one makes B only more optimistic).
+
+    The scale. The zero model is in the ball and, by convexity and Assumption
+    2.12.6 at w = 0 (‖∇F(0)‖₂ ≤ R), F(0) − F(w) ≤ ⟨∇F(0), −w⟩ ≤ R D for every w of
+    the ball. When B ≥ R D the theorem's guarantee F(w̄) ≤ min_ball F + B does not
+    imply F(w̄) < F(0): it cannot promise a fit better than predicting 0.
+
+    **Privacy guarantee.** None needed: a function of a public plan (n, p, ε, δ and
+    the declared constants, no data) and of the declared R.
+
+    Parameters
+    ----------
+    plan : HeavyTailedSCOPlan
+        Of the convex setting (``alpha == 0``).
+    gradient_bound : float, default=1.0
+        R, as declared to the estimator.
+
+    Returns
+    -------
+    float
+        B / (R D); below 1 is needed for the theorem to promise beating the zero model.
+
+    Examples
+    --------
+    >>> from skdpsparse.mechanisms.heavy_tailed_sco import (
+    ...     plan_heavy_tailed_regression, zero_model_bound_ratio)
+    >>> plan = plan_heavy_tailed_regression(20000, 3, epsilon=1.0, delta=1e-6,
+    ...                                     radius=2.0)
+    >>> round(zero_model_bound_ratio(plan), 2)  # not yet below 1 at n = 20 000
+    1.52
+    """
+    if plan.setting != "convex":
+        raise ValueError("zero_model_bound_ratio covers the convex setting (alpha == 0) "
+                         f"only, got a plan of the {plan.setting} setting.")
+    R = float(gradient_bound)
+    noise_norm = plan.step.noise_scale * math.sqrt(plan.n_features)
+    return 2.0 / math.sqrt(plan.n_iter) + 2.0 * noise_norm / R
+
+
+def zero_model_rows_needed(n_features, *, epsilon, delta, radius, gradient_bound=1.0,
+                           max_samples=10**15, **plan_params):
+    """The fewest rows n at which :func:`zero_model_bound_ratio` of the plan of
+    :func:`plan_heavy_tailed_regression` falls below 1 at this (ε, δ), or ``inf``
+    when none up to ``max_samples`` does. Multiply by ε for the n·ε the theory needs.
+
+    Found by bisection on n (doubling, then halving), which finds the first n below 1
+    when the ratio does not increase with n. It does not near 1: there T is at its
+    cap (or fixed by ``max_iter``) and σ falls as n^{-1/2} (``"auto"`` τ) or 1/n (a
+    fixed τ). Far above 1 the rounding of T and cwme's groups make the ratio wiggle
+    (the tests check both on grids); the answer is then still an n whose ratio is
+    below 1 with the ratio of n − 1 at least 1. With the "auto"
+    schedule, σ√p stays near 0.9 R below the cap of 1000 steps, so the rows needed
+    are those that reach the cap and then shrink the noise.
+
+    **Privacy guarantee.** None needed: public numbers only (d, ε, δ, the declared
+    constants), no data.
+
+    Parameters
+    ----------
+    n_features : int
+        d, without the intercept.
+    epsilon, delta, radius, gradient_bound : float
+        As :func:`plan_heavy_tailed_regression` (``gradient_bound`` is R).
+    max_samples : int, default=10**15
+        Search no further.
+    **plan_params
+        The other arguments of :func:`plan_heavy_tailed_regression` (``alpha`` must
+        be 0).
+
+    Returns
+    -------
+    float
+        n (an integer value) or ``inf``.
+
+    Examples
+    --------
+    >>> from skdpsparse.mechanisms.heavy_tailed_sco import zero_model_rows_needed
+    >>> zero_model_rows_needed(3, epsilon=1.0, delta=1e-6, radius=2.0)
+    48402.0
+    """
+    def ratio(n):
+        plan = plan_heavy_tailed_regression(
+            n, n_features, epsilon=epsilon, delta=delta, radius=radius,
+            gradient_bound=gradient_bound, **plan_params)
+        return zero_model_bound_ratio(plan, gradient_bound)
+
+    lo, hi = 1, 2
+    if ratio(lo) < 1.0:
+        return 1.0
+    while ratio(hi) >= 1.0:  # ratio(lo) >= 1 throughout
+        if hi >= max_samples:
+            return math.inf
+        lo, hi = hi, min(2 * hi, int(max_samples))
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ratio(mid) >= 1.0 else (lo, mid)
+    return float(hi)
 
 
 def _is_auto(value):

@@ -21,9 +21,21 @@ from skdpsparse.mechanisms.heavy_tailed import (
     noise_smoothing_sensitivity,
 )
 from skdpsparse._kernels import HUBER, SQUARED
-from skdpsparse.mechanisms.heavy_tailed_sco import heavy_tailed_sco, nsme_exponent, sco_schedule
+from skdpsparse.mechanisms.heavy_tailed_sco import (
+    heavy_tailed_sco,
+    nsme_exponent,
+    plan_heavy_tailed_regression,
+    sco_schedule,
+    zero_model_bound_ratio,
+    zero_model_rows_needed,
+)
+
+#: The warning of issue 18 item 4 (the theory cannot promise beating the zero model at
+#: this n·ε); filtered in the tests that are about something else.
+BELOW_THEORY = "ignore:DPHeavyTailedRegressor. at n.epsilon"
 
 
+@pytest.mark.filterwarnings(BELOW_THEORY)
 @parametrize_with_checks([
     DPHeavyTailedRegressor(random_state=0, max_iter=20),
     DPHeavyTailedRegressor(mean_oracle="cwme", alpha=0.5, loss="huber", random_state=0),
@@ -84,6 +96,7 @@ def test_schedules_are_the_theorems():
 
 
 # -------------------------------------------------------------------------- privacy
+@pytest.mark.filterwarnings(BELOW_THEORY)
 @pytest.mark.parametrize("oracle", ["noise_smoothing", "cwme"])
 def test_one_step_release_is_the_oracle_plus_stated_noise(oracle):
     """T = 1, η = 1, w⁰ = 0, no intercept, a huge ball: coef_ = −(statistic + noise) of
@@ -127,6 +140,7 @@ def test_strongly_convex_steps_use_disjoint_batches_at_full_rho():
 
 
 # ------------------------------------------------------------------------- utility
+@pytest.mark.filterwarnings(BELOW_THEORY)
 def test_excess_risk_falls_with_n_and_is_small_at_1e5():
     """Heavy-tailed linear model, d = 10, (ε, δ) = (1, 1e-6), every choice "auto"
     (noise_smoothing oracle, Theorem 5.5), radius 2. Stated: the excess population
@@ -141,6 +155,7 @@ def test_excess_risk_falls_with_n_and_is_small_at_1e5():
     assert ratios[2] < 0.05
 
 
+@pytest.mark.filterwarnings(BELOW_THEORY)
 def test_huge_rows_are_bounded_not_rejected(shared_noise):
     # One extreme row moves the fit by its bounded contribution only: both fits share
     # the noise (the library keys them apart, as they differ in their data).
@@ -198,6 +213,7 @@ def test_invalid_parameters_are_named(param, value):
         DPHeavyTailedRegressor(**{param: value}).fit(X, y)
 
 
+@pytest.mark.filterwarnings(BELOW_THEORY)
 def test_nan_input_raises():
     X, y, _ = heavy_tailed_linear_model(50, 2, 0)
     X[0, 0] = np.nan
@@ -205,6 +221,7 @@ def test_nan_input_raises():
         DPHeavyTailedRegressor().fit(X, y)
 
 
+@pytest.mark.filterwarnings(BELOW_THEORY)
 def test_pipeline_and_grid_search():
     X, y, _ = heavy_tailed_linear_model(3000, 3, 0)
     grid = GridSearchCV(
@@ -217,6 +234,7 @@ def test_pipeline_and_grid_search():
 
 
 # ------------------------------------------------------------- huber_delta → huber_threshold
+@pytest.mark.filterwarnings(BELOW_THEORY)
 def test_huber_threshold_is_used_and_huber_delta_warns_for_one_release(monkeypatch):
     """One name for the Huber threshold across the estimators: ``huber_threshold``.
     The former ``huber_delta`` still works (its value reaches the solver) with a
@@ -245,6 +263,7 @@ def test_huber_threshold_is_used_and_huber_delta_warns_for_one_release(monkeypat
     assert DPHeavyTailedRegressor().get_params()["huber_delta"] == "deprecated"
 
 
+@pytest.mark.filterwarnings(BELOW_THEORY)
 def test_an_undeclared_radius_warns_before_the_data_are_read():
     """Issue 18 item 4: the theorems need the minimizer, intercept included, inside
     the ball of radius D; D = 10 by default cannot hold an intercept of 22. The warning
@@ -257,7 +276,8 @@ def test_an_undeclared_radius_warns_before_the_data_are_read():
     for data in ((X, y), (X[:100] * 50, y[:100] + 22.0)):
         with pytest.warns(UserWarning, match="radius was not declared") as record:
             reg = DPHeavyTailedRegressor(max_iter=2, random_state=0).fit(*data)
-        messages.append([str(w.message) for w in record if "radius" in str(w.message)])
+        messages.append([str(w.message) for w in record
+                         if "radius was not declared" in str(w.message)])
         assert np.linalg.norm(np.r_[reg.coef_, reg.intercept_]) <= 10.0 * (1 + 1e-9)
     assert messages[0] == messages[1]
     X_nan = X.copy()
@@ -265,9 +285,10 @@ def test_an_undeclared_radius_warns_before_the_data_are_read():
     with pytest.warns(UserWarning, match="radius was not declared"), \
             pytest.raises(ValueError, match="NaN"):
         DPHeavyTailedRegressor().fit(X_nan, y)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
         DPHeavyTailedRegressor(radius=10.0, max_iter=2, random_state=0).fit(X, y)
+    assert not [w for w in record if "radius was not declared" in str(w.message)]
 
 
 def test_parameters_after_loss_are_keyword_only_and_positional_use_warns_for_one_release():
@@ -290,3 +311,95 @@ def test_parameters_after_loss_are_keyword_only_and_positional_use_warns_for_one
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
         DPHeavyTailedRegressor("huber", epsilon=2.0, verbose=1)
+
+
+# ------------------------------------------------ issue 18 item 4: the n·ε the theory needs
+@pytest.mark.parametrize("oracle", ["noise_smoothing", "cwme"])
+def test_zero_model_bound_ratio_is_theorem_3_1_with_the_plans_noise(oracle):
+    """Reference: 2D R/√T + 2D σ√p over R D, σ rebuilt from the oracle's sensitivity
+    at ρ/T (noise smoothing: Δ₂/√(2ρ_t)), not read from the plan."""
+    n, d, eps, D, R = 30_000, 4, 2.0, 3.0, 1.5
+    plan = plan_heavy_tailed_regression(n, d, epsilon=eps, delta=1e-6, radius=D,
+                                        gradient_bound=R, oracle=oracle)
+    p, T = d + 1, plan.n_iter
+    if oracle == "noise_smoothing":
+        rho_t = approx_dp_to_zcdp(eps, 1e-6) / T
+        sigma = noise_smoothing_sensitivity(n, p, plan.truncation).l2 / math.sqrt(2 * rho_t)
+        assert plan.step.noise_scale == pytest.approx(sigma, rel=1e-12)
+    sigma = plan.step.noise_scale
+    expected = (2 * D * R / math.sqrt(T) + 2 * D * sigma * math.sqrt(p)) / (R * D)
+    assert zero_model_bound_ratio(plan, R) == pytest.approx(expected, rel=1e-12)
+    strongly = plan_heavy_tailed_regression(n, d, epsilon=eps, delta=1e-6, radius=D,
+                                            alpha=0.5)
+    with pytest.raises(ValueError, match="convex setting"):
+        zero_model_bound_ratio(strongly)
+
+
+@pytest.mark.parametrize("d, eps, D, oracle", [(2, 8.0, 2.0, "noise_smoothing"),
+                                               (50, 1.0, 10.0, "noise_smoothing"),
+                                               (5, 0.5, 1.0, "cwme")])
+def test_rows_needed_is_the_first_n_below_one_and_the_ratio_falls_with_n(d, eps, D, oracle):
+    """The bisection's assumption (the ratio does not increase with n near 1: far
+    above it, the rounding of T and cwme's groups make it wiggle) on a grid, and its
+    answer: the ratio is >= 1 one row before, < 1 at it."""
+    def ratio(n):
+        return zero_model_bound_ratio(plan_heavy_tailed_regression(
+            n, d, epsilon=eps, delta=1e-6, radius=D, oracle=oracle))
+
+    grid = np.unique(np.geomspace(2, 1e9, 200).astype(int))
+    values = [ratio(int(n)) for n in grid]
+    near = np.asarray(values[:-1]) < 1.5
+    assert near.sum() > 20 and np.all(np.diff(values)[near] <= 1e-12)
+    assert values[-1] < 1.0 < values[0]
+    needed = zero_model_rows_needed(d, epsilon=eps, delta=1e-6, radius=D, oracle=oracle)
+    assert math.isfinite(needed) and needed == int(needed)
+    assert ratio(int(needed) - 1) >= 1.0 > ratio(int(needed))
+    # A fixed T of 2 steps never gets below: 2/√2 > 1 whatever n.
+    assert zero_model_rows_needed(d, epsilon=eps, delta=1e-6, radius=D, max_iter=2,
+                                  max_samples=10**6) == math.inf
+
+
+def test_fit_warns_below_the_n_epsilon_the_theory_needs_from_public_numbers_only():
+    """Issue 18 item 4: the warning names the task's n·ε and the n·ε the theory needs;
+    it is the same text for any two datasets of one shape (one with an extreme row),
+    also when the radius is undeclared; one row more than needed silences it."""
+    import warnings
+
+    d, eps, D = 2, 8.0, 2.0
+    needed = int(zero_model_rows_needed(d, epsilon=eps, delta=1e-6, radius=D))
+    assert needed == 2732  # regression value of the bisection (checked just above)
+    X, y, _ = heavy_tailed_linear_model(needed, d, 0)
+
+    def below_theory(record):
+        return [str(w.message) for w in record if "the theory does not promise" in
+                str(w.message)]
+
+    n = 500
+    extreme_X, extreme_y = X[:n].copy(), y[:n].copy()
+    extreme_X[7], extreme_y[7] = 1e150, -1e150
+    declared = None
+    for radius in (D, None):
+        messages = []
+        for data in ((X[:n], y[:n]), (X[n:2 * n] * 40, y[n:2 * n] + 22), (extreme_X, extreme_y)):
+            with warnings.catch_warnings(record=True) as record:
+                warnings.simplefilter("always")
+                DPHeavyTailedRegressor(epsilon=eps, radius=radius, random_state=0).fit(*data)
+            messages.append(below_theory(record))
+        assert len(messages[0]) == 1 and messages[0] == messages[1] == messages[2]
+        declared = declared or messages[0][0]
+    message = declared
+    assert f"n*epsilon = {n * eps:.3g} (n = {n}, d = {d}" in message
+    assert f"from n*epsilon = {needed * eps:.3g} (n = {needed} rows" in message
+
+    for rows, warned in ((needed - 1, True), (needed, False)):
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            DPHeavyTailedRegressor(epsilon=eps, radius=D, random_state=0).fit(
+                X[:rows], y[:rows])
+        assert bool(below_theory(record)) is warned
+    # The strongly convex setting is not covered: no such warning.
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        DPHeavyTailedRegressor(epsilon=eps, radius=D, alpha=0.5, random_state=0).fit(
+            X[:n], y[:n])
+    assert not below_theory(record)
