@@ -146,10 +146,7 @@ def bounding_scale_nb(x, start, stop, l2_bound, l1_bound):
             a = np.float64(x[k])
             sumsq += a * a
             l1 += abs(a)
-        if _DBL_MIN <= sumsq < math.inf:
-            l2 = math.sqrt(sumsq)
-        else:
-            l2 = l2_norm_range_nb(x, start, stop)  # under/overflow: robust path
+        return bounding_scale_from_sums_nb(x, start, stop, sumsq, l1, l2_bound, l1_bound)
     elif l2_bound < math.inf:
         l2 = l2_norm_range_nb(x, start, stop)
         l1 = 0.0
@@ -158,6 +155,23 @@ def bounding_scale_nb(x, start, stop, l2_bound, l1_bound):
         l1 = l1_norm_range_nb(x, start, stop)
     else:
         return 1.0
+    return _bounding_scale_from_norms(x, start, stop, l2, l1, l2_bound, l1_bound)
+
+
+@njit(cache=True, inline="always")
+def bounding_scale_from_sums_nb(x, start, stop, sumsq, l1, l2_bound, l1_bound):
+    """The end of :func:`bounding_scale_nb` with both bounds finite, from the row's sum
+    of squares and ℓ1 norm summed in its order (kernels that read the row for other
+    reasons in the same loop finish here and get the same factor, bit for bit)."""
+    if _DBL_MIN <= sumsq < math.inf:
+        l2 = math.sqrt(sumsq)
+    else:
+        l2 = l2_norm_range_nb(x, start, stop)  # under/overflow: robust path
+    return _bounding_scale_from_norms(x, start, stop, l2, l1, l2_bound, l1_bound)
+
+
+@njit(cache=True, inline="always")
+def _bounding_scale_from_norms(x, start, stop, l2, l1, l2_bound, l1_bound):
     if l2 == math.inf or l1 == math.inf:
         return overflow_bounding_scale_nb(x, start, stop, l2_bound, l1_bound)
     scale = 1.0

@@ -28,10 +28,8 @@ import scipy.sparse as sp
 from numba import njit
 
 from ._common import (
-    _DBL_MIN,
+    bounding_scale_from_sums_nb,
     bounding_scale_nb,
-    l2_norm_range_nb,
-    overflow_bounding_scale_nb,
 )
 from .linear_losses import (
     _MAGIC,
@@ -201,6 +199,28 @@ def csr_bounding_stats(indptr, indices, data, n_cols, l2_bound, l1_bound):
                                          l1_bound)
 
 
+@njit(cache=True, inline="always")
+def _row_scale_and_top(values, bits, start, stop, l2_bound, l1_bound, both):
+    """Row [start, stop)'s bounding factor c (:func:`bounding_scale_nb`'s, bit for
+    bit) and the int64 bits of its largest |entry|, in one loop when both bounds are
+    finite: bounding_scale_nb's loop (the same sums in the same order) and its end."""
+    top = np.int64(0)  # the bits of +0.0
+    if both:
+        sumsq = 0.0
+        l1 = 0.0
+        for k in range(start, stop):
+            a = values[k]
+            sumsq += a * a
+            l1 += abs(a)
+            top = max(top, bits[k] & _ABS_BITS)
+        c = bounding_scale_from_sums_nb(values, start, stop, sumsq, l1, l2_bound, l1_bound)
+    else:
+        c = bounding_scale_nb(values, start, stop, l2_bound, l1_bound)
+        for k in range(start, stop):
+            top = max(top, bits[k] & _ABS_BITS)
+    return c, top
+
+
 @njit(cache=True)
 def _csr_bounding_stats_bits(indptr, indices, values, bits, n_cols, l2_bound, l1_bound):
     """:func:`csr_bounding_stats` of float64 ``values`` (``bits`` their int64 view)."""
@@ -215,33 +235,7 @@ def _csr_bounding_stats_bits(indptr, indices, values, bits, n_cols, l2_bound, l1
     m = 0.0
     for i in range(n):
         start, stop = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
-        top = np.int64(0)  # the bits of +0.0
-        if both:
-            # bounding_scale_nb's loop (the same sums in the same order) and its end,
-            # with the row's largest |entry| taken in the same loop.
-            sumsq = 0.0
-            l1 = 0.0
-            for k in range(start, stop):
-                a = values[k]
-                sumsq += a * a
-                l1 += abs(a)
-                top = max(top, bits[k] & _ABS_BITS)
-            if _DBL_MIN <= sumsq < math.inf:
-                l2 = math.sqrt(sumsq)
-            else:
-                l2 = l2_norm_range_nb(values, start, stop)
-            if l2 == math.inf or l1 == math.inf:
-                c = overflow_bounding_scale_nb(values, start, stop, l2_bound, l1_bound)
-            else:
-                c = 1.0
-                if l2 > l2_bound:
-                    c = l2_bound / l2
-                if l1 * c > l1_bound:
-                    c = l1_bound / l1
-        else:
-            c = bounding_scale_nb(values, start, stop, l2_bound, l1_bound)
-            for k in range(start, stop):
-                top = max(top, bits[k] & _ABS_BITS)
+        c, top = _row_scale_and_top(values, bits, start, stop, l2_bound, l1_bound, both)
         scales[i] = c
         cell[0] = top
         a = abs(c * cell_value[0])
@@ -303,31 +297,7 @@ def csr_bounding_stats_zero_sums(indptr, indices, values, bits, n_cols, l2_bound
         counts[j] += 1
     for i in range(n):
         start, stop = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
-        top = np.int64(0)
-        if both:
-            sumsq = 0.0
-            l1 = 0.0
-            for k in range(start, stop):
-                a = values[k]
-                sumsq += a * a
-                l1 += abs(a)
-                top = max(top, bits[k] & _ABS_BITS)
-            if _DBL_MIN <= sumsq < math.inf:
-                l2 = math.sqrt(sumsq)
-            else:
-                l2 = l2_norm_range_nb(values, start, stop)
-            if l2 == math.inf or l1 == math.inf:
-                c = overflow_bounding_scale_nb(values, start, stop, l2_bound, l1_bound)
-            else:
-                c = 1.0
-                if l2 > l2_bound:
-                    c = l2_bound / l2
-                if l1 * c > l1_bound:
-                    c = l1_bound / l1
-        else:
-            c = bounding_scale_nb(values, start, stop, l2_bound, l1_bound)
-            for k in range(start, stop):
-                top = max(top, bits[k] & _ABS_BITS)
+        c, top = _row_scale_and_top(values, bits, start, stop, l2_bound, l1_bound, both)
         scales[i] = c
         cell[0] = top
         a = abs(c * cell_value[0])
@@ -393,19 +363,7 @@ def _finish_scale(X, i, sumsq, l1, l2_bound, l1_bound):
     """The end of ``_common.bounding_scale_nb`` (both bounds finite) for row i, from
     its sum of squares and ℓ1 norm summed in the same order."""
     x = X[i]
-    d = x.shape[0]
-    if _DBL_MIN <= sumsq < math.inf:
-        l2 = math.sqrt(sumsq)
-    else:
-        l2 = l2_norm_range_nb(x, 0, d)
-    if l2 == math.inf or l1 == math.inf:
-        return overflow_bounding_scale_nb(x, 0, d, l2_bound, l1_bound)
-    scale = 1.0
-    if l2 > l2_bound:
-        scale = l2_bound / l2
-    if l1 * scale > l1_bound:
-        scale = l1_bound / l1
-    return scale
+    return bounding_scale_from_sums_nb(x, 0, x.shape[0], sumsq, l1, l2_bound, l1_bound)
 
 
 @njit(cache=True, inline="always")
