@@ -195,20 +195,13 @@ def _eager(X, y, order, b, noise, lr, spacing, fit_intercept, code):
     return theta
 
 
-@pytest.mark.parametrize("fit_intercept", [True, False])
-@pytest.mark.parametrize("kmax", [1, 3, 1 << 40])
-@pytest.mark.parametrize("seed", [0, 1])
-def test_lazy_kernel_is_bitwise_the_eager_kernel_given_the_interval_sums(seed, kmax,
-                                                                        fit_intercept):
-    """With the same integers N_{t,j}, the lazy kernel, fed the sums of each
-    coordinate's noise over the intervals it asks for, returns exactly the eager
-    kernel's θ (both stay on the grid); every coordinate gets all T steps of noise."""
+def _interval_sums_problem(seed, kmax, fit_intercept):
+    """A problem, fixed noise integers N_{t,j} (23 steps) and a ``draw`` that feeds a
+    lazy kernel the sums of each coordinate's integers over the intervals it asks for,
+    counting in ``seen`` the steps each coordinate received."""
     X, y, order = _problem(seed)
-    d = X.shape[1]
-    p = d + 1 if fit_intercept else d
-    steps, b, lr, spacing = 23, 4, 0.7, 2.0**-12
-    noise = np.random.default_rng(seed + 10).integers(-3000, 3000, size=(steps, p))
-    code = LOSS_CODES["logistic"]
+    p = X.shape[1] + 1 if fit_intercept else X.shape[1]
+    noise = np.random.default_rng(seed + 10).integers(-3000, 3000, size=(23, p))
     seen = np.zeros(p, dtype=np.int64)
 
     def draw(counts, coords, starts):
@@ -218,6 +211,21 @@ def test_lazy_kernel_is_bitwise_the_eager_kernel_given_the_interval_sums(seed, k
             out[i] = noise[s0:s0 + k, j].sum()
             seen[j] += k
         return out
+
+    return X, y, order, noise, seen, draw
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("kmax", [1, 3, 1 << 40])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_lazy_kernel_is_bitwise_the_eager_kernel_given_the_interval_sums(seed, kmax,
+                                                                        fit_intercept):
+    """With the same integers N_{t,j}, the lazy kernel, fed the sums of each
+    coordinate's noise over the intervals it asks for, returns exactly the eager
+    kernel's θ (both stay on the grid); every coordinate gets all T steps of noise."""
+    X, y, order, noise, seen, draw = _interval_sums_problem(seed, kmax, fit_intercept)
+    steps, b, lr, spacing = 23, 4, 0.7, 2.0**-12
+    code = LOSS_CODES["logistic"]
 
     lazy = _lazy(X, y, order, b, steps, lr, spacing, fit_intercept, kmax, draw, code)
     eager = _eager(X, y, order, b, noise, lr, spacing, fit_intercept, code)
@@ -392,21 +400,10 @@ def test_scaled_lazy_kernel_is_bitwise_the_scaled_reference_given_the_interval_s
     block ends), fed the sums of each coordinate's integers over the intervals it asks
     for, returns exactly the eager NumPy reference's θ; every coordinate gets all T
     steps of noise. 23 steps in blocks of 3: seven folds."""
-    X, y, order = _problem(seed)
-    d = X.shape[1]
-    p = d + 1 if fit_intercept else d
+    X, y, order, noise, seen, draw = _interval_sums_problem(seed, kmax, fit_intercept)
+    d, p = X.shape[1], noise.shape[1]
     steps, b, lr, spacing = 23, 4, 0.7, 2.0**-12
-    noise = np.random.default_rng(seed + 10).integers(-3000, 3000, size=(steps, p))
     code = LOSS_CODES["logistic"]
-    seen = np.zeros(p, dtype=np.int64)
-
-    def draw(counts, coords, starts):
-        out = np.empty(counts.size, dtype=np.int64)
-        for i, (k, j, s0) in enumerate(zip(counts, coords, starts)):
-            assert k <= kmax
-            out[i] = noise[s0:s0 + k, j].sum()
-            seen[j] += k
-        return out
 
     lazy = _lazy_scaled(X, y, order, b, steps, lr, spacing, fit_intercept, kmax, draw,
                         code, _DECAY, _FLOOR)
