@@ -70,6 +70,7 @@ from .linear_losses import (
     LOGISTIC,
     _clipped_derivative,
     _csr_margin,
+    _csr_margin_rescaled,
     _dense_margin_rescaled,
     check_loss,
     csr_clipped_gradient_sum,
@@ -1177,15 +1178,7 @@ def _csr_margin_scaled(indptr, indices, data, i, u, s, b):
         z += np.float64(data[k]) * (s * np.float64(u[np.uint64(indices[k])]))
     if abs(z) < math.inf:
         return z
-    amax = 0.0
-    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-        amax = max(amax, abs(np.float64(data[k])))
-    if not (0.0 < amax < math.inf):
-        return np.nan
-    acc = 0.0
-    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-        acc += (np.float64(data[k]) / amax) * (s * np.float64(u[np.uint64(indices[k])]))
-    return amax * acc + b
+    return _csr_margin_rescaled(indptr, indices, data, i, u, b, s)
 
 
 @njit(cache=True)

@@ -220,7 +220,9 @@ def per_example_derivatives(margins, y, code, param):
 
 
 @njit(cache=True)
-def _csr_margin_rescaled(indptr, indices, data, i, w, b):
+def _csr_margin_rescaled(indptr, indices, data, i, w, b, s=1.0):
+    # The weights are s·w_j, formed as that product where read (the scaled release of
+    # cyclic SGD holds w = s·u); s·w_j = w_j bit for bit at s = 1.
     amax = 0.0
     for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
         amax = max(amax, abs(np.float64(data[k])))
@@ -228,7 +230,7 @@ def _csr_margin_rescaled(indptr, indices, data, i, w, b):
         return np.nan
     acc = 0.0
     for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-        acc += (np.float64(data[k]) / amax) * np.float64(w[np.uint64(indices[k])])
+        acc += (np.float64(data[k]) / amax) * (s * np.float64(w[np.uint64(indices[k])]))
     return amax * acc + b
 
 
