@@ -253,8 +253,11 @@ def test_lazy_kernel_reads_only_the_batch_coordinates():
 
 
 # ------------------------------------------- the lazy run's law vs the eager run's
-def _runs(lazy, scale, reps, seed):
-    X, y, order = _problem(seed, n=12, d=5, density=0.4)
+def _runs(lazy, scale, reps, seed, *, scaled=False, flush_at_fold=True):
+    """``reps`` runs of the lazy kernel (draws of the exact sampler of N_Z(0, k·scale²))
+    or of the eager one (the same law per step), plain or of the scaled release
+    (``scaled``: a = 0.6, s_min = 0.5; ``flush_at_fold=False`` is a broken driver)."""
+    X, y, order = _problem(seed, n=12, d=5, density=0.2 if scaled else 0.4)
     d = X.shape[1]
     steps, b, lr, spacing = 9, 3, 0.5, 2.0**-3
     code = LOSS_CODES["logistic"]
@@ -266,11 +269,20 @@ def _runs(lazy, scale, reps, seed):
             def draw(counts, coords, starts, r=r):
                 # A fresh stream per call (as the mechanism draws a fresh key per call).
                 return discrete_gaussian_sums(counts, scale, _key(r), next(calls))
-            out[r] = _lazy(X, y, order, b, steps, lr, spacing, True, 1 << 40, draw, code)
+            if scaled:
+                out[r] = _lazy_scaled(X, y, order, b, steps, lr, spacing, True, 1 << 40,
+                                      draw, code, _DIST_DECAY, _DIST_FLOOR, flush_at_fold)
+            else:
+                out[r] = _lazy(X, y, order, b, steps, lr, spacing, True, 1 << 40, draw,
+                               code)
         else:
             noise = discrete_noise(steps * (d + 1), DISCRETE_GAUSSIAN, scale, _key(r), 0)
-            out[r] = _eager(X, y, order, b, noise.reshape(steps, d + 1), lr, spacing, True,
-                            code)
+            noise = noise.reshape(steps, d + 1)
+            if scaled:
+                out[r] = _scaled_reference(X, y, order, b, noise, lr, spacing, True,
+                                           _DIST_DECAY, _DIST_FLOOR, code)
+            else:
+                out[r] = _eager(X, y, order, b, noise, lr, spacing, True, code)
     return out
 
 
@@ -459,27 +471,6 @@ def test_scaled_lazy_kernel_reads_the_batch_coordinates_and_flushes_per_block():
 _DIST_DECAY, _DIST_FLOOR = 0.6, 0.5
 
 
-def _scaled_runs(scale, reps, seed, lazy=True, flush_at_fold=True):
-    X, y, order = _problem(seed, n=12, d=5, density=0.2)
-    d = X.shape[1]
-    steps, b, lr, spacing = 9, 3, 0.5, 2.0**-3
-    code = LOSS_CODES["logistic"]
-    out = np.empty((reps, d + 1))
-    for r in range(reps):
-        if lazy:
-            calls = iter(range(1, 100))
-
-            def draw(counts, coords, starts, r=r):
-                return discrete_gaussian_sums(counts, scale, _key(r), next(calls))
-            out[r] = _lazy_scaled(X, y, order, b, steps, lr, spacing, True, 1 << 40, draw,
-                                  code, _DIST_DECAY, _DIST_FLOOR, flush_at_fold)
-        else:
-            noise = discrete_noise(steps * (d + 1), DISCRETE_GAUSSIAN, scale, _key(r), 0)
-            out[r] = _scaled_reference(X, y, order, b, noise.reshape(steps, d + 1), lr,
-                                       spacing, True, _DIST_DECAY, _DIST_FLOOR, code)
-    return out
-
-
 def test_scaled_lazy_run_has_the_scaled_eager_runs_distribution():
     """1 500 lazy and 1 500 eager runs of the scaled release (N = 2, 9 steps of 3 rows
     of 5 columns at density 0.2, blocks of 2 steps, 6 coordinates): per coordinate a
@@ -487,11 +478,11 @@ def test_scaled_lazy_run_has_the_scaled_eager_runs_distribution():
     (p < 1e-6 on some coordinate; 2e-15 when written) a lazy driver that folds s into
     u before adding the pending noise (that noise then misses its block's factor
     0.36)."""
-    lazy = _scaled_runs(2, 1500, 0)
-    eager = _scaled_runs(2, 1500, 0, lazy=False)
+    lazy = _runs(True, 2, 1500, 0, scaled=True)
+    eager = _runs(False, 2, 1500, 0, scaled=True)
     for j in range(lazy.shape[1]):
         assert stats.ks_2samp(lazy[:, j], eager[:, j]).pvalue > 1e-3 / lazy.shape[1]
-    broken = _scaled_runs(2, 1500, 0, flush_at_fold=False)
+    broken = _runs(True, 2, 1500, 0, scaled=True, flush_at_fold=False)
     assert min(stats.ks_2samp(broken[:, j], eager[:, j]).pvalue
                for j in range(lazy.shape[1])) < 1e-6
 
@@ -598,3 +589,24 @@ def test_a_scaled_plan_edited_after_planning_is_refused(edit):
     assert mechanism.uses_lazy_noise(plan, True)
     with pytest.raises(ValueError, match="scale_floor < 1"):
         mechanism.uses_lazy_noise(dataclasses.replace(plan, **edit), True)
+
+
+@pytest.mark.parametrize("row, u", [
+    ([1.7e308, -1.7e308], [4.0, 4.0]),             # inf − inf in the plain sum
+    ([1e308, 1e308, -1e308], [2.0, 2.0, 2.0]),     # a partial sum overflows
+    ([1.7e308, 1.0], [4.0, 0.0]),                  # the margin itself overflows
+    ([0.3, -2.0, 7.5], [1.25, -0.5, 3.0]),         # no overflow
+])
+def test_scaled_margin_is_the_margin_at_w_equal_s_times_u(row, u):
+    """The scaled kernel's margin at (u, s) equals linear_losses' margin at the array
+    w = s·u bit for bit, the overflow fallback (shared: ``_csr_margin_rescaled`` with
+    its factor s) included."""
+    from skdpsparse._kernels.cyclic_sgd import _csr_margin_scaled
+    from skdpsparse._kernels.linear_losses import _csr_margin
+
+    X = sp.csr_matrix(np.array([row]))
+    u = np.array(u)
+    for s in (1.0, 0.5, 0.9801):
+        got = _csr_margin_scaled(X.indptr, X.indices, X.data, 0, u, s, 0.25)
+        want = _csr_margin(X.indptr, X.indices, X.data, 0, s * u, 0.25)
+        assert got == want or (np.isnan(got) and np.isnan(want)), (s, got, want)
