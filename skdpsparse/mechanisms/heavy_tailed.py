@@ -117,11 +117,13 @@ from .._kernels.heavy_tailed import (
     noise_smoothing_mean_dense,
     smoothed_phi_sup,
 )
+from .._kernels.chacha import key_words
 from .._kernels.heavy_tailed_scaled import (
     cwme_scaled_csr,
     cwme_scaled_dense,
     noise_smoothing_scaled_csr,
     noise_smoothing_scaled_dense,
+    random_groups,
 )
 from ..accounting import (
     ZCDP,
@@ -610,15 +612,16 @@ def _release(statistic, rng, plan):
     return z
 
 
-def cwme(X, plan, rng, *, scale=None, groups=None):
+def cwme(X, plan, rng, *, scale=None, groups=None, shuffle=False):
     """Run a :class:`CWMEPlan`: the trimmed median of means of ``X`` plus the planned
     noise.
 
     **Privacy guarantee.** ``plan.budget`` for one row of ``X`` replaced (n and d
     public), for a plan from :func:`plan_cwme` (:class:`CWMEPlan`); ``scale`` and a
-    data-independent ``groups`` assignment leave the sensitivity unchanged (the bound
-    holds for every assignment and every per-row factor). Assumptions: a secret
-    random source. Not covered: add/remove neighbours; timing side channels.
+    data-independent ``groups`` assignment (or the secret random one of ``shuffle``)
+    leave the sensitivity unchanged (the bound holds for every assignment and every
+    per-row factor). Assumptions: a secret random source. Not covered: add/remove
+    neighbours; timing side channels.
 
     Parameters
     ----------
@@ -627,6 +630,11 @@ def cwme(X, plan, rng, *, scale=None, groups=None):
     rng : RandomSource or numpy.random.Generator
     scale, groups : array-like of shape (n,), optional
         As in :func:`trimmed_median_of_means`.
+    shuffle : bool, default=False
+        Assign the rows to groups at random instead of ``groups``: every assignment
+        with the consecutive split's sizes equally likely, drawn from ``rng`` before
+        the noise (:func:`~skdpsparse._kernels.heavy_tailed_scaled.random_groups`,
+        keyed by a fresh secret of ``rng``; one byte per row for up to 256 groups).
 
     Returns
     -------
@@ -635,6 +643,11 @@ def cwme(X, plan, rng, *, scale=None, groups=None):
     rng = _check_rng(rng)
     X = _as_data(X)
     _check_shape(X, plan)
+    if shuffle:
+        if groups is not None:
+            raise ValueError("pass groups or shuffle=True, not both.")
+        key = key_words(rng.secret_int(256).to_bytes(32, "little"))
+        groups = random_groups(plan.n_samples, plan.groups_used, key)
     statistic = trimmed_median_of_means(X, tau=plan.tau, n_groups=plan.n_groups,
                                         center=plan.center, scale=scale, groups=groups)
     return _release(statistic, rng, plan)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._kernels.heavy_tailed_scaled import consecutive_groups
 from ..accounting import (
     ZCDP, ApproxDP, PureDP, PureDPEvent, ZCDPEvent, approx_dp_to_zcdp, with_event,
 )
@@ -258,10 +257,9 @@ def heavy_tailed_mean(X, plan, rng):
     """
     mech = plan.mechanism
     if plan.method == "cwme":
-        n = mech.n_samples
-        groups = (rng.permutation(consecutive_groups(n, mech.n_groups))
-                  if plan.shuffle else None)
-        return cwme(X, mech, rng, groups=groups), {"noise_scale": mech.noise_scale}
+        # shuffle: secret labels with the consecutive sizes, one byte per row for up
+        # to 256 groups (heavy_tailed_scaled.random_groups), drawn before the noise.
+        return cwme(X, mech, rng, shuffle=plan.shuffle), {"noise_scale": mech.noise_scale}
     if plan.method == "noise_smoothing":
         return nsme(X, mech, rng), {"noise_scale": mech.noise_scale}
     if plan.method == "clipped":

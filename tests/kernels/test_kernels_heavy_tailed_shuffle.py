@@ -1,9 +1,16 @@
-"""The exact shuffle behind DPHeavyTailedMean(method="cwme", shuffle=True): Fisher–Yates
-with the bit length of the bound kept across steps (exact_sampling._shuffle_with) reads
-the same bits as recounting it at every step, so it gives the same permutation bit for
-bit; ``shuffled`` equals the gather of the labels by that permutation; the law of the
-permutations is uniform; and a variant that updates the bit length one step early is
-caught by both checks."""
+"""The exact shuffles behind DPHeavyTailedMean(method="cwme", shuffle=True).
+
+exact_sampling's Fisher–Yates with the bit length of the bound kept across steps
+(_shuffle_with) reads the same bits as recounting it at every step, so it gives the
+same permutation bit for bit; ``shuffled`` equals the gather of the labels by that
+permutation; the law of the permutations is uniform; and a variant that updates the
+bit length one step early is caught by both checks.
+
+The estimator's labels come from heavy_tailed_scaled.random_groups (Fisher–Yates on
+the labels, Lemire's multiply-and-reject indices): every index map exact (checked for
+every bound on 8-bit words), the consecutive sizes, the uniform arrangement law in
+both index branches, and Sattolo's variant caught.
+"""
 
 import itertools
 import math
@@ -109,3 +116,87 @@ def test_shuffled_group_labels_have_the_uniform_arrangement_law():
         counts[t] = counts.get(t, 0) + 1
     assert len(counts) == math.factorial(4) // 2
     assert stats.chisquare(list(counts.values())).pvalue > 1e-4
+
+
+# ------------------------------------------------ random_groups: the labels cwme uses
+# Fisher–Yates on the labels with Lemire's multiply-and-reject indices
+# (heavy_tailed_scaled.random_groups): other bits than es.shuffled, the same law.
+from skdpsparse._kernels import heavy_tailed_scaled as hts  # noqa: E402
+
+
+@numba.njit
+def _lemire_map(s, bits):
+    # Every word x on [0, 2^bits) through Lemire's test: the accepted count per index.
+    counts = np.zeros(s, np.int64)
+    for x in range(1 << bits):
+        ok, j = hts._lemire_accepts(np.int64(x), np.int64(s), bits)
+        if ok:
+            counts[j] += 1
+    return counts
+
+
+def test_lemire_indices_are_exactly_uniform_for_every_bound_on_8_bit_words():
+    # The same code path as the 32-bit words of the shuffle: each j in [0, s) keeps
+    # exactly floor(2^8 / s) accepted words, for every s up to 2^7 (the largest
+    # bound is half the word, as _LEMIRE_MAX is for 32-bit words).
+    for s in range(1, 129):
+        np.testing.assert_array_equal(_lemire_map(s, 8), np.full(s, 256 // s), err_msg=s)
+
+
+@pytest.mark.parametrize("n,m", [(1, 1), (2, 1), (10, 3), (1001, 32), (65_537, 7),
+                                 (5000, 256), (5000, 257), (300, 300)])
+def test_random_groups_have_the_consecutive_sizes(n, m):
+    key = _key(n + 11 * m)
+    g = hts.random_groups(n, m, key)
+    m_used = min(n, m)
+    assert g.dtype == (np.uint8 if m_used <= 256 else np.int64) and g.shape == (n,)
+    np.testing.assert_array_equal(np.bincount(g, minlength=m_used),
+                                  np.bincount(consecutive_groups(n, m), minlength=m_used))
+    np.testing.assert_array_equal(g, hts.random_groups(n, m, key))  # keyed: repeatable
+    if n > 100:
+        assert not np.array_equal(g, hts.random_groups(n, m, key, domain=1))
+        assert not np.array_equal(g, consecutive_groups(n, m))
+    # accepted by the kernels' checks, uint8 as it is
+    assert hts.check_groups(g, n, m).dtype == np.int64
+
+
+def _labels(n, m, key, domain, lemire_max=hts._LEMIRE_MAX):
+    sizes = np.diff(hts.group_bounds(n, m))
+    return hts._random_labels_nb(sizes, key, domain, np.empty(n, np.uint8), lemire_max)
+
+
+@numba.njit
+def _sattolo(out, key, domain):
+    # Broken on purpose: j uniform below i (Sattolo's algorithm), so no label stays
+    # at the last position it started from: only cyclic permutations.
+    io, r = hts._new_reader(key, 0, domain)
+    for i in range(out.size - 1, 0, -1):
+        while True:
+            x, r = hts._bits(io, r, 32)
+            ok, j = hts._lemire_accepts(x, np.int64(i), 32)
+            if ok:
+                break
+        out[i], out[j] = out[j], out[i]
+
+
+@pytest.mark.parametrize("lemire_max", [hts._LEMIRE_MAX, 1])
+def test_random_groups_have_the_uniform_arrangement_law(lemire_max):
+    # lemire_max = 1 sends every index through the branch for over 2^31 rows.
+    # Permutations of 5 distinct labels: 120 cells, 24 000 draws (200 expected per
+    # cell); the multiset {0, 0, 1, 2}: 12 arrangements, 12 000 draws. Fails if
+    # p < 1e-4. Sattolo's variant (j below i) is caught: p ~ 0.
+    key = key_words(os.urandom(32))
+    assert _chi2_pvalue(lambda d: _labels(5, 5, key, d, lemire_max), 5, 24_000) > 1e-4
+    counts = {}
+    for d in range(12_000):
+        t = tuple(_labels(4, 3, key, d, lemire_max))
+        counts[t] = counts.get(t, 0) + 1
+    assert len(counts) == math.factorial(4) // 2
+    assert stats.chisquare(list(counts.values())).pvalue > 1e-4
+
+    def broken(d):
+        out = np.arange(5, dtype=np.uint8)
+        _sattolo(out, key, d)
+        return out
+
+    assert _chi2_pvalue(broken, 5, 24_000) < 1e-10

@@ -113,6 +113,31 @@ def test_cwme_sensitivity_holds_with_scaled_rows_and_shuffled_groups(n, d, m):
     assert np.all(worst <= np.asarray(nsens) * (1 + 1e-9))
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_cwme_shuffle_draws_random_groups_then_the_noise(sparse):
+    """cwme(shuffle=True) is, draw for draw, a fresh secret of the source keying
+    random_groups (every assignment with the consecutive sizes equally likely:
+    tests/kernels/test_kernels_heavy_tailed_shuffle.py), then the statistic on those
+    groups plus the plan's noise; dense and CSR (uint8 labels read in place, int64
+    after check_groups) give the same labels."""
+    from skdpsparse._kernels.chacha import key_words
+    from skdpsparse._kernels.heavy_tailed_scaled import random_groups
+    from skdpsparse.mechanisms.heavy_tailed import cwme, plan_cwme
+    from skdpsparse.utils._random import RandomSource
+
+    n, d, m, tau = 500, 6, 9, 0.8
+    X = np.random.default_rng(5).standard_t(2.0, size=(n, d))
+    X = sp.csr_matrix(X) if sparse else X
+    plan = plan_cwme(n, d, tau=tau, n_groups=m, epsilon=1.0, delta=1e-6)
+    got = cwme(X, plan, RandomSource(b"k" * 32), shuffle=True)
+    rs = RandomSource(b"k" * 32)
+    groups = random_groups(n, m, key_words(rs.secret_int(256).to_bytes(32, "little")))
+    np.testing.assert_array_equal(got, cwme(X, plan, rs, groups=groups))
+    assert not np.array_equal(got, cwme(X, plan, RandomSource(b"k" * 32)))
+    with pytest.raises(ValueError, match="not both"):
+        cwme(X, plan, RandomSource(b"k" * 32), groups=groups, shuffle=True)
+
+
 def attaining_dataset(n, d, m, tau, center):
     """Data whose median of means moves by exactly Δ∞ in every coordinate when row
     ``n - 1`` (in the last, smallest group) goes from -HUGE to +HUGE: the other groups
