@@ -35,6 +35,11 @@ minimizer are the in-memory ones.
   otherwise accelerated projected gradient (Nesterov's constant momentum for
   λ-strongly convex problems, with backtracking on the step and a restart whenever
   F increases; O'Donoghue and Candès 2015).
+* Fallback: whether those adaptive solvers certify depends on the data, so when they
+  stop without a certificate (or fail in floating point) and the caller gave a
+  public step count, :func:`projected_descent` runs from 0 for exactly that many
+  steps; its distance to the minimizer is bounded by analysis
+  (:func:`descent_floor`, :func:`descent_iterations`), not by a test that could fail.
 
 L-BFGS's own work is level-1 BLAS on p-vectors; threaded BLAS only adds
 synchronization there (×15 slower measured on a loaded 2-core machine), so the solver
@@ -52,12 +57,14 @@ rounding of the per-row terms and of a few float64 steps, bounded by :class:`Fix
 (e₂, e₁); ``accept`` is asked about ‖u‖ + e, an upper bound on the residual of the
 true gradient (whose least-norm subgradient it dominates), so the certificate covers
 the rounding of the sums. The caller decides, by ``accept(r_l2, r_l1)``, when the
-residual is small enough; the solver stops only then, whatever the iteration count,
-or raises. (The rounding inside one row's margin and loss, the same operations in
-every path, is not accounted for, as nowhere else in the library.)
+residual is small enough; the adaptive solvers stop only then, whatever the iteration
+count, and otherwise hand over to the fallback (or raise, without one). (The rounding
+inside one row's margin and loss, the same operations in every path, is not accounted
+for, as nowhere else in the library.)
 """
 
 import math
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -98,7 +105,10 @@ __all__ = [
     "FixedPointObjective",
     "InMemoryRows",
     "ball_residual",
+    "descent_floor",
+    "descent_iterations",
     "make_objective",
+    "projected_descent",
     "solve_certified",
     "solve_regularized_erm",
 ]
@@ -374,6 +384,17 @@ def _grid_bits(n, term_bound):
     return min(960, _RANGE_BITS - math.frexp(total)[1])
 
 
+def _term_grids(n, code, param, theta_norm, feature_l2, row_bound, label_bound):
+    """(F_loss, F_grad, Λ_ρ): the grid bits of the loss and gradient terms at a θ of
+    norm ``theta_norm``, and the bound Λ_ρ on |ℓ'| there (|ℓ| and |ℓ'| at the corners
+    z = ±ρ, y = ±B, :class:`FixedPointObjective`, in one compiled call). Public
+    numbers and ‖θ‖ only; the F are None where no grid fits."""
+    rho = theta_norm * feature_l2 * (1.0 + 1e-9)
+    loss_max, der_max = corner_extremes(code, param, rho, label_bound)
+    return (_grid_bits(n, loss_max), _grid_bits(n, der_max * max(1.0, row_bound)),
+            float(der_max))
+
+
 class FixedPointObjective:
     """F(θ) = (1/n)Σᵢ ℓ(⟨θ, x̄ᵢ⟩, yᵢ) + (λ/2)‖θ‖², its gradient and Hessian-vector
     products, from exact integer sums of per-row terms (the oracle of
@@ -459,11 +480,9 @@ class FixedPointObjective:
         ‖g̃ − ∇F(θ)‖₂ and ‖g̃ − ∇F(θ)‖₁."""
         self.n_evaluations += 1
         theta = np.asarray(theta, dtype=np.float64)
-        rho = float(np.linalg.norm(theta)) * self.feature_l2 * (1.0 + 1e-9)
-        # |ℓ| and |ℓ'| at the corners z = ±ρ, y = ±B (class doc), in one compiled call.
-        loss_max, der_max = corner_extremes(self.code, self.param, rho, self.label_bound)
-        f_loss = _grid_bits(self.n, loss_max)
-        f_grad = _grid_bits(self.n, der_max * max(1.0, self.row_bound))
+        f_loss, f_grad, _ = _term_grids(self.n, self.code, self.param,
+                                        float(np.linalg.norm(theta)), self.feature_l2,
+                                        self.row_bound, self.label_bound)
         w, b = self._split(theta)
         for _ in range(8):
             if f_loss is None or f_grad is None:
@@ -532,6 +551,112 @@ class FixedPointObjective:
         return hvp
 
 
+#: Unit roundoff of float64.
+_UNIT = 2.0 ** -53
+
+
+def descent_floor(n, n_features, *, code, param, alpha, smoothness, intercept_scaling,
+                  row_bound, label_bound, reach, radius=None):
+    """The distance to the minimizer that rounding alone leaves to
+    :func:`projected_descent`, from public numbers: (e/M + δ)/(1 − q).
+
+    **Privacy guarantee.** None needed: public numbers in, one public number out (no
+    data enters it). What it guarantees, for every dataset of n rows bounded by
+    ``row_bound`` (and |y| ≤ ``label_bound``): every iterate xₖ of
+    :func:`projected_descent` over the rows' :class:`FixedPointObjective` whose norm
+    is at most ``reach`` satisfies ‖xₖ₊₁ − θ*‖ ≤ q‖xₖ − θ*‖ + e/M + δ, hence
+    ‖xₖ − θ*‖ ≤ qᵏ‖x₀ − θ*‖ + floor. The terms:
+
+    * q = √((M − λ)/(M + λ)) (rounded up): the step x ↦ P(x − ∇F(x)/M) is a
+      q-contraction for every λ-strongly convex F with M-Lipschitz gradient (Nesterov
+      2004, "Introductory Lectures on Convex Optimization", Theorem 2.1.12 with
+      t = 1/M; no second derivative needed), P being non-expansive and θ* its fixed
+      point (the optimality condition over the ball).
+    * e: the error of the computed gradient, the bound :class:`FixedPointObjective`
+      reports with each column's count kⱼ replaced by its public maximum n
+      (√(Σkⱼ² + c²n²)/n ≤ √(d + c²)), at the coarsest grid any ‖θ‖ ≤ ``reach`` uses
+      (the grid is monotone in ‖θ‖), plus the float slack 2⁻⁵⁰(‖g̃‖ + λ‖θ‖) with
+      ‖g̃‖ ≤ Λ·G₂ + λ·reach + e. The kernels accept that grid at the first try: a
+      term exceeds its bound T only by the rounding of the row bounding (relative
+      2⁻²¹ at most), and they refuse a term only beyond 2T (``limit``).
+    * δ: the rounding of the update x − g̃/M (2.01u(‖x‖ + ‖g̃‖/M) in ℓ2, u = 2⁻⁵³)
+      and, on a ball of radius D, of the rescaling v·D/‖v‖ ((p + 8)·u·D).
+
+    Returns
+    -------
+    floor : float
+        ``inf`` when no grid fits (a bound beyond float64's reach) or q rounds to 1.
+    """
+    # The bounds FixedPointObjective uses (the same slack on R and B).
+    R = float(row_bound) * (1.0 + 1e-9)
+    B = float(label_bound) * (1.0 + 1e-9)
+    c = float(intercept_scaling)
+    feature_l2 = math.hypot(R, c)
+    p = int(n_features) + (c > 0)
+    lam, M, reach = float(alpha), float(smoothness), float(reach)
+    f_loss, f_grad, der_max = _term_grids(int(n), int(code), float(param), reach,
+                                          feature_l2, R, B)
+    q = math.sqrt(max(M - lam, 0.0) / (M + lam)) * (1.0 + 8 * _UNIT)
+    if f_loss is None or f_grad is None or not q < 1.0 or not math.isfinite(der_max):
+        return math.inf
+    sums = math.ldexp(1.0, -f_grad - 1) * math.sqrt(n_features + c * c)
+    grad_bound = (der_max * feature_l2 * ROW_SLACK + lam * reach + sums) * (1.0 + 1e-6)
+    e = sums + _FLOAT_SLACK * (grad_bound + lam * reach)
+    step = 2.01 * _UNIT * (reach + grad_bound / M)
+    if radius is not None:
+        step += (p + 8) * _UNIT * float(radius)
+    return (e / M + step) / (1.0 - q)
+
+
+#: How far a bounded row's norm may exceed R in floating point (the relative slack
+#: of row bounding, ``mechanisms.output_perturbation.ROW_NORM_SLACK``, rounded up).
+ROW_SLACK = 1.0 + 2.0 ** -21
+
+
+def descent_iterations(start_distance, floor, target, *, alpha, smoothness):
+    """k with qᵏ·``start_distance`` + ``floor`` ≤ ``target`` (q as in
+    :func:`descent_floor`), at least 1: the public iteration count after which
+    :func:`projected_descent` is certified within ``target`` of the minimizer.
+
+    **Privacy guarantee.** None needed: public numbers only. Needs
+    ``floor < target``; raises ``ValueError`` otherwise.
+    """
+    lam, M = float(alpha), float(smoothness)
+    if not floor < target:
+        raise ValueError(f"The descent's rounding floor {floor:.3g} is not below the "
+                         f"target distance {target:.3g}.")
+    q = math.sqrt(max(M - lam, 0.0) / (M + lam)) * (1.0 + 8 * _UNIT)
+    room = target - floor
+    if start_distance <= room or q == 0.0:
+        return 1
+    # log rounding: one more step than the real solution, and a relative 1e-12 margin.
+    k = math.log(start_distance / room) / -math.log(q) * (1.0 + 1e-12)
+    return max(1, int(math.ceil(k)) + 1)
+
+
+def projected_descent(fge, n_params, *, radius, smoothness, iterations):
+    """x₀ = 0, xₖ₊₁ = P(xₖ − g̃(xₖ)/M) for a public number of steps: the solver's
+    fallback, certified by analysis (:func:`descent_floor`), not by a residual.
+
+    **Privacy guarantee.** None by itself (the result is not private). What it
+    guarantees: after ``iterations`` = :func:`descent_iterations` steps the result is
+    within the target distance of the exact minimizer, whatever the data, with no
+    data-dependent test that could fail; its number of passes is public.
+
+    Returns
+    -------
+    theta : ndarray of shape (n_params,)
+    """
+    theta = np.zeros(int(n_params))
+    M = float(smoothness)
+    for _ in range(int(iterations)):
+        _, grad, _ = fge(theta)
+        theta = theta - grad / M
+        if radius is not None:
+            theta = _project(theta, float(radius))
+    return theta
+
+
 #: sup ℓ'' per loss (the smoothed hinge's is 1/h).
 _CURVATURE_BOUND = {SQUARED: 1.0, HUBER: 1.0, LOGISTIC: 0.25}
 
@@ -574,12 +699,18 @@ def _norms(u):
     return float(np.linalg.norm(u)), float(np.abs(u).sum())
 
 
-def _lbfgs(fge, theta0, accept, max_iter):
-    """Unconstrained L-BFGS, stopped as soon as ``accept`` holds at an iterate."""
+def _lbfgs(fge, theta0, accept, max_iter, first=None):
+    """Unconstrained L-BFGS, stopped as soon as ``accept`` holds at an iterate.
+    ``first``: fge(theta0) already evaluated (SciPy asks for it first)."""
     last = {}
+    pending = [] if first is None else [(np.array(theta0, dtype=np.float64), first)]
 
     def fun(theta):
-        value, grad, err = fge(theta)
+        if pending and np.array_equal(theta, pending[0][0]):
+            value, grad, err = pending.pop()[1]
+        else:
+            pending.clear()
+            value, grad, err = fge(theta)
         last["x"], last["g"], last["e"] = theta.copy(), grad, err
         return value, grad
 
@@ -713,7 +844,7 @@ def _max_row_norm(X):
 
 
 def solve_certified(objective, *, radius, smoothness, accept, max_iter=1000,
-                    theta0=None):
+                    theta0=None, fallback_iterations=None):
     """The certified solver over an objective oracle (in memory or distributed).
 
     Parameters
@@ -722,20 +853,57 @@ def solve_certified(objective, *, radius, smoothness, accept, max_iter=1000,
         ``fge(θ) -> (F, g̃, (e₂, e₁))``, ``hvp_at(θ)``, ``p`` and ``alpha``.
     radius, smoothness, accept, max_iter, theta0
         As in :func:`solve_regularized_erm`.
+    fallback_iterations : int, optional
+        If given, a public iteration count of :func:`projected_descent` certified by
+        analysis (:func:`descent_iterations`) to land as close to the minimizer as
+        ``accept`` asks: when the adaptive solvers end without a certificate (or
+        fail in floating point), that descent runs instead of raising, so whether a
+        fit completes never depends on the data. Without it, such a solve raises
+        ``RuntimeError``.
 
     Returns
     -------
     theta, info
-        As in :func:`solve_regularized_erm`.
+        As in :func:`solve_regularized_erm`; ``info["certified_by"]`` is
+        ``"residual"`` or ``"analysis"`` (the fallback, whose residuals are NaN).
     """
-    with _one_blas_thread():
-        return _solve(objective, radius, smoothness, accept, max_iter, theta0)
+    # Warnings and floating-point errors inside the adaptive solvers depend on the
+    # data: none may reach the caller (the fallback decides instead).
+    with _one_blas_thread(), np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return _solve(objective, radius, smoothness, accept, max_iter, theta0)
+        except _ADAPTIVE_FAILURES:
+            if fallback_iterations is None:
+                raise
+        theta = projected_descent(objective.fge, objective.p, radius=radius,
+                                  smoothness=smoothness, iterations=fallback_iterations)
+        return theta, {"n_iter": int(fallback_iterations), "residual_l2": math.nan,
+                       "residual_l1": math.nan, "certified_by": "analysis"}
+
+
+class _NotCertified(RuntimeError):
+    pass
+
+
+#: What ends the adaptive solvers without a certificate: their own give-up, and the
+#: arithmetic or SciPy errors a degenerate scale can cause.
+_ADAPTIVE_FAILURES = (_NotCertified, ArithmeticError, ValueError, np.linalg.LinAlgError)
 
 
 def _solve(objective, radius, smoothness, accept, max_iter, theta0):
     fge, hvp_at, alpha = objective.fge, objective.hvp_at, objective.alpha
     theta = np.zeros(objective.p) if theta0 is None else np.array(theta0, dtype=np.float64)
-    theta, grad, err, n_iter = _lbfgs(fge, theta, accept, max_iter)
+    value, grad, err = fge(theta)
+    if (radius is None or np.linalg.norm(theta) <= radius) and \
+            accept(*_certified(grad, err)):
+        # The start is certified (a degenerate scale where λ dominates): L-BFGS's
+        # first step, of unit length, would only leave it.
+        r_l2, r_l1 = _certified(grad, err)
+        return theta, {"n_iter": 0, "residual_l2": r_l2, "residual_l1": r_l1,
+                       "certified_by": "residual"}
+    theta, grad, err, n_iter = _lbfgs(fge, theta, accept, max_iter,
+                                      first=(value, grad.copy(), err))
     inside = radius is None or np.linalg.norm(theta) <= radius
     if inside and not accept(*_certified(grad, err)):
         theta, grad, err, it = _newton_polish(fge, hvp_at, theta, accept)
@@ -743,7 +911,8 @@ def _solve(objective, radius, smoothness, accept, max_iter, theta0):
         inside = radius is None or np.linalg.norm(theta) <= radius
     if inside and accept(*_certified(grad, err)):
         r_l2, r_l1 = _certified(grad, err)
-        return theta, {"n_iter": n_iter, "residual_l2": r_l2, "residual_l1": r_l1}
+        return theta, {"n_iter": n_iter, "residual_l2": r_l2, "residual_l1": r_l1,
+                       "certified_by": "residual"}
     if radius is not None and np.linalg.norm(theta) > radius:
         for _ in range(3):
             theta, grad, err, it = _accelerated_projected_gradient(
@@ -751,8 +920,9 @@ def _solve(objective, radius, smoothness, accept, max_iter, theta0):
             n_iter += it
             r_l2, r_l1 = _certified(ball_residual(theta, grad, radius), err)
             if accept(r_l2, r_l1):
-                return theta, {"n_iter": n_iter, "residual_l2": r_l2, "residual_l1": r_l1}
-    raise RuntimeError(
+                return theta, {"n_iter": n_iter, "residual_l2": r_l2, "residual_l1": r_l1,
+                               "certified_by": "residual"}
+    raise _NotCertified(
         "The regularized ERM solver did not reach the certified accuracy the noise is "
         f"calibrated for after {n_iter} iterations; increase max_iter or tol (the "
         "relative slack of the sensitivity)."

@@ -237,7 +237,7 @@ def fit_output_perturbation_distributed(estimator, X, y):
         n, d, K, loss=loss, loss_param=loss_param, epsilon=float(estimator.epsilon),
         delta=delta, alpha=estimator.alpha, objective=estimator.objective,
         radius=estimator.radius, calibration=estimator.calibration,
-        tol=float(estimator.tol), norm_bound=norm_bound, sparsity=estimator.sparsity,
+        tol=estimator.tol, norm_bound=norm_bound, sparsity=estimator.sparsity,
         intercept_scaling=c, label_bound=label_bound)
 
     prepare = dask.delayed(_prepare, pure=True, nout=2)
@@ -265,7 +265,7 @@ def fit_output_perturbation_distributed(estimator, X, y):
     theta_hat, _ = release(theta, plan, rng)
     coef = theta_hat[:, :d]
     intercept = c * theta_hat[:, d] if c > 0 else np.zeros(K)
-    attrs = dict(input_attrs, alpha_=plan.alpha, noise_scale_=plan.noise_scale,
+    attrs = dict(input_attrs, alpha_=plan.alpha, noise_scale_=plan.noise_scale, tol_=plan.tol,
                  intercept_scaling_=c, norm_bound_=norm_bound)
     attrs[_DTYPE_KEY] = np.dtype(kernel[1])
     if is_regressor:

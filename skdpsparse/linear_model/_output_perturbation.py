@@ -34,7 +34,7 @@ _COMMON_CONSTRAINTS = {
     "sparsity": [Interval("integer", 1, None, closed="left"), None],
     "radius": [_POSITIVE, None],
     "calibration": [Options("analytic", "classic")],
-    "tol": [_POSITIVE],
+    "tol": [_POSITIVE, Options("auto")],
     "solver_max_iter": [Interval("integer", 1, None, closed="left")],
     "tau": [_POSITIVE, Options("auto")],
     "max_net_size": [Interval("integer", 1, None, closed="left")],
@@ -58,17 +58,17 @@ _PRIVACY_DOC = """**Privacy guarantee.** Protected: one row (x, y), under replac
     composition (Dwork and Roth 2014, Theorem 3.16). Assumptions: every row is scaled
     into {‖x‖₂ ≤ R, ‖x‖₁ ≤ √s·R} and every target clipped into [−B, B] before use; λ, the intercept
     scaling and every other default come from n, d, s, ε, δ and the declared bounds
-    only; the solver stops only when its distance to the exact minimizer is
-    certified to be ≤ tol·Δ/2 by strong convexity (else the fit raises
-    ``RuntimeError`` and releases no model); the noise is exact (:ref:`derivation_exact_sampling`) and drawn from a
+    only; the released minimizer is within tol·Δ/2 of the exact one, certified by
+    strong convexity from a residual, or, when the adaptive solvers end without
+    that certificate, by the analysis of projected gradient descent run for a
+    public number of steps (:ref:`derivation_sensitivities`, "The solver's
+    fallback"; Nesterov 2004, Theorem 2.1.12), so whether a fit completes does not
+    depend on the data, and tol itself comes from public numbers; the noise is exact
+    (:ref:`derivation_exact_sampling`) and drawn from a
     secret key (``random_state=None``). Not covered: the label set of a classifier
     fitted with ``classes=None`` (a :class:`~skdpsparse.exceptions.PrivacyLeakWarning`
     says so); the noise when ``random_state`` is fixed; the fit's duration (the
-    solver's iteration count depends on the data and is not exposed); whether the
-    solve fails to certify (that ``RuntimeError`` is one bit that can depend on the
-    data: seen only at extreme public scales, e.g. a private ``norm_bound`` drawn
-    octaves above the rows at an n·ε where :func:`~._base.private_bound` warns, with
-    ``alpha="auto"`` near 10¹⁷)."""
+    solver's iteration count depends on the data and is not exposed)."""
 
 
 _SHARED_DOC = """epsilon : float, default=1.0
@@ -130,14 +130,21 @@ _SHARED_DOC = """epsilon : float, default=1.0
     calibration : {"analytic", "classic"}, default="analytic"
         Gaussian noise from the analytic Gaussian mechanism or the seed's classic
         σ = Δ₂√(2 ln(1.25/δ))/ε (valid for ε < 1).
-    tol : float, default=1e-2
+    tol : float or "auto", default="auto"
         Relative slack of the solver: it runs until the distance to the exact
         minimizer is certified (by strong convexity) to be ≤ tol·Δ/2, and the noise is
         calibrated to (1 + tol)·Δ, so the guarantee covers what is computed.
+        ``"auto"``: 10⁻², or the smallest slack the solver's fallback can certify at
+        these public sizes if larger (it grows like n²·√d: past about n = 8·10⁶ at
+        d = 2¹⁸ with unit rows;
+        :func:`~skdpsparse.mechanisms.output_perturbation.certification_tol`).
+        A float below that smallest slack is refused before the data is read.
     solver_max_iter : int, default=1000
-        Solver iterations per phase; fitting fails rather than release an uncertified
-        solution. (The iteration count itself depends on the data and is not exposed:
-        no ``n_iter_``.)
+        Iterations per phase of the adaptive solvers (L-BFGS, Newton, accelerated
+        projected gradient). If they end without a certificate, projected gradient
+        descent runs for a public number of steps whose distance to the minimizer is
+        certified by analysis, so a fit never fails on its data. (The iteration count
+        depends on the data and is not exposed: no ``n_iter_``.)
     tau : float or "auto", default="auto"
         Net step of ``method="exponential"``; "auto" minimizes its error bound among
         nets of at most ``max_net_size`` points.
@@ -162,6 +169,9 @@ _SHARED_ATTRS = """alpha_ : float
         The guarantee of this fit.
     noise_scale_ : float
         Gaussian σ or Laplace scale per coordinate (output perturbation only).
+    tol_ : float
+        The solver's relative slack used, ``tol="auto"`` resolved (output
+        perturbation only).
     intercept_scaling_ : float
         The c used (0 when ``fit_intercept=False``).
     norm_bound_ : float
@@ -246,11 +256,12 @@ class _BaseOutputPerturbation(BaseEstimator):
         plan = plan_output_perturbation(
             n, d, K, loss=loss, loss_param=loss_param, epsilon=epsilon, delta=delta,
             alpha=self.alpha, objective=self.objective, radius=self.radius,
-            calibration=self.calibration, tol=float(self.tol), **bounds)
+            calibration=self.calibration, tol=self.tol, **bounds)
         self._warn_plan(plan, n, epsilon)  # public numbers only, before the solve
         # info (solver diagnostics) depends on the data: dropped
         theta, _ = output_perturbation(X, targets, plan, rng, max_iter=self.solver_max_iter)
-        return theta, plan.budget, {"alpha_": plan.alpha, "noise_scale_": plan.noise_scale}
+        return theta, plan.budget, {"alpha_": plan.alpha, "noise_scale_": plan.noise_scale,
+                                    "tol_": plan.tol}
 
     def _warn_plan(self, plan, n, epsilon):
         """Warnings that follow from the plan alone (public numbers); none by default."""
@@ -481,7 +492,7 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
                  objective="erm", method="output_perturbation", fit_intercept=True,
                  intercept_scaling="auto", norm_bound=1.0, sparsity=None, label_bound=None,
                  bound_fraction=0.1, radius=None, huber_threshold=1.0, calibration="analytic",
-                 tol=1e-2,
+                 tol="auto",
                  solver_max_iter=1000, tau="auto", max_net_size=MAX_NET_SIZE, verbose=0,
                  random_state=None):
         self.loss = loss
@@ -659,7 +670,7 @@ class DPOutputPerturbationClassifier(OneVsRestClassifierMixin, ClassifierMixin,
                  objective="erm", method="output_perturbation", fit_intercept=True,
                  intercept_scaling="auto", norm_bound=1.0, bound_fraction=0.1,
                  sparsity=None, radius=None, smoothing=1.0, classes=None,
-                 calibration="analytic", tol=1e-2,
+                 calibration="analytic", tol="auto",
                  solver_max_iter=1000, tau="auto", max_net_size=MAX_NET_SIZE, verbose=0,
                  random_state=None):
         self.loss = loss

@@ -81,7 +81,10 @@ at θ̂ with a residual u ∈ ∂(F^λ + ι_𝒳)(θ̂), and λ-strong convexity
 gives ‖θ̂ − θ*‖₁ ≤ (‖u‖₁ + H₁₂‖u‖₂/λ)/λ, and also ≤ √p‖u‖₂/λ; the smaller is used.
 The solver runs until that certified distance is at most ``tol``·Δ/2 (a threshold
 fixed before seeing data), so ‖θ̂(S) − θ̂(S')‖ ≤ (1 + tol)·Δ, and this is the
-sensitivity the noise is calibrated to.
+sensitivity the noise is calibrated to. Whether it gets there depends on the data;
+when it does not, projected gradient descent runs for a public number of steps whose
+distance is bounded by analysis instead (:func:`certification_tol`), so no fit fails
+on its data.
 
 Several problems (one-vs-rest classes): the K solutions are released jointly, each
 computed on all rows, so replacing a row moves each by at most Δ: the joint
@@ -90,6 +93,7 @@ cheaper than K mechanisms at (ε/K, δ/K); for Laplace it is the same as ε/K ea
 """
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,7 +101,8 @@ import scipy.sparse as sp
 from scipy.optimize import brentq
 
 from .. import _kernels
-from .._solvers.erm import FixedPointObjective, InMemoryRows, solve_certified
+from .._solvers.erm import (FixedPointObjective, InMemoryRows, descent_floor,
+                            descent_iterations, solve_certified)
 from ..accounting import (ApproxDP, DiscreteGaussianEvent, DiscreteLaplaceEvent, PureDP,
                           laplace_scale, with_event)
 from ..accounting.discrete import discrete_gaussian_sigma
@@ -114,6 +119,7 @@ __all__ = [
     "bound_inputs",
     "bound_rows",
     "certified_minimizers",
+    "certification_tol",
     "certified_objective",
     "choose_alpha",
     "choose_alpha_noise",
@@ -448,7 +454,9 @@ class OutputPerturbationPlan:
     exact ones. ``accept`` and ``certified_l1_distance`` read residual norms, which
     depend on the data; they only decide when the solver stops (against a threshold
     fixed here) and release nothing, and the stopping point is covered by the (1 +
-    tol) slack, not by the budget. Not covered: the iteration count and residuals
+    tol) slack, not by the budget. If they never accept, the fallback of
+    ``fallback_iterations`` public steps is certified by analysis instead
+    (:func:`certification_tol`). Not covered: the iteration count and residuals
     themselves (see :func:`output_perturbation`, "Not covered").
 
     Attributes
@@ -465,7 +473,12 @@ class OutputPerturbationPlan:
     sensitivity_l2, sensitivity_l1 : float
         Of one problem's exact minimizer (Δ₂, Δ₁).
     tol : float
-        Relative slack of the certified solutions.
+        Relative slack of the certified solutions (the value used, ``tol="auto"``
+        resolved).
+    fallback_iterations : int
+        The public step count of the solver's fallback, projected gradient descent
+        certified by analysis within tol·Δ/2
+        (:func:`~skdpsparse._solvers.erm.descent_iterations`).
     noise_kind : {"gaussian", "laplace"}
     noise_scale : float
         σ for √K(1 + tol)Δ₂, or b = K(1 + tol)Δ₁/ε.
@@ -491,6 +504,7 @@ class OutputPerturbationPlan:
     noise_kind: str
     noise_scale: float
     budget: object
+    fallback_iterations: int = 0
 
     @property
     def n_params(self):
@@ -512,7 +526,7 @@ class OutputPerturbationPlan:
 def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0, epsilon,
                              delta, alpha="auto", objective="erm", norm_bound=1.0,
                              sparsity=None, intercept_scaling=1.0, label_bound=1.0,
-                             radius=None, calibration="analytic", tol=1e-2):
+                             radius=None, calibration="analytic", tol="auto"):
     """Choose λ, the sensitivities and the noise of Algorithm 3 from public numbers.
 
     **Privacy guarantee.** None needed: public numbers in, public numbers out; no
@@ -548,8 +562,10 @@ def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0,
     calibration : {"analytic", "classic"}
         Gaussian calibration
         (:func:`~skdpsparse.accounting.discrete.discrete_gaussian_sigma`).
-    tol : float
-        Relative slack: the noise is calibrated to (1 + tol)·Δ.
+    tol : float or "auto"
+        Relative slack: the noise is calibrated to (1 + tol)·Δ. ``"auto"``: 10⁻², or
+        the smallest value the solver's fallback can certify if that is larger
+        (:func:`certification_tol`). A float below that raises ``ValueError``.
 
     Returns
     -------
@@ -580,11 +596,13 @@ def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0,
         # is usually several standard deviations of y (0.05·B measured best).
         margin = 1.0 if loss in CLASSIFICATION_LOSSES else REGRESSION_MARGIN * float(label_bound)
 
+        nominal = DEFAULT_TOL if tol == "auto" else tol
+
         def margin_noise(lam):
             constants = constants_at(lam)
             d2, d1 = minimizer_sensitivity(constants, lam, n, p)
-            return constants.feature_l2 * _noise_scale(d2, d1, n_problems, tol, epsilon,
-                                                       delta, calibration)
+            return constants.feature_l2 * _noise_scale(d2, d1, n_problems, nominal,
+                                                       epsilon, delta, calibration)
 
         alpha = choose_alpha_noise(n, margin_noise, margin)
     elif isinstance(alpha, str):
@@ -592,6 +610,14 @@ def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0,
     alpha = float(alpha)
     constants = constants_at(alpha)
     d2, d1 = minimizer_sensitivity(constants, alpha, n, p)
+    code = _kernels.LOSS_CODES[loss]
+    descent = _DescentProblem(
+        n=int(n), n_features=int(n_features), code=code, loss_param=float(loss_param),
+        alpha=alpha, constants=constants, intercept_scaling=float(intercept_scaling),
+        norm_bound=float(norm_bound), radius=radius,
+        grid_label_bound=float(label_bound) if loss in REGRESSION_LOSSES else 1.0,
+        unit=d2 if delta > 0 else d1 / math.sqrt(p))
+    tol, fallback_iterations = certification_tol(descent, tol)
     if delta > 0:
         # Ghazi et al. (2024) Algorithm 3 / Fact 2.3(b): Gaussian noise for the joint ℓ2
         # sensitivity.
@@ -607,12 +633,120 @@ def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0,
         kind = "laplace"
         budget = with_event(PureDP(epsilon), DiscreteLaplaceEvent(scale / sensitivity))
     return OutputPerturbationPlan(
-        loss=loss, code=_kernels.LOSS_CODES[loss], loss_param=float(loss_param), n=int(n),
+        loss=loss, code=code, loss_param=float(loss_param), n=int(n),
         n_features=int(n_features), n_problems=int(n_problems),
         intercept_scaling=float(intercept_scaling), norm_bound=float(norm_bound),
         sparsity=float(s), label_bound=float(label_bound), radius=radius, alpha=alpha,
         constants=constants, sensitivity_l2=d2, sensitivity_l1=d1, tol=float(tol),
-        noise_kind=kind, noise_scale=float(scale), budget=budget)
+        noise_kind=kind, noise_scale=float(scale), budget=budget,
+        fallback_iterations=int(fallback_iterations))
+
+
+#: ``tol="auto"``'s value wherever the solver's fallback can certify it.
+DEFAULT_TOL = 1e-2
+
+
+@dataclass(frozen=True)
+class _DescentProblem:
+    """The public numbers :func:`certification_tol` reads. ``unit``: the ℓ2 distance
+    that tol = 1 allows per half-sensitivity (Δ₂ for Gaussian noise; Δ₁/√p for
+    Laplace noise, since ‖·‖₁ ≤ √p‖·‖₂)."""
+
+    n: int
+    n_features: int
+    code: int
+    loss_param: float
+    alpha: float
+    constants: LossConstants
+    intercept_scaling: float
+    norm_bound: float
+    radius: object
+    grid_label_bound: float
+    unit: float
+
+    def floor(self, target):
+        """The fallback's rounding floor for iterates within ``target`` of θ*
+        (‖xₖ‖ ≤ 2ρ + target: x₀ = 0 is within ρ ≥ ‖θ*‖ of θ*)."""
+        return descent_floor(
+            self.n, self.n_features, code=self.code, param=self.loss_param,
+            alpha=self.alpha, smoothness=self.constants.smoothness + self.alpha,
+            intercept_scaling=self.intercept_scaling, row_bound=self.norm_bound,
+            label_bound=self.grid_label_bound,
+            reach=2.0 * self.constants.coef_bound + target, radius=self.radius)
+
+
+def certification_tol(problem, tol):
+    """The slack tol the plan uses and the fallback's public step count.
+
+    **Privacy guarantee.** None needed: public numbers only, so whether a plan is
+    refused, and the tol it uses, are the same for every dataset. What it guarantees:
+    the solver never fails in a way that depends on the data. Its adaptive solvers
+    certify a residual (data-dependent: they may stop short of it); if they do, the
+    fallback of :func:`~skdpsparse._solvers.erm.solve_certified` runs
+    :func:`~skdpsparse._solvers.erm.projected_descent` for the returned number of
+    steps, which lands within tol·Δ/2 of the exact minimizer by analysis
+    (:func:`~skdpsparse._solvers.erm.descent_floor`: ‖xₖ − θ*‖ ≤ qᵏρ + floor), provided
+    floor ≤ tol·Δ/4, checked here. The floor is the rounding of the 63-bit exact
+    sums with every column's count at its public maximum n; it grows like
+    n²·√(d + c²)·R/2⁶², so tol = 10⁻² is certifiable up to n ≈ 8·10⁶ at d = 2¹⁸
+    (unit rows), and ``"auto"`` raises tol beyond (the noise grows by the factor
+    (1 + tol)).
+
+    Parameters
+    ----------
+    problem : _DescentProblem
+    tol : float or "auto"
+
+    Returns
+    -------
+    tol : float
+    fallback_iterations : int
+
+    Raises
+    ------
+    ValueError
+        A float ``tol`` below what the fallback can certify (naming the smallest that
+        works), or bounds beyond what float64 sums can represent (naming them).
+    """
+    unit = problem.unit
+    if tol == "auto":
+        tol = DEFAULT_TOL
+        for _ in range(60):
+            floor = problem.floor(0.5 * tol * unit)
+            if not math.isfinite(floor):
+                break
+            if floor <= 0.25 * tol * unit:
+                if tol > 10 * DEFAULT_TOL:  # public numbers only: the same on any data
+                    warnings.warn(
+                        f"tol='auto' is {tol:.3g} at these public scales (n={problem.n}, "
+                        f"n_features={problem.n_features}, norm_bound="
+                        f"{problem.norm_bound:.3g}): the rounding of the solver's exact "
+                        f"sums allows no less, and the noise grows by the factor "
+                        f"(1 + tol). A smaller norm_bound or intercept_scaling lowers it.",
+                        UserWarning, stacklevel=3)
+                return tol, descent_iterations(
+                    problem.constants.coef_bound, floor, 0.5 * tol * unit,
+                    alpha=problem.alpha,
+                    smoothness=problem.constants.smoothness + problem.alpha)
+            tol = 4.0 * floor / unit * 1.01
+        raise ValueError(
+            "Output perturbation cannot certify its minimizer at these public scales "
+            f"(n={problem.n}, norm_bound={problem.norm_bound:.3g}, intercept_scaling="
+            f"{problem.intercept_scaling:.3g}, alpha={problem.alpha:.3g}): the exact "
+            "63-bit sums of its solver cannot represent them. Declare a smaller "
+            "norm_bound (or label_bound).")
+    tol = float(tol)
+    floor = problem.floor(0.5 * tol * unit)
+    if not floor <= 0.25 * tol * unit:
+        smallest = 4.0 * floor / unit
+        raise ValueError(
+            f"tol={tol:.3g} is below what the solver can certify at n={problem.n}, "
+            f"n_features={problem.n_features}: the rounding of its exact sums alone "
+            f"allows a distance of {floor:.3g} to the minimizer, more than tol*Delta/4; "
+            f"use tol >= {smallest:.3g} (or tol='auto').")
+    return tol, descent_iterations(
+        problem.constants.coef_bound, floor, 0.5 * tol * unit, alpha=problem.alpha,
+        smoothness=problem.constants.smoothness + problem.alpha)
 
 
 def bound_rows(X, norm_bound, sparsity):
@@ -738,7 +872,7 @@ def certified_minimizers(rows, plan, *, max_iter=1000):
         theta[k], res = solve_certified(
             certified_objective(rows, plan), radius=plan.radius,
             smoothness=plan.constants.smoothness + plan.alpha, accept=plan.accept,
-            max_iter=max_iter)
+            max_iter=max_iter, fallback_iterations=plan.fallback_iterations)
         for key in ("n_iter", "residual_l2", "residual_l1"):
             info[key][k] = res[key]
     return theta, info
@@ -817,7 +951,8 @@ def output_perturbation(X, targets, plan, rng, *, max_iter=1000):
     {‖x‖₂ ≤ R, ‖x‖₁ ≤ R√s} and targets clipped to [−B, B] here (contribution bounding);
     a smooth loss; the computed minimizer certified within tol·Δ/2 of the exact one
     (the solver's certificate covers the rounding of its sums,
-    :class:`~skdpsparse._solvers.erm.FixedPointObjective`), so the noise
+    :class:`~skdpsparse._solvers.erm.FixedPointObjective`; its fallback is certified
+    by analysis with public numbers, :func:`certification_tol`), so the noise
     calibrated to (1 + tol)·Δ covers what is computed. Not covered: ``info`` (the
     iteration count and residuals depend on the data; the estimators drop them), a
     data-dependent λ or bound (they must come from public numbers or a private

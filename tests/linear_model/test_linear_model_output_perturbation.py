@@ -177,7 +177,8 @@ def test_multiclass_one_vs_rest_joint_release():
             mid = 0.5 * (lo + hi)
             lo, hi = (mid, hi) if mid <= g2 / lam / (1 + math.exp(-mid * g2)) else (lo, mid)
     L = g2 / (1 + math.exp(-hi * g2))
-    sens = math.sqrt(K) * (1 + clf.tol) * 2 * L / (lam * n)
+    sens = math.sqrt(K) * (1 + clf.tol_) * 2 * L / (lam * n)
+    assert clf.tol_ == 1e-2  # tol='auto' at these sizes
     assert clf.noise_scale_ == pytest.approx(discrete_gaussian_sigma(sens, 4.0, 1e-6), rel=1e-12)
     assert clf.score(X, y) > 0.3  # ten classes (chance 0.1), ε = 4, n = 1797, d = 29 760
 
