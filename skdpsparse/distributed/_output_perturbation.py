@@ -5,9 +5,11 @@
 a Dask array (dense or scipy.sparse chunks) or dataframe with a Dask ``y``:
 
 1. **prepare** (one task per chunk, persisted on the workers): the chunk checked as
-   the in-memory validation checks it, its rows scaled into {‖x‖₂ ≤ R, ‖x‖₁ ≤ R√s} and
-   its targets built (±1 one-vs-rest) or clipped to [−B, B]
-   (:func:`~skdpsparse.mechanisms.output_perturbation.bound_inputs`, the in-memory
+   the in-memory validation checks it, each row's factor into {‖x‖₂ ≤ R, ‖x‖₁ ≤ R√s}
+   computed (applied where the passes read the row, as in memory: no bounded copy of
+   the chunk) and its targets built (±1 one-vs-rest) or centred at the public centre
+   of a declared interval (low, high) and clipped to [−B, B]
+   (:func:`~skdpsparse.mechanisms.output_perturbation.bounded_rows`, the in-memory
    function); its entries per column and its shares of the data digests of X and of
    the targets go to the driver;
 2. **solve** on the driver:
@@ -41,15 +43,14 @@ import math
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 
 import dask
 
 from .._solvers.erm import partial_hessian_product, partial_loss_gradient
 from ..base import _DTYPE_KEY
 from ..mechanisms.output_perturbation import (
-    CLASSIFICATION_LOSSES, bound_inputs, certified_minimizers, plan_output_perturbation,
-    release,
+    CLASSIFICATION_LOSSES, bounded_rows, centred_interval, certified_minimizers,
+    plan_output_perturbation, release,
 )
 from ..utils import validate_params
 from ._core import check_chunk, data_digest, fit_random_source_from_digests
@@ -61,9 +62,11 @@ __all__ = ["DaskRows", "fit_output_perturbation_distributed"]
 
 # ------------------------------------------------------------- worker functions
 def _prepare(chunk, y, offset, rows, n_total, n_features, loss, classes, norm_bound,
-             sparsity, label_bound):
-    """One chunk, on a worker: (X bounded, targets (K, rows)), and the chunk's
-    entries per column and digest parts of X and of the targets (lines: examples)."""
+             sparsity, label_bound, centre):
+    """One chunk, on a worker: its bounded rows (the chunk itself with each row's
+    bounding factor, applied where the passes read it, and the targets (K, rows),
+    centred at the public ``centre`` and clipped), and the chunk's entries per column
+    and digest parts of X and of the (uncentred) targets (lines: examples)."""
     chunk = check_chunk(chunk, n_features, offset)
     y = np.asarray(y)
     if y.ndim != 1 or chunk.shape[0] != rows or y.shape[0] != rows:
@@ -82,33 +85,31 @@ def _prepare(chunk, y, offset, rows, n_total, n_features, loss, classes, norm_bo
                              f"at row {offset}).")
     digest_x = chunk_digest(chunk, offset, n_total)
     digest_t = chunk_digest(np.ascontiguousarray(targets.T), offset, n_total)
-    Xb, yb = bound_inputs(chunk, targets, loss, norm_bound=norm_bound, sparsity=sparsity,
-                          label_bound=label_bound)
-    if sp.issparse(Xb):
-        counts = np.bincount(Xb.indices, minlength=n_features).astype(np.int64)
-    else:
-        counts = np.count_nonzero(Xb, axis=0).astype(np.int64)
-    return (Xb, yb), (counts, digest_x, digest_t)
+    if centre != 0.0:
+        targets = targets - centre  # the in-memory fit's float operation, row by row
+    bounded = bounded_rows(chunk, targets, loss, norm_bound=norm_bound, sparsity=sparsity,
+                           label_bound=label_bound)
+    return bounded, (np.asarray(bounded.counts, dtype=np.int64), digest_x, digest_t)
 
 
 def _labels(y):
     return np.unique(np.asarray(y))
 
 
-def _loss_gradient(data, problem, w, b, code, param, loss_scale, grad_scale, limit):
-    Xb, yb = data
-    return partial_loss_gradient(Xb, np.ascontiguousarray(yb[problem]), w, b, code, param,
-                                 loss_scale, grad_scale, limit)
+def _loss_gradient(rows, problem, w, b, code, param, loss_scale, grad_scale, limit):
+    return partial_loss_gradient(rows.X, np.ascontiguousarray(rows.targets[problem]), w, b,
+                                 code, param, loss_scale, grad_scale, limit, rows.entry_max,
+                                 rows.row_scales)
 
 
 def _add_loss_gradient(a, b):
     return a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] and b[3]
 
 
-def _hessian_product(data, problem, w, b, v_w, v_b, code, param, scale, limit):
-    Xb, yb = data
-    return partial_hessian_product(Xb, np.ascontiguousarray(yb[problem]), w, b, v_w, v_b,
-                                   code, param, scale, limit)
+def _hessian_product(rows, problem, w, b, v_w, v_b, code, param, scale, limit):
+    return partial_hessian_product(rows.X, np.ascontiguousarray(rows.targets[problem]), w, b,
+                                   v_w, v_b, code, param, scale, limit, rows.entry_max,
+                                   rows.row_scales)
 
 
 def _add_hessian(a, b):
@@ -130,7 +131,7 @@ class DaskRows:
     scheduler; the driver receives d + 3 integers."""
 
     def __init__(self, data, n, n_features, counts):
-        self.data = data  # persisted Delayed (X bounded, targets) per chunk
+        self.data = data  # persisted Delayed bounded rows (InMemoryRows) per chunk
         self.n, self.n_features = int(n), int(n_features)
         self.counts = counts
         self.problem = 0
@@ -171,8 +172,8 @@ def _refuse(estimator, is_regressor):
         warnings.warn(
             "label_bound was not declared: targets are clipped to [-1, 1], which "
             "destroys the fit when they are larger. Declare a bound from public "
-            "knowledge, or set label_bound='private' to spend "
-            "bound_fraction of epsilon on a private quantile of |y|.",
+            "knowledge (a float B, or an interval (low, high)); label_bound='private' "
+            "has no distributed fit yet.",
             UserWarning, stacklevel=4)
 
 
@@ -209,6 +210,7 @@ def fit_output_perturbation_distributed(estimator, X, y):
 
     name = type(estimator).__name__
     is_regressor = name == "DPOutputPerturbationRegressor"
+    centre = 0.0
     validate_params(estimator, estimator._parameter_constraints)
     _refuse(estimator, is_regressor)
     chunks, (n, d), input_attrs = row_chunks(X)
@@ -217,7 +219,11 @@ def fit_output_perturbation_distributed(estimator, X, y):
     if is_regressor:
         loss = estimator.loss
         loss_param = float(estimator.huber_threshold) if loss == "huber" else 1.0
-        label_bound = 1.0 if estimator.label_bound is None else float(estimator.label_bound)
+        if isinstance(estimator.label_bound, (tuple, list)):
+            centre, label_bound = centred_interval(*estimator.label_bound)
+        else:
+            label_bound = 1.0 if estimator.label_bound is None else float(
+                estimator.label_bound)
         classes, K = None, 1
     else:
         loss = estimator.loss
@@ -242,7 +248,7 @@ def fit_output_perturbation_distributed(estimator, X, y):
 
     prepare = dask.delayed(_prepare, pure=True, nout=2)
     pairs = [prepare(chunk, yb, off, rows, n, d, loss, classes, norm_bound,
-                     plan.sparsity, label_bound)
+                     plan.sparsity, label_bound, centre)
              for (chunk, off, rows), yb in zip(chunks, y_blocks)]
     data, stats = zip(*pairs)
     # Keep the bounded chunks where they are (on the workers with a distributed
@@ -265,11 +271,13 @@ def fit_output_perturbation_distributed(estimator, X, y):
     theta_hat, _ = release(theta, plan, rng)
     coef = theta_hat[:, :d]
     intercept = c * theta_hat[:, d] if c > 0 else np.zeros(K)
+    if centre != 0.0:
+        intercept = intercept + centre  # post-processing by a public constant
     attrs = dict(input_attrs, alpha_=plan.alpha, noise_scale_=plan.noise_scale, tol_=plan.tol,
                  intercept_scaling_=c, norm_bound_=norm_bound)
     attrs[_DTYPE_KEY] = np.dtype(kernel[1])
     if is_regressor:
-        attrs.update(label_bound_=label_bound, coef_=coef[0],
+        attrs.update(label_bound_=label_bound, label_center_=centre, coef_=coef[0],
                      intercept_=float(intercept[0]))
     else:
         attrs.update(classes_=classes, coef_=coef, intercept_=intercept)

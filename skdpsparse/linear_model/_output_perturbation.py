@@ -7,12 +7,13 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..mechanisms.output_perturbation import output_perturbation, plan_output_perturbation
+from ..mechanisms.output_perturbation import (centred_interval, output_perturbation,
+                                              plan_output_perturbation)
 from ..mechanisms.sparse_exponential import (MAX_NET_SIZE, plan_sparse_exponential,
                                              sparse_exponential)
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
 from ..base import check_fit_params, fit_input, release
-from ..distributed import distributed_fit, is_distributed_input
+from ..distributed import distributed_fit
 from ..utils._data import check_fit_input
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress
 from ..utils._data import declared_classes
@@ -393,9 +394,7 @@ def label_interval(y, label_bound, epsilon, rng):
                                          rng=rng)[0, 0])
         return centre, private_bound(np.abs(y - centre), float(epsilon) - eps_centre, rng)
     if isinstance(label_bound, (tuple, list)):
-        low, high = (float(v) for v in label_bound)
-        # Halves first: (low + high) overflows for |low|, |high| near 1.8e308.
-        return 0.5 * low + 0.5 * high, 0.5 * high - 0.5 * low
+        return centred_interval(*label_bound)
     return 0.0, float(label_bound)
 
 
@@ -536,11 +535,6 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
         self : DPOutputPerturbationRegressor
         """
         check_fit_params(self, fit_params)
-        if isinstance(self.label_bound, (tuple, list)) and is_distributed_input(X):
-            raise NotImplementedError(
-                f"{type(self).__name__}: label_bound=(low, high) has no distributed fit "
-                "yet (the Dask passes read uncentred targets). Declare a float bound, "
-                "or fit in memory.")
         if (fitted := distributed_fit(self, X, y)) is not None:  # Dask or Spark input
             return fitted
         validate_params(self, self._parameter_constraints)

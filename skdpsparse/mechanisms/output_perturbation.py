@@ -118,6 +118,8 @@ __all__ = [
     "OutputPerturbationPlan",
     "bound_inputs",
     "bound_rows",
+    "bounded_rows",
+    "centred_interval",
     "certified_minimizers",
     "certification_tol",
     "certified_objective",
@@ -773,6 +775,14 @@ def bound_rows(X, norm_bound, sparsity):
     return _kernels.dense_scale_rows(X, scales, out=np.empty(X.shape, dtype=np.float64))
 
 
+def centred_interval(low, high):
+    """(m, B) = ((low + high)/2, (high − low)/2) of a declared label interval: the
+    regressor fits y − m clipped to [−B, B]. Public numbers in and out; the halves are
+    taken first ((low + high) overflows for |low|, |high| near 1.8·10³⁰⁸)."""
+    low, high = float(low), float(high)
+    return 0.5 * low + 0.5 * high, 0.5 * high - 0.5 * low
+
+
 def bound_inputs(X, targets, loss, *, norm_bound, sparsity, label_bound):
     """Contribution bounding of rows and targets (rows scaled, regression targets clipped).
 
@@ -802,12 +812,23 @@ def _bound_targets(targets, loss, label_bound):
 
 
 def _bounded_rows_in_place(X, targets, plan):
-    """The rows of :func:`bound_inputs` for the in-memory solver, without the bounded
-    copy of X: each row's factor is applied where the kernels read it
+    """:func:`bounded_rows` with the plan's bounds."""
+    return bounded_rows(X, targets, plan.loss, norm_bound=plan.norm_bound,
+                        sparsity=plan.sparsity, label_bound=plan.label_bound)
+
+
+def bounded_rows(X, targets, loss, *, norm_bound, sparsity, label_bound):
+    """The rows of :func:`bound_inputs` for the solver, without the bounded copy of X:
+    each row's factor is applied where the kernels read it
     (:class:`~skdpsparse._solvers.erm.InMemoryRows` with ``row_bounds``), and the sums
-    are those of the copy, bit for bit. Same contribution bounding, same privacy
-    argument as :func:`bound_inputs` (each bounded row a function of its own row)."""
-    targets = _bound_targets(targets, plan.loss, plan.label_bound)
+    are those of the copy, bit for bit (the in-memory fit, and each chunk of a
+    distributed one).
+
+    **Privacy guarantee.** None by itself: it reads the data and releases nothing.
+    Same contribution bounding, same argument as :func:`bound_inputs` (each bounded
+    row and target a function of its own row).
+    """
+    targets = _bound_targets(targets, loss, label_bound)
     if sp.issparse(X):
         X = as_canonical_csr(X)
         if X.dtype not in (np.float32, np.float64):
@@ -816,7 +837,7 @@ def _bounded_rows_in_place(X, targets, plan):
         X = np.asarray(X)
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
-    return InMemoryRows(X, targets, row_bounds=row_bounds(plan.norm_bound, plan.sparsity))
+    return InMemoryRows(X, targets, row_bounds=row_bounds(norm_bound, sparsity))
 
 
 def regularized_minimizers(X_bounded, targets, plan, *, max_iter=1000):

@@ -75,6 +75,7 @@ CASES = {
     "multiclass-ball": (lambda: _clf(classes=[0, 1, 2], radius=5.0), MULTICLASS),
     "laplace": (lambda: _clf(classes=[0, 1], delta=0.0), BINARY),
     "squared": (lambda: _reg(), REGRESSION),
+    "squared-interval": (lambda: _reg(label_bound=(-1.0, 3.5)), REGRESSION),
     "huber-no-intercept": (lambda: _reg(loss="huber", fit_intercept=False), REGRESSION),
 }
 
