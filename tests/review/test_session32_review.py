@@ -511,3 +511,35 @@ def test_tol_auto_warning_does_not_show_an_uncharged_private_bound():
             assert len(ledger.history()) == 0
         shown.append(sorted(str(w.message) for w in caught))
     assert shown[0] == shown[1]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "OutputPerturbationPlan.fallback_iterations defaults to 0: a plan built without "
+    "it (by hand, or unpickled from before the field existed) turns an adaptive "
+    "failure into theta = 0 labelled certified_by='analysis', released with noise "
+    "for (1 + tol)Delta although 0 is up to rho from the minimizer. Fix: default None "
+    "(solve_certified then raises as before)"))
+def test_a_plan_without_a_fallback_count_does_not_release_zero(monkeypatch):
+    """The attack: the data decide whether the adaptive solvers certify; on S they
+    do (θ̂ within tol·Δ/2 of θ*), on a neighbour S' they do not, and the plan
+    carries the dataclass's default count 0, so S' releases 0 + noise. The two
+    outputs are ‖θ*‖ apart (here ≫ Δ), far beyond the sensitivity the noise covers.
+    A plan without a public count must make the failure raise, as before the
+    fallback existed."""
+    import dataclasses
+
+    rng = np.random.default_rng(9)
+    n, d = 300, 4
+    X = rng.standard_normal((n, d))
+    X /= np.linalg.norm(X, axis=1)[:, None]
+    y = np.where(X @ np.ones(d) > 0, 1.0, -1.0)
+    plan = op.plan_output_perturbation(n, d, 1, loss="logistic", epsilon=1.0, delta=1e-6)
+    fields = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)
+              if f.name != "fallback_iterations"}
+    legacy = op.OutputPerturbationPlan(**fields)
+    rows = op._bounded_rows_in_place(X, y[None, :], legacy)
+    certified, _ = op.certified_minimizers(rows, legacy)
+    assert np.linalg.norm(certified) > 10 * legacy.sensitivity_l2
+    _forced_fallback(monkeypatch)
+    with pytest.raises(RuntimeError):  # today: returns θ = 0, 'certified'
+        op.certified_minimizers(rows, legacy)
