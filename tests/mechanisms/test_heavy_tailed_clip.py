@@ -336,6 +336,52 @@ def test_the_stretch_is_allowed_at_the_cap_of_the_level():
     assert ratios(dataclasses.replace(plan, max_stretch=1.0)).min() > 100
 
 
+@pytest.mark.parametrize("per_bin", [True, False])
+def test_a_near_bin_drawn_low_is_not_read_as_an_ended_tail(monkeypatch, per_bin):
+    """A generated delay column (n = 3.3·10⁵, ε = 4): 110 rows beyond the outer
+    quantile t_out = 664, all in the near bin; both bins drew negative noise (70.9 and
+    −28.8, sd 20.6), so their sum, 42, was within 2√2 standard deviations of zero and
+    the tail was read as ended: clipped at t_out, 30 times the oracle's error. Each bin
+    within two standard deviations of zero is now required too (``ENDED_PER_BIN``):
+    the near bin is not, and the tail is stretched (the old rule, ``per_bin=False``,
+    is caught). Bins that are noise around zero still end the tail."""
+    monkeypatch.setattr(C, "ENDED_PER_BIN", per_bin)
+    q = np.array([[-19.03], [-18.67], [-4.0], [465.5], [660.0]])
+    kw = dict(floor=True, n_samples=327_000, count_sd=20.6)
+
+    def upper(near, far):
+        counts = np.array([[near], [far], [44.7], [23.3]])
+        return C.extrapolated_interval(q, 6e-4, 4e-6, tail_counts=counts, **kw)[1][0]
+
+    assert upper(5.0, -3.0) == 660.0  # noise around 0: ended, no stretch
+    if per_bin:
+        assert upper(70.9, -28.8) > 2 * 660.0
+    else:
+        assert upper(70.9, -28.8) == 660.0
+
+
+def test_the_end_regret_variant_is_off_and_only_reads_releases(monkeypatch):
+    """``END_REGRET`` (a variant kept for the study, off by default): an upper tail
+    fitted heavy (t_in = 100, t_out = 200: index 2) whose far bin (beyond 2·t_out) is
+    empty to within two standard deviations is stretched to 8·t_out by the default;
+    the variant's minimax regret over the two readings (the tail goes on, or ends at
+    2·t_out) stops between them. A far bin the noise can tell from zero (50 rows, sd
+    10) leaves one reading, and the variant the default's interval. Post-processing:
+    the interval is a function of the released quantiles and counts alone."""
+    assert C.END_REGRET is False
+    q = np.array([[-3.0], [-2.0], [0.0], [100.0], [200.0]])
+    kw = dict(floor=True, n_samples=100_000, count_sd=10.0)
+
+    def upper(far, regret):
+        monkeypatch.setattr(C, "END_REGRET", regret)
+        counts = np.array([[100.0 - far], [far], [40.0], [0.0]])
+        return C.extrapolated_interval(q, 1e-3, 1e-6, tail_counts=counts, **kw)[1][0]
+
+    assert upper(0.0, False) == 1600.0
+    assert 400.0 <= upper(0.0, True) < 1600.0
+    assert upper(50.0, True) == upper(50.0, False) == 1600.0
+
+
 def test_the_estimator_charges_the_plans_event():
     from skdpsparse.mean import DPHeavyTailedMean
 

@@ -216,3 +216,30 @@ def test_a_run_refuses_data_of_another_shape():
     plan = H.plan_cwme(100, 2, tau=1.0, n_groups=3, rho=0.5)
     with pytest.raises(ValueError, match="plan is for"):
         H.cwme(np.zeros((101, 2)), plan, RecordingSource())
+
+
+@pytest.mark.parametrize("delta", [1e-6, 0.0])
+@pytest.mark.parametrize("count_draws", [1, 2, 3])
+def test_the_tail_bins_spend_what_the_plan_charges_for_them(monkeypatch, delta, count_draws):
+    """The plan charges the 4d tail bins as ``COUNT_DRAWS``·d draws (in ``n_draws``);
+    their noise must spend exactly that: discrete Laplace of scale b for ℓ1
+    sensitivity 2d is 2d/b-DP, discrete Gaussian of σ for ℓ2 √(2d) is 2d/(2σ²)-zCDP.
+    The scale was written for COUNT_DRAWS = 2 (b = 1/ε_q, σ = 2/ε_q) whatever the
+    constant: at 1 the bins spent twice their charge (caught here), at 3 two thirds."""
+    monkeypatch.setattr(HC, "COUNT_DRAWS", count_draws)
+    d = 3
+    plan = HC.plan_quantile_clipped_mean(300_000, d, epsilon=2.0, delta=delta,
+                                         noise="laplace" if delta == 0 else "gaussian")
+    assert not plan.shared and plan.n_draws == (HC.N_DRAWS + count_draws) * d
+    eps_q = plan.quantile_epsilon
+    if delta == 0:
+        assert plan.count_kind == "laplace"
+        assert math.isclose(2 * d / plan.count_scale, count_draws * d * eps_q)
+        assert math.isclose(plan.n_draws * eps_q + plan.mean_epsilon, 2.0)
+    else:
+        assert plan.count_kind == "gaussian"
+        assert math.isclose(2 * d / (2 * plan.count_scale**2), count_draws * d * eps_q**2 / 8)
+        assert math.isclose(plan.n_draws * eps_q**2 / 8 + plan.mean_rho,
+                            approx_dp_to_zcdp(2.0, delta))
+    if count_draws == 2:  # the shipped constant: the scales of the derivation, bit for bit
+        assert plan.count_scale == (1.0 / eps_q if delta == 0 else 2.0 / eps_q)
