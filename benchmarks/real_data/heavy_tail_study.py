@@ -9,6 +9,12 @@ mean), beside the interval's width and the number of rows clipped per column.
     python benchmarks/real_data/heavy_tail_study.py [--seeds 3] [--n 10000 100000]
     python benchmarks/real_data/heavy_tail_study.py compare --variant union counted
     python benchmarks/real_data/heavy_tail_study.py floor [--seeds 8]
+    python benchmarks/real_data/heavy_tail_study.py stages --sets lookalikes --n 327000
+
+``stages`` shows which stage puts the upper end where: the outer quantile's distance
+t_out, the data's maximum and the released upper end over it, the far tail bin's count
+and the fitted tail's prediction over the bin's standard deviation, and how the counts
+were read (ended, lighter, fitted).
 
 ``compare`` scores each variant by its *expected* error (the clipping bias of the
 released interval, computed non-privately, and the noise's standard deviation from
@@ -28,7 +34,10 @@ at 2·10⁴ at d = 1, skewed like delays and incomes, the last bounded like pric
 three integer columns (atoms between grid points): ⌊10·Lomax(2.5)⌋ − 5, a negative
 binomial (r = 0.5, p = 0.1: mean 4.5, 40 % zeros) and whole minutes
 ⌊Gamma(0.4, 40)⌋ − 10. ``--sets shared``: d = 10 and 30 sets on which the plan takes
-the shared scale. Timings are not measured.
+the shared scale. ``--sets lookalikes``: generated look-alikes of the shapes of the
+bench's worst real columns (whole-minute delays with a one-sided tail; bracketed,
+top-coded incomes; :func:`lookalike_sets`), described in words and never fitted to
+those columns. Timings are not measured.
 """
 
 import argparse
@@ -78,7 +87,48 @@ def shared_sets(n, seed):
                                                  tail_parameter=5.0, random_state=seed)[0]
 
 
-SET_FAMILIES = {"columns": sets, "shared": shared_sets}
+def lookalike_sets(n, seed):
+    """Generated look-alikes of the shapes of the bench's worst real columns (issue 19's
+    fifth round; shapes described in words, nothing fitted to or chosen from the real
+    columns or their cells): whole minutes of delay, a bulk near 0 (Gamma(4, 4) − 20)
+    and a one-sided right tail in a share of the rows, Pareto(2.5)·60 capped at 1 400
+    ("capped"), log-normal(3, 1) (35 % of rows), or exponential of mean 110 (15 %);
+    and yearly incomes, log-normal(10, 1) reported as the midpoint of one of 24
+    brackets, the top bracket top-coded at 1.5 times its lower edge, that edge
+    150 000 in every year ("one top code", times a deflator 1 + 0.03·year over 20
+    years), or rising from 25 000 to 300 000 over 25 years ("yearly top codes": sparse
+    atoms spread over the tail). The bench's delay columns have n ≈ 3.3·10⁵, its
+    income column n ≈ 3.8·10⁴ (``--n``)."""
+    rng = np.random.default_rng(30_000 + seed)
+
+    def delays(tail):
+        bulk = rng.gamma(4.0, 4.0, size=n) - 20.0
+        return np.floor(bulk + tail)[:, None]
+
+    late = rng.random(n) < 0.25
+    yield "delay, Pareto tail capped", np.minimum(
+        delays(np.where(late, rng.pareto(2.5, size=n) * 60.0, 0.0)), 1400.0)
+    late = rng.random(n) < 0.35
+    yield "delay, log-normal tail", delays(np.where(late, rng.lognormal(3.0, 1.0, size=n), 0.0))
+    late = rng.random(n) < 0.15
+    yield "delay, exponential tail", delays(np.where(late, rng.exponential(110.0, size=n), 0.0))
+
+    def incomes(tops, deflators):
+        x = rng.lognormal(10.0, 1.0, size=n)
+        year = rng.integers(0, len(tops), size=n)
+        out = np.empty(n)
+        for y, top in enumerate(tops):
+            edges = np.concatenate([[0.0], np.geomspace(1000.0, top, 24), [np.inf]])
+            mids = np.concatenate([(edges[:-2] + edges[1:-1]) / 2, [1.5 * edges[-2]]])
+            sel = year == y
+            out[sel] = mids[np.searchsorted(edges, x[sel], side="right") - 1] * deflators[y]
+        return out[:, None]
+
+    yield "income, one top code", incomes(np.full(20, 150_000.0), 1.0 + 0.03 * np.arange(20))
+    yield "income, yearly top codes", incomes(np.geomspace(25_000.0, 300_000.0, 25), np.ones(25))
+
+
+SET_FAMILIES = {"columns": sets, "shared": shared_sets, "lookalikes": lookalike_sets}
 
 
 def study(X, eps, delta, seed, **kw):
@@ -135,12 +185,12 @@ FLOOR_LEVELS = np.array([0, 1e-7, 3e-7, 1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3
                          0.01, 0.03, 0.1])
 
 
-def fixed_interval_floor(name, n, eps, delta, seeds, offset):
+def fixed_interval_floor(name, n, eps, delta, seeds, offset, family=sets):
     """The best fixed interval's mean expected error over the oracle's (see the module
     notes): intervals [r_a, r_b] at the quantiles of a reference sample of the same
     set (2·10⁶ rows, seeds offset + 1000…), a and 1 − b on ``FLOOR_LEVELS``."""
-    Xs = [dict(sets(n, offset + k))[name] for k in range(seeds)]
-    ref = np.sort(np.concatenate([dict(sets(400_000, offset + 1000 + k))[name]
+    Xs = [dict(family(n, offset + k))[name] for k in range(seeds)]
+    ref = np.sort(np.concatenate([dict(family(400_000, offset + 1000 + k))[name]
                                   for k in range(5)]), axis=0)
     N = ref.shape[0]
     sd = min(full_budget_noise(n, Xs[0].shape[1], eps, delta))
@@ -163,13 +213,19 @@ def floor(argv=None):
     p.add_argument("--n", type=int, nargs="*", default=[10**4, 10**5])
     p.add_argument("--epsilons", type=float, nargs="*", default=[1.0, 4.0])
     p.add_argument("--delta", type=float, default=1e-6)
+    p.add_argument("--sets", choices=tuple(SET_FAMILIES), default="columns")
+    p.add_argument("--only", default=None, help="substring of the set names to run")
     a = p.parse_args(argv)
+    family = SET_FAMILIES[a.sets]
     print("| set | n | ε | best fixed interval / oracle |")
     print("|---|---|---|---|")
-    for name, _ in sets(10, 0):
+    for name, _ in family(10, 0):
+        if a.only and a.only not in name:
+            continue
         for n in a.n:
             for eps in a.epsilons:
-                r = fixed_interval_floor(name, n, eps, a.delta, a.seeds, a.seed_offset)
+                r = fixed_interval_floor(name, n, eps, a.delta, a.seeds, a.seed_offset,
+                                         family)
                 print(f"| {name} | {n} | {eps:g} | {r:.2f} |", flush=True)
 
 
@@ -194,7 +250,7 @@ def compare(argv=None):
             for name, X in family(n, seed):
                 data.setdefault(name, []).append(X)
         for name, Xs in data.items():
-            if a.only and not name.endswith(a.only):
+            if a.only and a.only not in name:
                 continue
             for eps in a.epsilons:
                 orc = np.mean([oracle_error(X, *full_budget_noise(*X.shape, eps, a.delta))
@@ -231,7 +287,88 @@ VARIANTS = {  # label: (keyword arguments, module constants replaced for the run
     "doubt1": (dict(), {"COUNT_DOUBT": 1.0}),
     "doubt0.5": (dict(), {"COUNT_DOUBT": 0.5}),
     "doubt0": (dict(), {"COUNT_DOUBT": 0.0}),
+    "end_regret": (dict(tails="counted"), {"END_REGRET": True}),
+    "ended_total": (dict(tails="counted"), {"ENDED_PER_BIN": False}),
+    "ended_per_bin": (dict(tails="counted"), {"ENDED_PER_BIN": True}),
 }
+
+
+def stages(argv=None):
+    """Which stage puts the upper end where (issue 19's fifth round): per set, n and ε,
+    the median over seeds of the upper tail's outer distance t_out (from the median),
+    the data's maximum and the released upper end, both over t_out (the data's
+    maximum read non-privately, for the diagnosis only), the far bin's noisy count and
+    the count the fitted tail predicts there, both over the bin's standard deviation,
+    how the counts were read (``ended``: no rows beyond t_out the noise can tell from 0;
+    ``lighter``: the far bin refits the index; ``fitted``: the quantiles' index
+    stands), and the expected error over the oracle's."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--seeds", type=int, default=4)
+    p.add_argument("--n", type=int, nargs="*", default=[10**4])
+    p.add_argument("--epsilons", type=float, nargs="*", default=[1.0, 2.0, 4.0, 8.0])
+    p.add_argument("--delta", type=float, default=1e-6)
+    p.add_argument("--seed-offset", type=int, default=100)
+    p.add_argument("--sets", choices=tuple(SET_FAMILIES), default="lookalikes")
+    p.add_argument("--only", default=None, help="substring of the set names to run")
+    a = p.parse_args(argv)
+    calls = []
+    original = C._counted_tail
+
+    def spy(*args, **kw):  # records the upper tail's counts (the first call of a fit)
+        calls.append(args[2:8])
+        return original(*args, **kw)
+
+    print("| set | n | ε | t_out | max/t_out | upper/t_out | far/sd | predicted/sd | read as "
+          "| error/oracle |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    C._counted_tail = spy
+    try:
+        for n in a.n:
+            data = {}
+            for seed in range(a.seed_offset, a.seed_offset + a.seeds):
+                for name, X in SET_FAMILIES[a.sets](n, seed):
+                    data.setdefault(name, []).append(X)
+            for name, Xs in data.items():
+                if a.only and a.only not in name:
+                    continue
+                for eps in a.epsilons:
+                    rows = []
+                    for k, X in enumerate(Xs):
+                        calls.clear()
+                        _, _, info = C.private_quantile_clipped_mean(
+                            X, epsilon=eps, delta=a.delta,
+                            rng=np.random.default_rng(a.seed_offset + k))
+                        orc = oracle_error(X, *full_budget_noise(*X.shape, eps, a.delta))
+                        r = study(X, eps, a.delta, a.seed_offset + k)["expected"] / orc
+                        med = np.sort(info["quantiles"], axis=0)[2, 0]
+                        if not calls:  # the shared scale: no tail counts
+                            rows.append((np.nan,) * 5 + ("shared", r))
+                            continue
+                        t_in, t_out, near, far, _, sd = (
+                            np.asarray(v, dtype=float).ravel()[0] for v in calls[0])
+                        total = near + far
+                        a_q = np.clip(np.log(C.TAIL_RATIO) / np.log(t_out / t_in)
+                                      if t_out > t_in > 0 else C.TAIL_INDEX_MAX,
+                                      1.05, C.TAIL_INDEX_MAX)
+                        pred = total * C.TAIL_COUNT_RATIO ** -a_q
+                        if total <= 2.0 * np.sqrt(2.0) * sd:
+                            how = "ended"
+                        elif far + C.COUNT_DOUBT * sd < pred:
+                            how = "lighter"
+                        else:
+                            how = "fitted"
+                        rows.append((t_out, (X[:, 0].max() - med) / t_out,
+                                     (info["upper"][0] - med) / t_out, far / sd, pred / sd,
+                                     how, r))
+                    num = np.array([row[:5] for row in rows], dtype=float)
+                    mid = np.median(num, axis=0)
+                    reads = "/".join(sorted({row[5] for row in rows}))
+                    err = np.mean([row[6] for row in rows])
+                    print(f"| {name} | {n} | {eps:g} | {mid[0]:.4g} | {mid[1]:.2f} | "
+                          f"{mid[2]:.2f} | {mid[3]:.1f} | {mid[4]:.1f} | {reads} | {err:.2f} |",
+                          flush=True)
+    finally:
+        C._counted_tail = original
 
 
 def main(argv=None):
@@ -258,5 +395,7 @@ if __name__ == "__main__":
         compare(sys.argv[2:])
     elif sys.argv[1:2] == ["floor"]:
         floor(sys.argv[2:])
+    elif sys.argv[1:2] == ["stages"]:
+        stages(sys.argv[2:])
     else:
         main()
