@@ -169,3 +169,29 @@ def test_shuffled_groups_are_checked_in_the_kernels_pass():
     # int32 labels are accepted as int64 ones
     np.testing.assert_array_equal(cwme_scaled_dense(X, 1.0, 3, groups=good.astype(np.int32)),
                                   cwme_scaled_dense(X, 1.0, 3, groups=good))
+
+
+def test_uint8_labels_are_read_in_place_and_checked_like_int64_ones():
+    # random_groups' one-byte labels take the unscaled C-ordered kernel as they are:
+    # the same statistic as the int64 labels, and the same checks (a label of 3 with
+    # m = 3 is out of range; 255 too; wrong sizes), on every path.
+    X = np.random.default_rng(3).standard_t(2.0, size=(10, 2))
+    good = consecutive_groups(10, 3)[::-1].copy()
+    g8 = good.astype(np.uint8)
+    expected = cwme_scaled_dense(X, 1.0, 3, groups=good)
+    np.testing.assert_array_equal(cwme_scaled_dense(X, 1.0, 3, groups=g8), expected)
+    np.testing.assert_array_equal(
+        cwme_scaled_dense(np.asfortranarray(X), 1.0, 3, groups=g8),
+        cwme_scaled_dense(np.asfortranarray(X), 1.0, 3, groups=good))
+    A = sp.csr_matrix(X)
+    np.testing.assert_array_equal(cwme_scaled_csr(A.indptr, A.indices, A.data, 10, 2, 1.0, 3,
+                                                  groups=g8),
+                                  cwme_scaled_csr(A.indptr, A.indices, A.data, 10, 2, 1.0, 3,
+                                                  groups=good))
+    for label in (3, 255):
+        bad = g8.copy()
+        bad[4] = label
+        with pytest.raises(ValueError, match="lie in"):
+            cwme_scaled_dense(X, 1.0, 3, groups=bad)
+    with pytest.raises(ValueError, match="sizes"):
+        cwme_scaled_dense(X, 1.0, 3, groups=np.array([0] * 5 + [1] * 3 + [2] * 2, np.uint8))
