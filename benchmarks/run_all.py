@@ -19,6 +19,8 @@ Cases (issue targets in brackets):
   noise_smoothing      DPHeavyTailedMean(noise_smoothing).fit vs X.mean(axis=0) [≤ 2.0]
   cwme_shuffle         DPHeavyTailedMean(cwme, shuffle).fit vs X.mean(axis=0) [≤ 1.2]
   cwme_no_shuffle      the same without the shuffle [reported]
+  cwme_labels          the shuffle's secret group labels (random_groups) vs the exact
+                       shuffle of int64 labels it replaced [reported]
   cyclic_dense_numpy   DPCyclicSGD one epoch, dense vs vectorised NumPy DP-SGD of the
                        same steps [≤ 0.67]
   cyclic_dense_sgd     the same epoch vs scikit-learn's SGDClassifier, one epoch [≤ 0.5]
@@ -140,12 +142,23 @@ def heavy_tailed_cases(quick):
     # adds to the clipped pass itself.
     cwme_plain = DPHeavyTailedMean(method="cwme", epsilon=1.0, delta=1e-6, moment_bound=3.0,
                                    shuffle=False)
+    # And the secret labels alone (Fisher-Yates on one-byte labels, Lemire's indices)
+    # against the exact permutation of int64 labels the fit drew before.
+    from skdpsparse._kernels.chacha import key_words
+    from skdpsparse._kernels.exact_sampling import shuffled
+    from skdpsparse._kernels.heavy_tailed_scaled import consecutive_groups, random_groups
+
+    m = cwme.fit(X).n_groups_
+    key = key_words(os.urandom(32))
     return [Case("noise_smoothing", lambda: smooth.fit(X), lambda: X.mean(axis=0),
                  "X.mean(axis=0)", 2.0),
             Case("cwme_shuffle", lambda: cwme.fit(X), lambda: X.mean(axis=0),
                  "X.mean(axis=0)", 1.2),
             Case("cwme_no_shuffle", lambda: cwme_plain.fit(X), lambda: X.mean(axis=0),
-                 "X.mean(axis=0)", None)]
+                 "X.mean(axis=0)", None),
+            Case("cwme_labels", lambda: random_groups(n, m, key),
+                 lambda: shuffled(consecutive_groups(n, m), key, 0),
+                 "exact shuffle of int64 labels", None)]
 
 
 def _numpy_dp_sgd_epoch(X, y, batch_size, lr, clip, sigma, rng):
