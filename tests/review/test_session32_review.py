@@ -24,10 +24,11 @@ number of steps k lands within tol·Δ/2 of the exact minimizer θ*, by the anal
    columns and a large intercept scaling, and targets centred by
    ``label_bound=(low, high)``.
 3. The data-dependent channels left in a fit: warnings or float errors inside the
-   solve, and the private bounds. The second is a flaw (xfail, strict): with
-   ``norm_bound="private"`` the plan's refusal of a float tol, and the warning of
-   ``tol="auto"``, are functions of the private R, shown before (or instead of)
-   charging its ε.
+   solve (none escapes), and two flaws (xfail, strict): with ``norm_bound=
+   "private"`` the plan's refusal of a float tol, and the warning of ``tol="auto"``,
+   are functions of the private R, shown before (or instead of) charging its ε; and
+   ``OutputPerturbationPlan.fallback_iterations`` defaults to 0, so a plan built
+   without it releases θ = 0 as "certified" when the adaptive solvers fail.
 """
 
 import math
@@ -490,7 +491,8 @@ def test_tol_auto_warning_does_not_show_an_uncharged_private_bound():
     UserWarning ``tol='auto' is ... norm_bound=...`` emitted before the charge
     differs between them: it prints the private R, which the module's own rule
     forbids before it is charged ("never a private bound's value (not yet
-    charged)"). Passes once the warnings of refused fits no longer depend on R."""
+    charged)"). Passes once the warnings of refused fits no longer depend on R, or
+    the bounds' ε is charged before anything that depends on them is shown."""
     from skdpsparse.exceptions import BudgetExceededError
     from skdpsparse.ledger import ApproxDP
 
@@ -499,7 +501,7 @@ def test_tol_auto_warning_does_not_show_an_uncharged_private_bound():
     X = rng.standard_normal((n, d))
     X /= np.linalg.norm(X, axis=1)[:, None]
     y = rng.integers(0, 2, n)
-    shown = []
+    shown, charged = [], []
     for scale in (2.0 ** 38, 2.0 ** 40):
         with PrivacyLedger(limit=ApproxDP(0.5, 1e-5)) as ledger, \
                 warnings.catch_warnings(record=True) as caught:
@@ -508,9 +510,10 @@ def test_tol_auto_warning_does_not_show_an_uncharged_private_bound():
                                                  norm_bound="private", random_state=1)
             with pytest.raises(BudgetExceededError):
                 clf.fit(X * scale, y)
-            assert len(ledger.history()) == 0
+            charged.append(len(ledger.history()) > 0)
         shown.append(sorted(str(w.message) for w in caught))
-    assert shown[0] == shown[1]
+    # Fixed either way: the warnings do not depend on R, or R was charged first.
+    assert shown[0] == shown[1] or all(charged)
 
 
 @pytest.mark.xfail(strict=True, reason=(
