@@ -290,6 +290,11 @@ VARIANTS = {  # label: (keyword arguments, module constants replaced for the run
     "end_regret": (dict(tails="counted"), {"END_REGRET": True}),
     "ended_total": (dict(tails="counted"), {"ENDED_PER_BIN": False}),
     "ended_per_bin": (dict(tails="counted"), {"ENDED_PER_BIN": True}),
+    "bins_x3": (dict(tails="counted"), {"COUNT_DRAWS": 6}),
+    "bins_x6": (dict(tails="counted"), {"COUNT_DRAWS": 12}),
+    "f0.2": (dict(tails="counted", scale_fraction=0.2), {}),
+    "f0.3": (dict(tails="counted", scale_fraction=0.3), {}),
+    "stretch4": (dict(tails="counted"), {"MAX_STRETCH": 4.0}),
 }
 
 

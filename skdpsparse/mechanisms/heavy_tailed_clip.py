@@ -297,10 +297,17 @@ CELL_SCORES = True
 
 #: ``tails="counted"``: a tail is read as ended at its outer quantile (no stretch) only
 #: when, besides the sum of its two bins being within 2√2 standard deviations of a bin
-#: of zero (the rule before), each bin is within ``COUNT_DOUBT`` of them (issue 19's
-#: fifth round): the sum alone read a near bin of 110 rows as ended when both bins drew
-#: negative noise (see ``_counted_tail``).
+#: of zero (the rule before), each bin is within ``ENDED_BIN_SDS`` of them (issue 19's
+#: fifth round): the sum alone read a near bin of 110 rows (3.4 standard deviations) as
+#: ended when both bins drew negative noise (see ``_counted_tail``).
 ENDED_PER_BIN = True
+
+#: A bin more than this many standard deviations above zero is rows, not noise: for a
+#: tail with no rows beyond its outer quantile each bin is noise around zero, beyond 3σ
+#: with probability 0.0013 (Gaussian) or e^(−3√2) = 0.014 (discrete Laplace of
+#: σ = √2·b, about), so the condition almost never takes the ended reading from a tail
+#: that did end.
+ENDED_BIN_SDS = 3.0
 
 #: ``tails="counted"``: the far bin of each tail starts at this multiple of the outer
 #: quantile's distance from the median (one octave).
@@ -371,7 +378,7 @@ def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None, floor=Fa
     level, hence the index through it, can be far off, while a count at the released
     point has an error of ``count_sd`` (about √2/ε_q against α·n ≈ 20/ε_q). A tail
     whose N̂ is at most 2√2·``count_sd`` and whose two bins are each within
-    ``COUNT_DOUBT``·``count_sd`` of zero (the tail ended before t_out, e.g. a bounded
+    ``ENDED_BIN_SDS``·``count_sd`` of zero (the tail ended before t_out, e.g. a bounded
     or top-coded column whose outer draw landed above its maximum) is not stretched:
     C = t_out (the second condition is ``ENDED_PER_BIN``: the first alone read a near
     bin of 110 rows whose two bins both drew negative noise as ended, and the clip at
@@ -424,11 +431,11 @@ def _pair_errors(b_up, b_lo, c_up, c_lo, noise_sd):
 #: tail ends at the far bin's edge) instead of the error under the first alone
 #: (``_end_regret``). Measured in issue 19's fifth round on generated sets only:
 #: it shortens the stretch on tails that end (look-alikes of delays and top-coded
-#: incomes, geometric mean of the expected error over the oracle's 2.59 → 2.30) and
-#: lengthens the error of tails that go on (one-column Lomax(3), log-normal(1.5) and
-#: integer Lomax(2.5) at n = 10⁴: up to 2.5 times; 2.23 → 2.36 over that family), as
-#: it must: the counts cannot tell the two readings apart there
-#: (``doc/derivations/private_means.rst``, Part 1e).
+#: incomes, geometric mean of the expected error over the oracle's 2.98 → 2.68) and
+#: raises the error of tails that go on (one-column Lomax(3) and integer Lomax(2.5)
+#: at n = 10⁴: up to 2.5 times; 2.23 → 2.36 over that family), as it must: the counts
+#: cannot tell the two readings apart there (``doc/derivations/private_means.rst``,
+#: Part 1e).
 END_REGRET = False
 
 
@@ -491,11 +498,11 @@ def _counted_tail(C, bias, t_in, t_out, near, far, n, count_sd, with_end=False):
     total = near + far
     usable = t_out > 0
     # Ended: the total within 2√2 standard deviations of a bin of 0 (issue 19's third
-    # round) and, with ENDED_PER_BIN, each bin within COUNT_DOUBT of them (fifth round:
+    # round) and, with ENDED_PER_BIN, each bin within ENDED_BIN_SDS of them (fifth round:
     # a near bin of 110 rows and a far one of 0, both drawn low, passed the first test).
     ended = usable & (total <= 2.0 * math.sqrt(2.0) * count_sd)
     if ENDED_PER_BIN:
-        ended &= np.maximum(near, far) <= COUNT_DOUBT * count_sd
+        ended &= np.maximum(near, far) <= ENDED_BIN_SDS * count_sd
     log_ratio = math.log(TAIL_COUNT_RATIO)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         a_q = np.log(TAIL_RATIO) / np.log(t_out / t_in)

@@ -342,9 +342,10 @@ def test_a_near_bin_drawn_low_is_not_read_as_an_ended_tail(monkeypatch, per_bin)
     quantile t_out = 664, all in the near bin; both bins drew negative noise (70.9 and
     −28.8, sd 20.6), so their sum, 42, was within 2√2 standard deviations of zero and
     the tail was read as ended: clipped at t_out, 30 times the oracle's error. Each bin
-    within two standard deviations of zero is now required too (``ENDED_PER_BIN``):
-    the near bin is not, and the tail is stretched (the old rule, ``per_bin=False``,
-    is caught). Bins that are noise around zero still end the tail."""
+    within three standard deviations of zero is now required too (``ENDED_PER_BIN``):
+    the near bin (3.4) is not, and the tail is stretched (the old rule,
+    ``per_bin=False``, is caught). Bins that are noise around zero still end the tail,
+    a near bin of 2.9 standard deviations too (the sum decides)."""
     monkeypatch.setattr(C, "ENDED_PER_BIN", per_bin)
     q = np.array([[-19.03], [-18.67], [-4.0], [465.5], [660.0]])
     kw = dict(floor=True, n_samples=327_000, count_sd=20.6)
@@ -354,6 +355,7 @@ def test_a_near_bin_drawn_low_is_not_read_as_an_ended_tail(monkeypatch, per_bin)
         return C.extrapolated_interval(q, 6e-4, 4e-6, tail_counts=counts, **kw)[1][0]
 
     assert upper(5.0, -3.0) == 660.0  # noise around 0: ended, no stretch
+    assert upper(60.0, -30.0) == 660.0  # 2.9 standard deviations: the sum decides
     if per_bin:
         assert upper(70.9, -28.8) > 2 * 660.0
     else:
