@@ -867,6 +867,11 @@ def solve_certified(objective, *, radius, smoothness, accept, max_iter=1000,
         As in :func:`solve_regularized_erm`; ``info["certified_by"]`` is
         ``"residual"`` or ``"analysis"`` (the fallback, whose residuals are NaN).
     """
+    if fallback_iterations is not None and not (
+            isinstance(fallback_iterations, (int, np.integer)) and fallback_iterations >= 1):
+        # 0 steps would release the start, 0, as if certified.
+        raise ValueError(f"fallback_iterations must be None or an int >= 1 (from "
+                         f"descent_iterations), got {fallback_iterations!r}.")
     # Warnings and floating-point errors inside the adaptive solvers depend on the
     # data: none may reach the caller (the fallback decides instead).
     with _one_blas_thread(), np.errstate(all="ignore"), warnings.catch_warnings():

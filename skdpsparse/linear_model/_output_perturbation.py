@@ -1,5 +1,6 @@
 """Private linear models by output perturbation (Ghazi et al. 2024, Section 5, Algorithms 3-4)."""
 
+import contextlib
 import math
 import warnings
 
@@ -164,6 +165,9 @@ _SHARED_DOC = """epsilon : float, default=1.0
         ``None`` draws fresh noise; a fixed seed makes the noise known to whoever knows
         the seed: for tests and reports only."""
 
+#: The key under which _fit_problems hands _store the warnings it holds back.
+_DEFERRED_WARNINGS = "_deferred_warnings"
+
 _SHARED_ATTRS = """alpha_ : float
         The λ used (0 for ``method="exponential"``, which does not regularize).
     privacy_spent_ : ApproxDP or PureDP
@@ -228,8 +232,19 @@ class _BaseOutputPerturbation(BaseEstimator):
         c = self._intercept_scaling(d, norm_bound) if self.fit_intercept else 0.0
         bounds = dict(norm_bound=norm_bound, sparsity=self.sparsity,
                       intercept_scaling=c, label_bound=float(label_bound))
-        theta, budget, attrs = self._plan_and_run(X, targets, loss, loss_param, epsilon,
-                                                  delta, bounds, rng)
+        # After a private draw, what the fit says depends on the released bound, which
+        # the budget pays for only if the ledger accepts the charge: warnings wait
+        # for the release (_store), and an explicit tol below what the solver can
+        # certify at that bound is raised to it instead of refused.
+        deferred = (warnings.catch_warnings(record=True) if private
+                    else contextlib.nullcontext([]))
+        with deferred as caught:
+            if private:
+                warnings.simplefilter("always")
+            theta, budget, attrs = self._plan_and_run(X, targets, loss, loss_param,
+                                                      epsilon, delta, bounds, rng,
+                                                      tol_is_minimum=bool(private))
+        attrs[_DEFERRED_WARNINGS] = list(caught)
         if private:
             budget = compose_with_bounds(eps_bound, budget)
         coef = theta[:, :d]
@@ -243,7 +258,8 @@ class _BaseOutputPerturbation(BaseEstimator):
             attrs["label_center_"] = float(centre)
         return coef, intercept, budget, attrs
 
-    def _plan_and_run(self, X, targets, loss, loss_param, epsilon, delta, bounds, rng):
+    def _plan_and_run(self, X, targets, loss, loss_param, epsilon, delta, bounds, rng, *,
+                      tol_is_minimum=False):
         """The mechanism's plan from public numbers (and the bounds, declared or
         already released), then its run: (theta, budget, attributes)."""
         (n, d), K = X.shape, targets.shape[0]
@@ -257,7 +273,8 @@ class _BaseOutputPerturbation(BaseEstimator):
         plan = plan_output_perturbation(
             n, d, K, loss=loss, loss_param=loss_param, epsilon=epsilon, delta=delta,
             alpha=self.alpha, objective=self.objective, radius=self.radius,
-            calibration=self.calibration, tol=self.tol, **bounds)
+            calibration=self.calibration, tol=self.tol, tol_is_minimum=tol_is_minimum,
+            **bounds)
         self._warn_plan(plan, n, epsilon)  # public numbers only, before the solve
         # info (solver diagnostics) depends on the data: dropped
         theta, _ = output_perturbation(X, targets, plan, rng, max_iter=self.solver_max_iter)
@@ -278,8 +295,13 @@ class _BaseOutputPerturbation(BaseEstimator):
     def _store(self, budget, attrs):
         # Charges first; a refused fit releases nothing (and leaves the estimator
         # unfitted); attributes of an earlier fit (tau_ or noise_scale_ of the other
-        # method) are removed.
+        # method) are removed. Warnings that depend on a private bound follow the
+        # release (_fit_problems).
+        attrs = dict(attrs)
+        deferred = attrs.pop(_DEFERRED_WARNINGS, [])
         release(self, dict(attrs, privacy_spent_=budget))
+        for caught in deferred:
+            warnings.warn(caught.message, caught.category, stacklevel=3)
         Progress(self.verbose, type(self).__name__).report(
             "done", detail=f"released, privacy spent {budget}", seconds=False)
         return self

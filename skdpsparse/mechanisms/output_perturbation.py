@@ -506,7 +506,7 @@ class OutputPerturbationPlan:
     noise_kind: str
     noise_scale: float
     budget: object
-    fallback_iterations: int = 0
+    fallback_iterations: int
 
     @property
     def n_params(self):
@@ -528,7 +528,8 @@ class OutputPerturbationPlan:
 def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0, epsilon,
                              delta, alpha="auto", objective="erm", norm_bound=1.0,
                              sparsity=None, intercept_scaling=1.0, label_bound=1.0,
-                             radius=None, calibration="analytic", tol="auto"):
+                             radius=None, calibration="analytic", tol="auto",
+                             tol_is_minimum=False):
     """Choose λ, the sensitivities and the noise of Algorithm 3 from public numbers.
 
     **Privacy guarantee.** None needed: public numbers in, public numbers out; no
@@ -568,6 +569,10 @@ def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0,
         Relative slack: the noise is calibrated to (1 + tol)·Δ. ``"auto"``: 10⁻², or
         the smallest value the solver's fallback can certify if that is larger
         (:func:`certification_tol`). A float below that raises ``ValueError``.
+    tol_is_minimum : bool
+        Raise a float ``tol`` below what the fallback can certify to that value
+        instead of refusing it (for bounds released privately just before: a refusal
+        would depend on them).
 
     Returns
     -------
@@ -619,7 +624,7 @@ def plan_output_perturbation(n, n_features, n_problems, *, loss, loss_param=1.0,
         norm_bound=float(norm_bound), radius=radius,
         grid_label_bound=float(label_bound) if loss in REGRESSION_LOSSES else 1.0,
         unit=d2 if delta > 0 else d1 / math.sqrt(p))
-    tol, fallback_iterations = certification_tol(descent, tol)
+    tol, fallback_iterations = certification_tol(descent, tol, minimum=tol_is_minimum)
     if delta > 0:
         # Ghazi et al. (2024) Algorithm 3 / Fact 2.3(b): Gaussian noise for the joint ℓ2
         # sensitivity.
@@ -677,7 +682,7 @@ class _DescentProblem:
             reach=2.0 * self.constants.coef_bound + target, radius=self.radius)
 
 
-def certification_tol(problem, tol):
+def certification_tol(problem, tol, *, minimum=False):
     """The slack tol the plan uses and the fallback's public step count.
 
     **Privacy guarantee.** None needed: public numbers only, so whether a plan is
@@ -698,6 +703,9 @@ def certification_tol(problem, tol):
     ----------
     problem : _DescentProblem
     tol : float or "auto"
+    minimum : bool
+        A float ``tol`` is a minimum, raised as ``"auto"`` raises 10⁻², instead of
+        refused.
 
     Returns
     -------
@@ -711,16 +719,17 @@ def certification_tol(problem, tol):
         works), or bounds beyond what float64 sums can represent (naming them).
     """
     unit = problem.unit
-    if tol == "auto":
-        tol = DEFAULT_TOL
+    if tol == "auto" or minimum:
+        start = DEFAULT_TOL if tol == "auto" else float(tol)
+        tol = start
         for _ in range(60):
             floor = problem.floor(0.5 * tol * unit)
             if not math.isfinite(floor):
                 break
             if floor <= 0.25 * tol * unit:
-                if tol > 10 * DEFAULT_TOL:  # public numbers only: the same on any data
+                if tol > max(10 * DEFAULT_TOL, start):  # public numbers only
                     warnings.warn(
-                        f"tol='auto' is {tol:.3g} at these public scales (n={problem.n}, "
+                        f"tol is {tol:.3g} at these public scales (n={problem.n}, "
                         f"n_features={problem.n_features}, norm_bound="
                         f"{problem.norm_bound:.3g}): the rounding of the solver's exact "
                         f"sums allows no less, and the noise grows by the factor "

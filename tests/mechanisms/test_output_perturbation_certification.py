@@ -175,6 +175,58 @@ def test_tol_auto_from_public_numbers():
     assert smallest <= big.tol
     plan_output_perturbation(10**7, 2**18, 1, loss="logistic", epsilon=1.0, delta=1e-6,
                              tol=1.01 * smallest)
-    with pytest.warns(UserWarning, match="tol='auto' is"):
+    with pytest.warns(UserWarning, match="tol is 0.9"):
         plan_output_perturbation(2000, 20, 1, loss="logistic", epsilon=0.5, delta=1e-6,
                                  norm_bound=1e12, intercept_scaling=4.5e11)
+
+
+def _rows_of_norm(norm, n=2000, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    X *= norm / np.linalg.norm(X, axis=1)[:, None]
+    return X, rng.integers(0, 2, n)
+
+
+def test_after_a_private_bound_a_float_tol_is_a_minimum_not_a_refusal():
+    """With norm_bound='private' the plan reads the released R: a refusal of tol=1e-2
+    at R ≈ 2³⁶ (where the fallback needs about 0.05) would be a bit about R shown
+    while nothing is charged. The float is raised to what R needs instead, and the
+    fit is charged with the bound's share."""
+    from skdpsparse.ledger import PrivacyLedger
+
+    X, y = _rows_of_norm(2.0 ** 36)
+    with PrivacyLedger() as ledger, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = DPOutputPerturbationClassifier(epsilon=1.0, norm_bound="private",
+                                             classes=[0, 1], tol=1e-2, random_state=1)
+        clf.fit(X, y)
+        assert len(ledger.history()) == 1
+    assert clf.tol_ > 1e-2 and clf.norm_bound_ > 2.0 ** 30
+
+
+def test_warnings_that_depend_on_a_private_bound_wait_for_the_charge():
+    """Under a ledger that refuses the charge, two datasets whose private bounds land
+    at 2³⁸ and 2⁴⁰ show the same warnings (those of the public numbers only): the
+    tol and intercept-pull warnings, which read R, follow the release, and a refused
+    fit has none. When the charge succeeds, they are shown."""
+    from skdpsparse.exceptions import BudgetExceededError
+    from skdpsparse.ledger import ApproxDP, PrivacyLedger
+
+    shown = []
+    for norm in (2.0 ** 38, 2.0 ** 40):
+        X, y = _rows_of_norm(norm)
+        with PrivacyLedger(limit=ApproxDP(0.5, 1e-5)), \
+                warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with pytest.raises(BudgetExceededError):
+                DPOutputPerturbationClassifier(
+                    epsilon=1.0, classes=[0, 1], norm_bound="private",
+                    random_state=1).fit(X, y)
+        shown.append(sorted(str(w.message) for w in caught))
+    assert shown[0] == shown[1]
+    assert not any("tol is" in m for m in shown[0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        DPOutputPerturbationClassifier(epsilon=1.0, classes=[0, 1], norm_bound="private",
+                                       random_state=1).fit(*_rows_of_norm(2.0 ** 40))
+    assert any("tol is" in str(w.message) for w in caught)
