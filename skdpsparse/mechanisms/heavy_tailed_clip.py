@@ -303,10 +303,10 @@ CELL_SCORES = True
 ENDED_PER_BIN = True
 
 #: A bin more than this many standard deviations above zero is rows, not noise: for a
-#: tail with no rows beyond its outer quantile each bin is noise around zero, beyond 3σ
-#: with probability 0.0013 (Gaussian) or e^(−3√2) = 0.014 (discrete Laplace of
-#: σ = √2·b, about), so the condition almost never takes the ended reading from a tail
-#: that did end.
+#: tail with no rows beyond its outer quantile each bin is noise around zero, above 3σ
+#: with probability 0.0013 (Gaussian) or about ½e^(−3√2) ≈ 0.007 (discrete Laplace of
+#: σ = √2·b), so the condition almost never takes the ended reading from a tail that
+#: did end.
 ENDED_BIN_SDS = 3.0
 
 #: ``tails="counted"``: the far bin of each tail starts at this multiple of the outer
@@ -641,8 +641,9 @@ class QuantileClipPlan:
     clipped mean at ``mean_rho`` (ρ-zCDP, Bun and Steinke 2016, Lemma 2.3) or
     ``mean_epsilon`` (ε-DP; basic composition for δ = 0, Rényi accounting of both
     parts for δ > 0, :func:`laplace_epsilon_after`, with the draws' ρ_d from
-    :func:`mixed_draws_rho` so that ε_m ≥ (1 − 7f/5)ε, or (1 − f)ε without bins). The interval and the mean's
-    noise scale are computed in the run from the draws' releases (post-processing);
+    :func:`mixed_draws_rho` so that ε_m ≥ (1 − 7f/5)ε, or (1 − f)ε without bins). The
+    interval and the mean's noise scale are computed in the run from the draws'
+    releases (post-processing);
     the mean's budget is fixed here. The grid of the tail draws (``tails``) depends
     on the data only through the released median, so every rule has the same draws,
     sensitivity and budget; ``"counted"`` adds the noisy tail bins
