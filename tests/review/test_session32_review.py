@@ -24,11 +24,13 @@ number of steps k lands within tol·Δ/2 of the exact minimizer θ*, by the anal
    columns and a large intercept scaling, and targets centred by
    ``label_bound=(low, high)``.
 3. The data-dependent channels left in a fit: warnings or float errors inside the
-   solve (none escapes), and two flaws (xfail, strict): with ``norm_bound=
-   "private"`` the plan's refusal of a float tol, and the warning of ``tol="auto"``,
-   are functions of the private R, shown before (or instead of) charging its ε; and
-   ``OutputPerturbationPlan.fallback_iterations`` defaults to 0, so a plan built
-   without it releases θ = 0 as "certified" when the adaptive solvers fail.
+   solve (none escapes). Three flaws found in fc201c6 and fixed in 0f6d167 are
+   regression tests here: with ``norm_bound="private"`` the plan's refusal of a
+   float tol and the warning of ``tol="auto"`` were functions of the private R,
+   shown before (or instead of) charging its ε; and ``OutputPerturbationPlan.
+   fallback_iterations`` defaulted to 0, so a plan built without it released θ = 0
+   as "certified" when the adaptive solvers failed. One remains (xfail, strict):
+   the "cannot certify" refusal of certification_tol after a private draw.
 """
 
 import math
@@ -439,33 +441,15 @@ def test_no_warning_or_float_error_escapes_the_solve(monkeypatch):
     assert np.all(np.isfinite(forced.coef_)) and forced.tol_ == plain.tol_
 
 
-_PRIVATE_R_FLAW = (
-    "With norm_bound='private' the plan reads the private R: a float tol below what "
-    "the fallback certifies at R is refused AFTER the private quantile was drawn, the "
-    "message names the smallest tol (proportional to R), and nothing is charged. "
-    "Fix: charge the bounds' epsilon before planning, or decide the refusal at the "
-    "largest R the private quantile can return (2^40)")
-
-
-@pytest.mark.xfail(strict=True, reason=_PRIVATE_R_FLAW)
-def test_private_norm_bound_refusal_is_charged_or_public(monkeypatch):
-    """The attack: rows of norm 2³⁶ (n = 2000, d = 5), ``norm_bound="private"``,
-    ``tol=1e-2``. The private 0.95-quantile lands at R ≈ 2³⁶, where 10⁻² is below the
-    fallback's floor with the default intercept scaling R/√d, so the fit raises
-    ValueError("... use tol >= 0.0539 ..."); the number is a function of R (0.0134
-    at R = 2³⁴, 0.214 at 2³⁸), and the refusal itself is one bit that depends on it.
-    Both are post-processing of an ε_bound-DP draw, but the ledger records nothing,
-    so a user who retries with other tols learns R (and so the rows' norms) for
-    free. A fix passes this test in one of two ways: the refusal comes before any
-    private draw (public numbers), or the ledger has charged the bounds' ε."""
-    draws = []
-    original = op_estimators.private_bound
-
-    def counted(*args):
-        draws.append(1)
-        return original(*args)
-
-    monkeypatch.setattr(op_estimators, "private_bound", counted)
+def test_private_norm_bound_below_the_floor_is_raised_not_refused():
+    """The attack (a flaw in fc201c6, fixed in 0f6d167): rows of norm 2³⁶ (n = 2000,
+    d = 5), ``norm_bound="private"``, ``tol=1e-2``. The private 0.95-quantile lands
+    at R ≈ 2³⁶, where 10⁻² is below the fallback's floor with the default intercept
+    scaling R/√d; the fit used to raise ValueError("... use tol >= 0.0539 ...")
+    after the draw, a number proportional to R, with nothing charged. Now the tol is
+    raised to what the fallback certifies at R: the fit completes, is charged once
+    with the bounds' share composed in, and ``tol_`` (released after the charge)
+    is above 10⁻²."""
     rng = np.random.default_rng(0)
     n, d = 2000, 5
     X = rng.standard_normal((n, d))
@@ -475,24 +459,22 @@ def test_private_norm_bound_refusal_is_charged_or_public(monkeypatch):
         warnings.simplefilter("ignore")
         clf = DPOutputPerturbationClassifier(epsilon=1.0, delta=1e-6, norm_bound="private",
                                              classes=[0, 1], tol=1e-2, random_state=1)
-        with pytest.raises(ValueError, match="use tol >= "):
-            clf.fit(X, y)
-        assert not draws or len(ledger.history()) > 0
+        clf.fit(X, y)
+        assert len(ledger.history()) == 1
+    assert clf.tol_ > 1e-2 and clf.norm_bound_ >= 2.0 ** 34
+    assert clf.privacy_spent_.epsilon == pytest.approx(1.0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "tol='auto' warns with norm_bound=<the private R> (and the smallest tol, a "
-    "function of R) before the budget is charged; a ledger that then refuses the "
-    "charge leaves R shown and nothing spent"))
 def test_tol_auto_warning_does_not_show_an_uncharged_private_bound():
-    """The attack: two datasets whose rows have norms 2³⁸ and 2⁴⁰, ``norm_bound=
-    "private"``, ``tol="auto"``, under a ledger whose limit refuses the fit's
-    charge. Both fits are refused (BudgetExceededError, nothing charged), yet the
-    UserWarning ``tol='auto' is ... norm_bound=...`` emitted before the charge
-    differs between them: it prints the private R, which the module's own rule
-    forbids before it is charged ("never a private bound's value (not yet
-    charged)"). Passes once the warnings of refused fits no longer depend on R, or
-    the bounds' ε is charged before anything that depends on them is shown."""
+    """(A flaw in fc201c6, fixed in 0f6d167.) The attack: two datasets whose rows
+    have norms 2³⁸ and 2⁴⁰, ``norm_bound="private"``, ``tol="auto"``, under a
+    ledger whose limit refuses the fit's charge. Both fits are refused
+    (BudgetExceededError, nothing charged), yet the UserWarning ``tol='auto' is ...
+    norm_bound=...`` emitted before the charge differed between them: it printed the
+    private R, which the module's own rule forbids before it is charged ("never a
+    private bound's value (not yet charged)"). Passes while the warnings of refused
+    fits do not depend on R, or the bounds' ε is charged before anything that
+    depends on them is shown."""
     from skdpsparse.exceptions import BudgetExceededError
     from skdpsparse.ledger import ApproxDP
 
@@ -516,19 +498,12 @@ def test_tol_auto_warning_does_not_show_an_uncharged_private_bound():
     assert shown[0] == shown[1] or all(charged)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "OutputPerturbationPlan.fallback_iterations defaults to 0: a plan built without "
-    "it (by hand, or unpickled from before the field existed) turns an adaptive "
-    "failure into theta = 0 labelled certified_by='analysis', released with noise "
-    "for (1 + tol)Delta although 0 is up to rho from the minimizer. Fix: default None "
-    "(solve_certified then raises as before)"))
 def test_a_plan_without_a_fallback_count_does_not_release_zero(monkeypatch):
-    """The attack: the data decide whether the adaptive solvers certify; on S they
-    do (θ̂ within tol·Δ/2 of θ*), on a neighbour S' they do not, and the plan
-    carries the dataclass's default count 0, so S' releases 0 + noise. The two
-    outputs are ‖θ*‖ apart (here ≫ Δ), far beyond the sensitivity the noise covers.
-    A plan without a public count must make the failure raise, as before the
-    fallback existed."""
+    """(A flaw in fc201c6, fixed in 0f6d167.) The attack: the data decide whether
+    the adaptive solvers certify; on S they do, on a neighbour S' they do not, and a
+    plan carrying the dataclass's old default count 0 made S' release 0 + noise,
+    ‖θ*‖ (here > 10Δ) from S's release. Now the count is a required field, and a
+    count below 1 is refused before any solve."""
     import dataclasses
 
     rng = np.random.default_rng(9)
@@ -539,10 +514,48 @@ def test_a_plan_without_a_fallback_count_does_not_release_zero(monkeypatch):
     plan = op.plan_output_perturbation(n, d, 1, loss="logistic", epsilon=1.0, delta=1e-6)
     fields = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)
               if f.name != "fallback_iterations"}
-    legacy = op.OutputPerturbationPlan(**fields)
-    rows = op._bounded_rows_in_place(X, y[None, :], legacy)
-    certified, _ = op.certified_minimizers(rows, legacy)
-    assert np.linalg.norm(certified) > 10 * legacy.sensitivity_l2
+    with pytest.raises(TypeError, match="fallback_iterations"):
+        op.OutputPerturbationPlan(**fields)
+    rows = op._bounded_rows_in_place(X, y[None, :], plan)
+    certified, _ = op.certified_minimizers(rows, plan)
+    assert np.linalg.norm(certified) > 10 * plan.sensitivity_l2
     _forced_fallback(monkeypatch)
-    with pytest.raises(RuntimeError):  # today: returns θ = 0, 'certified'
+    legacy = dataclasses.replace(plan, fallback_iterations=0)
+    with pytest.raises(ValueError, match="fallback_iterations"):
         op.certified_minimizers(rows, legacy)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "After 0f6d167 a private bound no longer makes a float tol refused, but "
+    "certification_tol still raises 'cannot certify ... norm_bound=<R>' when the "
+    "private R is large enough (n=1e5, d=5, squared loss: R=2^40 raises, 2^38 fits), "
+    "after the draw and with nothing charged. Fix: charge the bounds' epsilon before "
+    "re-raising (or decide from the largest R the grid can return)"))
+def test_private_norm_bound_cannot_certify_is_charged_or_public(monkeypatch):
+    """The attack: rows of norm 2^39.9 (n = 10⁵, d = 5), ``norm_bound="private"``,
+    squared loss, default tol. The private 0.95-quantile lands at the grid point 2⁴⁰,
+    where even tol='auto' finds no slack the exact sums can certify, and the fit
+    raises ValueError naming norm_bound=1.1e+12; at R = 2³⁸ the same plan fits (tol
+    2420). So whether the fit raises, and its message, are functions of the private
+    R, and the ledger records nothing. Passes once the refusal comes before any
+    private draw or the bounds' ε is charged when it happens."""
+    draws = []
+    original = op_estimators.private_bound
+
+    def counted(*args):
+        draws.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(op_estimators, "private_bound", counted)
+    rng = np.random.default_rng(0)
+    n, d = 100_000, 5
+    X = rng.standard_normal((n, d))
+    X *= 2.0 ** 39.9 / np.linalg.norm(X, axis=1)[:, None]
+    y = rng.uniform(-1.0, 1.0, n)
+    with PrivacyLedger() as ledger, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reg = DPOutputPerturbationRegressor(epsilon=1.0, delta=1e-6, norm_bound="private",
+                                            label_bound=1.0, random_state=0)
+        with pytest.raises(ValueError, match="cannot certify"):
+            reg.fit(X, y)
+        assert not draws or len(ledger.history()) > 0
