@@ -13,7 +13,9 @@ from ..mechanisms.output_perturbation import (centred_interval, output_perturbat
 from ..mechanisms.sparse_exponential import (MAX_NET_SIZE, plan_sparse_exponential,
                                              sparse_exponential)
 from ..utils import InstanceOf, Interval, Options, fit_random_source, validate_params
+from ..accounting import PureDP
 from ..base import check_fit_params, fit_input, release
+from ..ledger import charge_budget
 from ..distributed import distributed_fit
 from ..utils._data import check_fit_input
 from ..utils._progress import VERBOSE_CONSTRAINT, Progress
@@ -238,12 +240,24 @@ class _BaseOutputPerturbation(BaseEstimator):
         # certify at that bound is raised to it instead of refused.
         deferred = (warnings.catch_warnings(record=True) if private
                     else contextlib.nullcontext([]))
+        refused = None
         with deferred as caught:
             if private:
                 warnings.simplefilter("always")
-            theta, budget, attrs = self._plan_and_run(X, targets, loss, loss_param,
-                                                      epsilon, delta, bounds, rng,
-                                                      tol_is_minimum=bool(private))
+            try:
+                theta, budget, attrs = self._plan_and_run(X, targets, loss, loss_param,
+                                                          epsilon, delta, bounds, rng,
+                                                          tol_is_minimum=bool(private))
+            except Exception as error:  # noqa: BLE001 - re-raised below
+                if not private:
+                    raise
+                refused = error
+        if refused is not None:
+            # A refusal after the draws (a plan the solver cannot certify at the
+            # released bound) may depend on them: their share is spent. Charged
+            # outside the handler, so that a ledger's own refusal carries nothing of it.
+            charge_budget(self, PureDP(eps_bound))
+            raise refused
         attrs[_DEFERRED_WARNINGS] = list(caught)
         if private:
             budget = compose_with_bounds(eps_bound, budget)

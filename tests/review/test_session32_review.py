@@ -29,8 +29,9 @@ number of steps k lands within tol·Δ/2 of the exact minimizer θ*, by the anal
    float tol and the warning of ``tol="auto"`` were functions of the private R,
    shown before (or instead of) charging its ε; and ``OutputPerturbationPlan.
    fallback_iterations`` defaulted to 0, so a plan built without it released θ = 0
-   as "certified" when the adaptive solvers failed. One remains (xfail, strict):
-   the "cannot certify" refusal of certification_tol after a private draw.
+   as "certified" when the adaptive solvers failed. A fourth, the "cannot certify"
+   refusal of certification_tol after a private draw (shown with nothing charged),
+   is fixed by charging the bounds' share before re-raising.
 """
 
 import math
@@ -525,12 +526,6 @@ def test_a_plan_without_a_fallback_count_does_not_release_zero(monkeypatch):
         op.certified_minimizers(rows, legacy)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "After 0f6d167 a private bound no longer makes a float tol refused, but "
-    "certification_tol still raises 'cannot certify ... norm_bound=<R>' when the "
-    "private R is large enough (n=1e5, d=5, squared loss: R=2^40 raises, 2^38 fits), "
-    "after the draw and with nothing charged. Fix: charge the bounds' epsilon before "
-    "re-raising (or decide from the largest R the grid can return)"))
 def test_private_norm_bound_cannot_certify_is_charged_or_public(monkeypatch):
     """The attack: rows of norm 2^39.9 (n = 10⁵, d = 5), ``norm_bound="private"``,
     squared loss, default tol. The private 0.95-quantile lands at the grid point 2⁴⁰,
