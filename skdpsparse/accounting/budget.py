@@ -25,6 +25,7 @@ References
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -409,10 +410,18 @@ def zcdp_to_epsilon(rho, delta, method="tight"):
         raise ValueError(f"method must be 'tight' or 'simple', got {method!r}")
     if rho == 0:
         return 0.0
+    if method == "simple":
+        return rho + 2.0 * math.sqrt(rho * -math.log(delta))
+    return _tight_zcdp_epsilon(rho, delta)
+
+
+# The conversions are searches over the Rényi order (about 0.4 ms each) on public
+# floats, repeated with the same arguments by every fit of one configuration: memoised
+# (a float key is the exact value; the result is the same float).
+@functools.lru_cache(maxsize=4096)
+def _tight_zcdp_epsilon(rho, delta):
     log_inv_delta = -math.log(delta)
     simple = rho + 2.0 * math.sqrt(rho * log_inv_delta)
-    if method == "simple":
-        return simple
     # Centre the search at the optimal order of the simple bound, α−1 = √(log(1/δ)/ρ).
     tight, _ = _minimise_over_order(
         lambda a: _eps_at_order(a, a * rho, -log_inv_delta),
@@ -473,8 +482,11 @@ def approx_dp_to_zcdp(epsilon, delta):
     float
         ρ > 0.
     """
-    epsilon = _positive(epsilon, "epsilon")
-    delta = _delta(delta, allow_zero=False)
+    return _largest_rho(_positive(epsilon, "epsilon"), _delta(delta, allow_zero=False))
+
+
+@functools.lru_cache(maxsize=4096)
+def _largest_rho(epsilon, delta):
     log_delta = math.log(delta)
 
     def neg_rho(a):
