@@ -1,6 +1,7 @@
 """DPCyclicSGD: cyclic DP-SGD released at its last iterate (Kong and Ribero 2024)."""
 
 
+import math
 import warnings
 
 import numpy as np
@@ -18,6 +19,8 @@ from ..mechanisms.cyclic_sgd import (
     REGRESSION_LOSSES,
     bound_rows_l2,
     cyclic_sgd,
+    default_step_and_clip,
+    feature_bound,
     plan_cyclic_sgd,
 )
 from ..utils._data import declared_classes
@@ -30,9 +33,91 @@ from ..utils._progress import VERBOSE_CONSTRAINT, Progress
 _POSITIVE = Interval("real", 0, None, closed="neither")
 _NONNEGATIVE = Interval("real", 0, None, closed="left")
 _BOOL = InstanceOf(bool, np.bool_, description="bool")
-#: epochs="auto" and the number of steps batch_size="auto" aims at (classification,
-#: regression).
-_AUTO_EPOCHS, _AUTO_STEPS, _AUTO_STEPS_REGRESSION = 20, 100, 400
+#: The "auto" schedule (:func:`auto_schedule`): the noise std it aims at on a margin
+#: or prediction of the last iterate (logit or target units), the most passes it
+#: makes, and the least distance a prediction can travel (λ·C·G per step times T).
+_AUTO_NOISE, _AUTO_MAX_EPOCHS, _AUTO_MIN_REACH = 0.35, 200, 40.0
+
+
+def auto_schedule(n, *, reach, epsilon, delta, noise_multiplier=None, epochs=None,
+                  batch_size=None, min_reach=_AUTO_MIN_REACH):
+    """(E, b) of the "auto" schedule, from public numbers only.
+
+    A step moves a margin (or a prediction) by at most u = ``reach`` = λ·C·G, and its
+    noise by λ·z·C·G/b in std (on a row of norm G). Accounted by composition, a
+    record read E times needs z = √(2E/ρ) for ρ-zCDP: each use is a Gaussian
+    mechanism of sensitivity 2C and std zC, (2/z²)-zCDP, and uses add (Bun and
+    Steinke 2016, "Concentrated differential privacy: simplifications, extensions,
+    and lower bounds", Propositions 1.6 and 2.3), with ρ = (√(log(1/δ) + ε) −
+    √log(1/δ))², the ρ that their Proposition 1.3 turns into (ε, δ). (The
+    accountant calibrates its own z afterwards, a little smaller; this only sizes
+    the schedule.) After T = E·n/b steps the noise on a margin of the last iterate
+    has std s(T, E) = u·z·√T/b = u·z·T^{3/2}/(E·n), the penalty's decay ignored. At a
+    fixed T, s falls as the batch grows, so full batches (E = T) are best, with
+    s = u·T·√(2/ρ)/n: noise and distance travelled grow together, and the rule
+    takes the most steps whose noise std is 0.35 (``_AUTO_NOISE``; logit or target
+    units), T = 0.35·n·√(ρ/2)/u, in full batches. If that is more than 200
+    (``_AUTO_MAX_EPOCHS``) passes: E = 200 and the T with s(T, 200) = 0.35,
+    T = (0.35·E·n/(u·z))^{2/3}, in batches of ⌈E·n/T⌉. In both cases T is at least
+    ``min_reach``/u (40/u: a prediction can travel 40 units, 10 logistic steps).
+    A given ``epochs`` keeps its E (T from s(T, E) = 0.35, at least
+    E); a given ``batch_size`` keeps its b and takes the largest E ≤ 200 with
+    s ≤ 0.35. A given ``noise_multiplier`` z replaces √(2E/ρ).
+
+    Parameters
+    ----------
+    n : int
+        Number of rows (public).
+    reach : float
+        u = λ·C·G > 0.
+    epsilon, delta : float
+        The target (ε, δ).
+    noise_multiplier : float or None
+        A given z (``epsilon`` unused).
+    epochs, batch_size : int or None
+        A given E or b (None: "auto").
+    min_reach : float
+        The least λ·C·G·T.
+
+    Returns
+    -------
+    epochs, batch_size : int
+    """
+    n = int(n)
+    min_steps = float(min_reach) / reach
+    if noise_multiplier is None:
+        log_inv = math.log(1.0 / delta)
+        rho = (math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)) ** 2
+
+        def z_of(e):
+            return math.sqrt(2.0 * e / rho)
+    else:
+        def z_of(e):
+            return float(noise_multiplier)
+
+    def steps_at(e):  # the T with s(T, e) = _AUTO_NOISE
+        return (_AUTO_NOISE * e * n / (reach * z_of(e))) ** (2.0 / 3.0)
+
+    if batch_size is not None:
+        b = min(int(batch_size), n)
+        e = 1
+        while e < _AUTO_MAX_EPOCHS and (
+                reach * z_of(e + 1) * math.sqrt((e + 1) * n / b) / b <= _AUTO_NOISE):
+            e += 1  # s(E·n/b, E) grows with E: the largest E with s <= the target
+        return min(max(e, math.ceil(min_steps * b / n)), _AUTO_MAX_EPOCHS), b
+    if epochs is not None:
+        e = int(epochs)
+        t = max(steps_at(e), min_steps, e)
+        return e, max(1, min(n, math.ceil(e * n / t)))
+    if noise_multiplier is None:
+        full = _AUTO_NOISE * n * math.sqrt(rho / 2.0) / reach
+    else:
+        full = (_AUTO_NOISE * n / (reach * float(noise_multiplier))) ** 2
+    full = max(full, min_steps, 1.0)
+    if full <= _AUTO_MAX_EPOCHS:
+        return math.ceil(full), n
+    t = max(steps_at(_AUTO_MAX_EPOCHS), min_steps, _AUTO_MAX_EPOCHS)
+    return _AUTO_MAX_EPOCHS, max(1, min(n, math.ceil(_AUTO_MAX_EPOCHS * n / t)))
 
 
 class DPCyclicSGD(BaseEstimator):
@@ -129,22 +214,33 @@ default="logistic"
         classes), so clipping never binds; G for the squared loss, whose gradients
         are unbounded.
     batch_size : int or "auto", default="auto"
-        b ≥ 1; capped at n (public). ``"auto"``: ⌈E·n/T⌉ (at least 256, at most n),
-        so that the run takes about T = 100 steps for a classifier, 400 for a
-        regressor. Accounted by composition, every pass costs the same whatever b,
-        and the noise on a step's mean gradient is zC/b: few large batches give the
-        least noise per unit of progress (full batches the least of all). About 100
-        steps of size 1/M is what a logistic model needed; a regressor's clipped
-        gradients move a prediction by at most λC per step, and targets are not in
-        logit units, so it needs more.
+        b ≥ 1; capped at n (public). ``"auto"`` (with ``epochs="auto"``): full
+        batches, b = n, for the T steps whose noise on a margin of the last iterate
+        has std 0.35 (logit units for a classifier, target units for a regressor),
+        T = 0.35·n·√(ρ/2)/(λCG) with ρ the zCDP of (ε, δ) (Bun and Steinke 2016,
+        "Concentrated differential privacy", Proposition 1.3), and E = T; if that is
+        more than 200 passes, E = 200 and b = ⌈E·n/T⌉ for the T whose noise is 0.35
+        at E = 200; T is at least 40/(λCG). Public numbers only (n, ε, δ or the
+        given z, the loss, ``norm_bound``, the step and clip): :func:`auto_schedule`
+        derives it. Why: accounted by composition, a record read E times needs
+        z ∝ √E, so after T steps of batches of b = E·n/T the noise on a margin has
+        std λCG·z·√T/b ∝ T^{3/2}/√E: at a fixed T full batches have the least, and
+        then noise and the distance a margin can travel (λCG per step) both grow
+        like T, so T is where the noise reaches a fixed size. With a given
+        ``epochs``: the T whose noise is 0.35 at that E (b = ⌈E·n/T⌉).
         Measured on the validation splits of ``benchmarks/bench_real_data.py``
-        (the former default b = 256, E = 5 was below chance on one-hot data at ε ≤ 2
-        and gave R² −1.9 on ratings at ε = 1).
+        (issue 18): the former default (E = 20, T = 100 or 400) lost 3–8 points on
+        text at ε ≤ 2 to full batches of 50–100 steps, and ratings needed 600–3400
+        steps at ε = 0.5–8. Targets far from unit scale (the clip of the squared
+        loss, C = G, treats a residual of 1 as large) need more steps than the rule
+        gives: scale them.
     learning_rate : float or "auto", default="auto"
         λ > 0. ``"auto"``: 1/(M + m), the largest step for which eq. (12) holds (the
         clipping-safe Theorem 4.5 bound holds for every λ).
     epochs : int or "auto", default="auto"
-        E passes: T = ⌈E·n/b⌉ steps. ``"auto"``: 20.
+        E passes: T = ⌈E·n/b⌉ steps. ``"auto"``: see ``batch_size`` (E = T with full
+        batches, at most 200); with a given ``batch_size``, the largest E ≤ 200
+        whose noise on a margin has std at most 0.35 (at least 1).
     noise_multiplier : float or None, default=None
         z > 0 (noise N(0, z²C²I) on the sum of the clipped gradients of a batch).
         ``None``: the smallest z meeting (ε, δ), found by root finding. Given:
@@ -370,7 +466,7 @@ default="logistic"
         else:
             targets = np.asarray(y, dtype=np.float64)
         n, d = X.shape
-        epochs, batch_size = self._schedule(n)
+        epochs, batch_size = self._schedule(n, n_outputs)
         plan = plan_cyclic_sgd(
             n, d, loss=self.loss, loss_param=loss_param, n_outputs=n_outputs,
             norm_bound=float(self.norm_bound), fit_intercept=bool(self.fit_intercept),
@@ -399,15 +495,22 @@ default="logistic"
         # the estimator unfitted; a regression refit drops a former classes_.
         return release(self, attrs)
 
-    def _schedule(self, n):
-        """(E, b) with "auto" resolved from n and the loss alone (public): E = 20,
-        b = ⌈E·n/T⌉ within [256, n] with T = 100 steps (classification) or 400
-        (regression); see the ``batch_size`` parameter."""
-        epochs = _AUTO_EPOCHS if self.epochs == "auto" else int(self.epochs)
-        if self.batch_size != "auto":
-            return epochs, int(self.batch_size)
-        steps = _AUTO_STEPS if self._is_classifier() else _AUTO_STEPS_REGRESSION
-        return epochs, min(n, max(256, -(-epochs * n // steps)))
+    def _schedule(self, n, n_outputs=1):
+        """(E, b) with "auto" resolved from public numbers only (see the ``batch_size``
+        parameter): n, ε, δ (or the given z), the loss, ``norm_bound``,
+        ``fit_intercept``, K and the step and clip the plan will use."""
+        if self.epochs != "auto" and self.batch_size != "auto":
+            return int(self.epochs), int(self.batch_size)
+        g = feature_bound(float(self.norm_bound), bool(self.fit_intercept))
+        lr, clip = default_step_and_clip(
+            self.loss, self._loss_param(), g, n_outputs=n_outputs,
+            learning_rate=self.learning_rate, clip_norm=self.clip_norm,
+            weak_convexity=self.weak_convexity, smoothness=self.smoothness)
+        return auto_schedule(
+            n, reach=lr * clip * g, epsilon=float(self.epsilon), delta=float(self.delta),
+            noise_multiplier=self.noise_multiplier,
+            epochs=None if self.epochs == "auto" else int(self.epochs),
+            batch_size=None if self.batch_size == "auto" else int(self.batch_size))
 
     def _margins(self, X):
         """⟨w_k, s(x)⟩ + b_k: shape (n_samples,) for one output, else (n_samples, K)."""

@@ -332,6 +332,32 @@ def _resolve_curvature(loss, loss_param, g, weak_convexity, smoothness, n_output
     return m, big_m
 
 
+def default_step_and_clip(loss, loss_param, feature_bound, *, n_outputs=1,
+                          learning_rate="auto", clip_norm="auto", weak_convexity=None,
+                          smoothness=None):
+    """(λ, C) as :func:`plan_cyclic_sgd` resolves them: ``"auto"`` λ = 1/(M + m) (the
+    largest step of eq. (12), rounded down), ``"auto"`` C = the gradient bound when
+    finite, else G; given values as given.
+
+    **Privacy guarantee.** Releases nothing and reads no data: public numbers only
+    (the estimator's "auto" schedule sizes itself from them before planning).
+    """
+    m, big_m = _resolve_curvature(loss, loss_param, feature_bound, weak_convexity,
+                                  smoothness, n_outputs)
+    if learning_rate == "auto":
+        lr = 1.0 / (big_m + m)
+        while lr * (big_m + m) > 1.0:  # rounding must not void λ ≤ 1/(M+m) of eq. (12)
+            lr = math.nextafter(lr, 0.0)
+    else:
+        lr = float(learning_rate)
+    if clip_norm == "auto":
+        grad = gradient_bound(loss, loss_param, feature_bound, n_outputs)
+        clip = grad if math.isfinite(grad) else float(feature_bound)
+    else:
+        clip = float(clip_norm)
+    return lr, clip
+
+
 @functools.lru_cache(maxsize=256)
 def _calibrated_noise_multiplier(epsilon, delta, **params):
     # The smallest z meeting (ε, δ): a function of public numbers only, found by root
@@ -472,16 +498,9 @@ def plan_cyclic_sgd(n_samples, n_features, *, loss, loss_param=1.0, norm_bound,
     g = feature_bound(norm_bound, fit_intercept)
     m, big_m = _resolve_curvature(loss, loss_param, g, weak_convexity, smoothness, n_outputs)
     grad = gradient_bound(loss, loss_param, g, n_outputs)
-    if learning_rate == "auto":
-        lr = 1.0 / (big_m + m)
-        while lr * (big_m + m) > 1.0:  # rounding must not void λ ≤ 1/(M+m) of eq. (12)
-            lr = math.nextafter(lr, 0.0)
-    else:
-        lr = float(learning_rate)
-    if clip_norm == "auto":
-        clip = grad if math.isfinite(grad) else g
-    else:
-        clip = float(clip_norm)
+    lr, clip = default_step_and_clip(loss, loss_param, g, n_outputs=n_outputs,
+                                     learning_rate=learning_rate, clip_norm=clip_norm,
+                                     weak_convexity=weak_convexity, smoothness=smoothness)
     if radius is not None and box is not None:
         raise ValueError("give at most one of radius and box (the proximal map of the "
                          "indicator of their intersection is not a projection composition)")

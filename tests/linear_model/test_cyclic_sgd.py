@@ -370,20 +370,93 @@ def test_pipeline_and_grid_search():
     assert clone(grid.best_estimator_).get_params()["classes"] == [0, 1]
 
 
-@pytest.mark.parametrize("n, expected", [(100, (20, 100)), (1000, (20, 256)),
-                                         (50_000, (20, 10_000))])
-def test_auto_schedule_is_about_100_steps_of_large_batches(n, expected):
-    """batch_size="auto", epochs="auto": E = 20 and b = ⌈E·n/100⌉ within [256, n]
-    (classifier), from n and the loss alone (issue 18)."""
-    est = DPCyclicSGD(classes=[0, 1])
-    assert est._schedule(n) == expected
-    X, y = _blobs(1000, d=5)
-    fitted = DPCyclicSGD(classes=[0, 1], random_state=0).fit(X, y)
-    assert (fitted.n_iter_, fitted.batch_size_) == (20, 256)
-    assert fitted.n_steps_ == math.ceil(20 * 1000 / 256)
+def _rule_noise(reach, rho, steps, epochs, batch):
+    """The schedule's noise std on a margin: u·√(2E/ρ)·√T/b (auto_schedule)."""
+    return reach * math.sqrt(2.0 * epochs / rho) * math.sqrt(steps) / batch
+
+
+def _rho(epsilon, delta):
+    """The ρ-zCDP that Bun and Steinke (2016), Proposition 1.3, turns into (ε, δ),
+    solved here from ε = ρ + 2√(ρ log(1/δ)) by the quadratic in √ρ."""
+    log_inv = math.log(1.0 / delta)
+    root = (-2.0 * math.sqrt(log_inv) + math.sqrt(4.0 * log_inv + 4.0 * epsilon)) / 2.0
+    return root * root
+
+
+@pytest.mark.parametrize("loss, reach", [("logistic", 4.0), ("squared", 1.0)])
+@pytest.mark.parametrize("n, epsilon", [(12_456, 0.5), (12_456, 1.0), (12_456, 8.0),
+                                        (60_002, 1.0), (60_002, 0.5), (300, 1.0)])
+def test_auto_schedule_takes_the_steps_whose_noise_is_the_target(loss, reach, n, epsilon):
+    """batch_size="auto", epochs="auto" (issue 18): full batches of the T whose noise
+    std on a margin is 0.35, T = 0.35·n·√(ρ/2)/u with u = λCG (4 for the logistic
+    loss, 1 for the squared loss at norm_bound=1 with an intercept); beyond 200
+    passes, E = 200 and the batch whose T has that noise; T at least 40/u."""
+    est = DPCyclicSGD(loss, epsilon=epsilon)
+    epochs, batch = est._schedule(n)
+    rho = _rho(epsilon, 1e-6)
+    full = 0.35 * n * math.sqrt(rho / 2.0) / reach
+    steps = math.ceil(epochs * n / batch)
+    if max(full, 40.0 / reach) <= 200:
+        assert (epochs, batch) == (math.ceil(max(full, 40.0 / reach)), n)
+        if full >= 40.0 / reach:  # the noise target, up to the rounding of T up
+            noise = _rule_noise(reach, rho, epochs, epochs, n)
+            assert 0.35 <= noise <= 0.35 * (1 + 1 / full)
+    else:
+        assert epochs == 200 and batch < n
+        # T is the target's up to the rounding of b (one more row a batch: less noise).
+        assert _rule_noise(reach, rho, steps, 200, batch) <= 0.35 * (1 + 1 / steps)
+        assert _rule_noise(reach, rho, steps, 200, batch - 1) > 0.35 * 0.99
+        assert steps >= 40.0 / reach
+
+
+def test_auto_schedule_rules_for_a_given_epochs_batch_or_noise_multiplier():
+    rho = _rho(1.0, 1e-6)
+    # A given E keeps E: the T whose noise is the target (at least E: b <= n).
+    epochs, batch = DPCyclicSGD(epochs=5, classes=[0, 1])._schedule(12_456)
+    assert epochs == 5
+    assert _rule_noise(4.0, rho, math.ceil(5 * 12_456 / batch), 5, batch) == pytest.approx(
+        0.35, rel=0.01)
+    # ... and T at least 40/u = 10 steps: batches of ⌈3·50/10⌉.
+    assert DPCyclicSGD(epochs=3, classes=[0, 1])._schedule(50) == (3, 15)
+    # A given b keeps b: the largest E <= 200 whose noise is at most the target.
+    epochs, batch = DPCyclicSGD(batch_size=4096, classes=[0, 1])._schedule(100_000)
+    assert batch == 4096 and 1 <= epochs < 200
+    noise = [_rule_noise(4.0, rho, e * 100_000 / 4096, e, 4096) for e in (epochs, epochs + 1)]
+    assert noise[0] <= 0.35 < noise[1]
     assert DPCyclicSGD(epochs=3, batch_size=7)._schedule(10_000) == (3, 7)
-    # A regressor aims at 400 steps.
-    assert DPCyclicSGD("squared")._schedule(50_000) == (20, 2500)
+    # A given z replaces √(2E/ρ): full batches while T = (0.35·n/(u·z))² <= 200.
+    assert DPCyclicSGD(noise_multiplier=200.0)._schedule(20_000) == (
+        math.ceil((0.35 * 20_000 / (4.0 * 200.0)) ** 2), 20_000)
+    # The step and clip the plan will use give u: a halved step doubles T.
+    base = DPCyclicSGD(epsilon=0.5)._schedule(12_456)
+    half = DPCyclicSGD(epsilon=0.5, learning_rate=1.0)._schedule(12_456)
+    assert half[0] == math.ceil(0.35 * 12_456 * math.sqrt(_rho(0.5, 1e-6) / 2) / 2.0)
+    assert half[0] > base[0]
+    # Three classes (multinomial): λ = 2/G², C = √2·G, u = 2√2.
+    epochs, _ = DPCyclicSGD(epsilon=0.5)._schedule(12_456, n_outputs=3)
+    assert epochs == math.ceil(0.35 * 12_456 * math.sqrt(_rho(0.5, 1e-6) / 2)
+                               / (2 * math.sqrt(2)))
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_auto_schedule_and_plan_are_the_same_for_an_extreme_row(loss):
+    """The schedule is public: two data sets of one shape, one with an extreme row
+    (a row 10⁶ times longer, its label flipped or its target 10⁹), get the same
+    E, b, T, z, accounting and budget."""
+    X, y = _blobs(3000, d=5)
+    y = y.astype(float) if loss == "squared" else y
+    X2, y2 = X.copy(), y.copy()
+    X2[7] *= 1e6
+    y2[7] = 1e9 if loss == "squared" else 1 - y2[7]
+    kw = dict(classes=[0, 1]) if loss == "logistic" else {}
+    fits = [DPCyclicSGD(loss, epsilon=1.0, random_state=0, **kw).fit(a, b)
+            for a, b in ((X, y), (X2, y2))]
+    for attr in ("n_iter_", "batch_size_", "n_steps_", "noise_multiplier_",
+                 "learning_rate_", "clip_norm_"):
+        assert getattr(fits[0], attr) == getattr(fits[1], attr), attr
+    assert fits[0].accounting_ == fits[1].accounting_
+    assert str(fits[0].privacy_spent_) == str(fits[1].privacy_spent_)
+    assert fits[0].batch_size_ == 3000  # full batches at this n and ε
 
 
 @pytest.mark.parametrize("verbose, lines", [(0, 0), (False, 0), (True, 2), (1, 2), (2, 2)])
