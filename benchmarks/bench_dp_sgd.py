@@ -279,7 +279,7 @@ def _models():
     from skdpsparse.linear_model import DPNoisySGDClassifier
 
     models = [
-        ("DPCyclicSGD defaults (b=256, E=5)",
+        ("DPCyclicSGD defaults (auto schedule)",
          lambda e, s: DPCyclicSGD(epsilon=e, delta=DELTA, classes=[0, 1], random_state=s)),
         ("DPCyclicSGD b=2048, E=20, alpha=1e-3",
          lambda e, s: DPCyclicSGD(epsilon=e, delta=DELTA, classes=[0, 1], batch_size=2048,
