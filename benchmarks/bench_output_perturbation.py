@@ -38,6 +38,11 @@ estimators draw an int seed's noise from a stream of its own
 (``skdpsparse.utils.noise_generator``), so run 0 does not reuse the draws that made the
 data (before that separation, run 0's Gaussian noise *was* the true coefficient vector).
 
+6. ``--large N``: one fit of the mechanism at n = N (CSR, d = 2¹⁸, 32 nonzeros/row):
+   wall time, the traced peak in bytes per stored entry, and scikit-learn's
+   ``LogisticRegression(lbfgs)`` on the same objective and tolerance, one BLAS thread
+   (issue 24 at n = 10⁷). Runs alone.
+
 5. ``--memory N``: extra memory of one fit of the mechanism (``output_perturbation``) on
    CSR n = N, d = 2¹⁸, 32 nonzeros/row, in bytes per stored entry: the peak of
    tracemalloc (NumPy's allocations) during the fit, beside the same fit through a
@@ -441,6 +446,57 @@ def memory(n, d=2**18, s=32):
     return out
 
 
+def large(n, d=2**18, s=32):
+    """Part 6: one fit of the mechanism at n rows (issue 24: at n = 10⁷, ≤ 3 bytes of
+    extra memory per nonzero and at most the time of LogisticRegression(lbfgs) at the
+    same objective and tolerance): wall time untraced, then the traced peak, then
+    scikit-learn's fit of the same objective (the intercept as a constant column c,
+    C = 1/(nλ), its gradient tolerance the certificate's ‖∇F‖ ≤ tol·λΔ₂/2) with one
+    BLAS thread, as the solver runs."""
+    import tracemalloc
+
+    from threadpoolctl import threadpool_limits
+
+    from skdpsparse.mechanisms.output_perturbation import output_perturbation
+
+    def plan_for(rows):
+        return plan_output_perturbation(rows, d, 1, loss="logistic", epsilon=1.0,
+                                        delta=DELTA, sparsity=s, intercept_scaling=1.0)
+
+    Xw, yw, _ = make_sparse_classification(20_000, d, s, random_state=1)
+    output_perturbation(Xw, (2.0 * yw - 1)[None], plan_for(20_000),
+                        np.random.default_rng(0))  # compiled
+    t0 = time.perf_counter()
+    X, y, _ = make_sparse_classification(n, d, s, random_state=0)
+    print(f"[6] CSR n={n}, d={d}, {s} nonzeros/row ({X.nnz} stored entries; generated in "
+          f"{time.perf_counter() - t0:.0f} s)", flush=True)
+    targets = (2.0 * y - 1)[None]
+    plan = plan_for(n)
+    with threadpool_limits(1, "blas"):
+        t0 = time.perf_counter()
+        output_perturbation(X, targets, plan, np.random.default_rng(0))
+        ours = time.perf_counter() - t0
+    tracemalloc.start()
+    try:
+        output_perturbation(X, targets, plan, np.random.default_rng(0))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    print(f"    ours: {ours:.1f} s, peak extra {peak / 1e6:.0f} MB = "
+          f"{peak / X.nnz:.2f} bytes per nonzero (tol {plan.tol:g})", flush=True)
+    Xa = sp.hstack([X, np.full((n, 1), plan.intercept_scaling)], format="csr")
+    sk = LogisticRegression(C=1.0 / (n * plan.alpha), fit_intercept=False,
+                            tol=0.5 * plan.tol * plan.alpha * plan.sensitivity_l2,
+                            max_iter=10_000)
+    with threadpool_limits(1, "blas"):
+        t0 = time.perf_counter()
+        sk.fit(Xa, y)
+        theirs = time.perf_counter() - t0
+    print(f"    LogisticRegression(lbfgs), same objective and tolerance: {theirs:.1f} s "
+          f"({int(sk.n_iter_[0])} iterations); ratio ours/theirs {ours / theirs:.2f}")
+    return {"seconds": ours, "sklearn_seconds": theirs, "bytes_per_nonzero": peak / X.nnz}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="20 seeds and 7 timing reps")
@@ -450,7 +506,13 @@ def main():
     parser.add_argument("--json", default=None, help="write all numbers to this file")
     parser.add_argument("--memory", type=int, default=None, metavar="N",
                         help="only part 5: peak extra memory of one fit at n = N")
+    parser.add_argument("--large", type=int, default=None, metavar="N",
+                        help="only part 6: time and memory of one fit at n = N against "
+                             "LogisticRegression(lbfgs)")
     args = parser.parse_args()
+    if args.large:
+        large(args.large)
+        return
     if args.memory:
         memory(args.memory)
         return
