@@ -786,8 +786,13 @@ def bound_rows(X, norm_bound, sparsity):
 
 def centred_interval(low, high):
     """(m, B) = ((low + high)/2, (high − low)/2) of a declared label interval: the
-    regressor fits y − m clipped to [−B, B]. Public numbers in and out; the halves are
-    taken first ((low + high) overflows for |low|, |high| near 1.8·10³⁰⁸)."""
+    regressor fits y − m clipped to [−B, B]. The halves are taken first ((low + high)
+    overflows for |low|, |high| near 1.8·10³⁰⁸).
+
+    **Privacy guarantee.** None needed: public numbers in and out, no data. What the
+    regressor's guarantee rests on: y ↦ clip(y − m, −B, B) is the same function for
+    every row, so neighbouring datasets stay neighbours with every target in [−B, B],
+    and adding m back to the released intercept is post-processing."""
     low, high = float(low), float(high)
     return 0.5 * low + 0.5 * high, 0.5 * high - 0.5 * low
 

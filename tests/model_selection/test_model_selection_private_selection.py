@@ -89,12 +89,16 @@ def test_picks_the_better_regularization_of_a_library_estimator():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(4000, 5)) / np.sqrt(5)
     y = X @ np.ones(5) / 2 + 0.1 * rng.normal(size=4000)
-    # At the run budget, alpha=1 has clipped MSE ≈ 0.2 and alpha=0.01 ≈ 0.99.
+    # At the run budget, alpha=1 has clipped MSE ≈ 0.2 and alpha=0.01 ≈ 0.99. Measured
+    # rate of picking 1.0: 35 of 40 (random stopping sometimes ends before drawing it).
+    # At 40 seeds, ≥ 29 fails with probability 0.3 % at that rate and passes with
+    # probability 0.3 % for a selector that picks at random (8 seeds asking for 7 failed
+    # about one time in three whenever the seeds' mapping to draws changed).
     picks = [PrivateParameterSelection(
         DPOutputPerturbationRegressor(), {"alpha": [1e-2, 1.0]},
         scoring="neg_mean_squared_error", random_state=seed).fit(X, y).best_params_["alpha"]
-        for seed in range(8)]
-    assert picks.count(1.0) >= 7
+        for seed in range(40)]
+    assert picks.count(1.0) >= 29
 
 
 def test_rate_of_missing_the_better_setting_matches_random_stopping():
