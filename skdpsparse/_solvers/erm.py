@@ -596,7 +596,7 @@ def descent_floor(n, n_features, *, code, param, alpha, smoothness, intercept_sc
     lam, M, reach = float(alpha), float(smoothness), float(reach)
     f_loss, f_grad, der_max = _term_grids(int(n), int(code), float(param), reach,
                                           feature_l2, R, B)
-    q = math.sqrt(max(M - lam, 0.0) / (M + lam)) * (1.0 + 8 * _UNIT)
+    q = _contraction(lam, M)
     if f_loss is None or f_grad is None or not q < 1.0 or not math.isfinite(der_max):
         return math.inf
     sums = math.ldexp(1.0, -f_grad - 1) * math.sqrt(n_features + c * c)
@@ -606,6 +606,12 @@ def descent_floor(n, n_features, *, code, param, alpha, smoothness, intercept_sc
     if radius is not None:
         step += (p + 8) * _UNIT * float(radius)
     return (e / M + step) / (1.0 - q)
+
+
+def _contraction(alpha, smoothness):
+    """q = √((M − λ)/(M + λ)), rounded up: the contraction factor of one projected
+    gradient step of size 1/M (:func:`descent_floor`)."""
+    return math.sqrt(max(smoothness - alpha, 0.0) / (smoothness + alpha)) * (1.0 + 8 * _UNIT)
 
 
 #: How far a bounded row's norm may exceed R in floating point (the relative slack
@@ -625,7 +631,7 @@ def descent_iterations(start_distance, floor, target, *, alpha, smoothness):
     if not floor < target:
         raise ValueError(f"The descent's rounding floor {floor:.3g} is not below the "
                          f"target distance {target:.3g}.")
-    q = math.sqrt(max(M - lam, 0.0) / (M + lam)) * (1.0 + 8 * _UNIT)
+    q = _contraction(lam, M)
     room = target - floor
     if start_distance <= room or q == 0.0:
         return 1

@@ -681,6 +681,13 @@ class _DescentProblem:
             label_bound=self.grid_label_bound,
             reach=2.0 * self.constants.coef_bound + target, radius=self.radius)
 
+    def iterations(self, tol, floor):
+        """The fallback's public step count: from x₀ = 0 (within ρ of θ*) to within
+        tol·unit/2, given the rounding floor."""
+        return descent_iterations(self.constants.coef_bound, floor, 0.5 * tol * self.unit,
+                                  alpha=self.alpha,
+                                  smoothness=self.constants.smoothness + self.alpha)
+
 
 def certification_tol(problem, tol, *, minimum=False):
     """The slack tol the plan uses and the fallback's public step count.
@@ -735,10 +742,7 @@ def certification_tol(problem, tol, *, minimum=False):
                         f"sums allows no less, and the noise grows by the factor "
                         f"(1 + tol). A smaller norm_bound or intercept_scaling lowers it.",
                         UserWarning, stacklevel=3)
-                return tol, descent_iterations(
-                    problem.constants.coef_bound, floor, 0.5 * tol * unit,
-                    alpha=problem.alpha,
-                    smoothness=problem.constants.smoothness + problem.alpha)
+                return tol, problem.iterations(tol, floor)
             tol = 4.0 * floor / unit * 1.01
         raise ValueError(
             "Output perturbation cannot certify its minimizer at these public scales "
@@ -755,9 +759,7 @@ def certification_tol(problem, tol, *, minimum=False):
             f"n_features={problem.n_features}: the rounding of its exact sums alone "
             f"allows a distance of {floor:.3g} to the minimizer, more than tol*Delta/4; "
             f"use tol >= {smallest:.3g} (or tol='auto').")
-    return tol, descent_iterations(
-        problem.constants.coef_bound, floor, 0.5 * tol * unit, alpha=problem.alpha,
-        smoothness=problem.constants.smoothness + problem.alpha)
+    return tol, problem.iterations(tol, floor)
 
 
 def bound_rows(X, norm_bound, sparsity):
