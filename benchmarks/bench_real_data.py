@@ -232,6 +232,10 @@ def main(argv=None):
     parser.add_argument("--rows", nargs="*", default=None,
                         help="only the library rows whose name contains one of these "
                              "strings (the baselines always run)")
+    parser.add_argument("--holdout", choices=("test", "validation"), default="test",
+                        help="'validation': choose on the first half of the validation "
+                             "split and score every row on its second half (the test "
+                             "split is not read; to study the tuned rows)")
     parser.add_argument("--no-recipe", action="store_true",
                         help="skip the two DP-SGD recipe rows")
     parser.add_argument("--no-diffprivlib", action="store_true")
@@ -256,7 +260,7 @@ def main(argv=None):
     max_rows = args.max_rows or (60_000 if args.quick else None)
     args.seeds_list, args.epsilons_list, args.max_rows_value = seeds, epsilons, max_rows
     print(f"bench_real_data: seeds {seeds}, epsilons {epsilons}, delta {DELTA}, "
-          f"max rows {max_rows}")
+          f"max rows {max_rows}, scores on the {args.holdout} split")
     tasks = [load_task(name, max_rows=max_rows) for name in args.tasks]
     dpl = {} if args.no_diffprivlib else diffprivlib_rows(tasks, seeds, epsilons,
                                                           args.venv_dir)
@@ -265,7 +269,7 @@ def main(argv=None):
         t0 = time.perf_counter()
         table, notes = ({}, {}) if args.diffprivlib_only else linear_rows(
             task, seeds, epsilons, DELTA, tune=not args.no_tune, slow=args.slow,
-            rows=args.rows, recipe=not args.no_recipe)
+            rows=args.rows, recipe=not args.no_recipe, holdout=args.holdout)
         if task.name in dpl:
             row, note = dpl[task.name]
             table["diffprivlib 0.6.6 (ε-DP)"] = row

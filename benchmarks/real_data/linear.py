@@ -9,6 +9,12 @@ not in the library. diffprivlib runs in its own process (``bench_real_data.py``)
 Scores are on the test split: accuracy for classification, R² for regression. The
 test split is never used to choose anything.
 
+A tuned row comes three ways (:func:`linear_rows`): the fit that won on validation
+kept, the winning configuration refitted with a fresh seed (as scikit-learn's
+``GridSearchCV(refit=True)``), and a control, the default's best of k seeds on
+validation, which measures what keeping the winning fit gains from the selection among
+noise draws alone.
+
 The DP-SGD recipe (Abadi et al. 2016, "Deep learning with differential privacy"):
 Poisson sampling of each row with probability q = 2000/n, ~20 epochs (T = ⌈20/q⌉
 steps), per-example gradients clipped to norm C = 1, N(0, σ²C²) added to their sum,
@@ -277,7 +283,13 @@ def _slow_specs(task):
 
 
 def _tuning_grids(task):
-    """(row name, [factory(ε, seed)]): k candidates, the best on validation is kept."""
+    """(name, description, [factory(ε, seed)], default factory or None).
+
+    k candidates; the best on validation is kept (the "best fit kept" row), or refitted
+    with a fresh seed (the "refit" row). The default factory is the row's untuned
+    default with public knowledge, for the control "default, best of k seeds"; every
+    grid with a default contains it (the tuned rows never choose from a smaller set of
+    configurations than the default)."""
     from skdpsparse.linear_model import (DPCyclicSGD, DPOutputPerturbationClassifier,
                                          DPOutputPerturbationRegressor, DPSGDClassifier,
                                          DPSGDRegressor)
@@ -288,21 +300,43 @@ def _tuning_grids(task):
     schedules = ((5, 256), (10, 1024), (50, 1 << 30), ("auto", "auto"))  # the last: defaults
     if task.kind == "classification":
         cls = pub["classes"]
+
+        def op_default(e, r):  # the same parameters as the public-knowledge row
+            return DPOutputPerturbationClassifier(epsilon=e, classes=cls, sparsity=s,
+                                                  norm_bound=1.0, random_state=r)
+
         op = [lambda e, r, m=m: _AlphaTimesN(DPOutputPerturbationClassifier(
                   epsilon=e, classes=cls, sparsity=s, random_state=r), m)
               for m in multiples]
+
+        def cyc_default(e, r):
+            return DPCyclicSGD(epsilon=e, classes=cls, random_state=r)
+
         cyc = [lambda e, r, E=E, b=b: DPCyclicSGD(epsilon=e, classes=cls, epochs=E,
                                                   batch_size=b, random_state=r)
                for E, b in schedules]
     else:
         B = pub.get("label_bound") or "private"
         B_op = pub.get("label_interval") or B  # centred when an interval is public
+
+        def op_default(e, r):  # the public-knowledge row with the grid's label bound
+            return DPOutputPerturbationRegressor(epsilon=e, sparsity=s, label_bound=B_op,
+                                                 random_state=r)
+
         op = [lambda e, r, m=m: _AlphaTimesN(DPOutputPerturbationRegressor(
                   epsilon=e, sparsity=s, label_bound=B_op, random_state=r), m)
               for m in multiples]
+
+        def cyc_default(e, r):
+            return DPCyclicSGD("squared", epsilon=e, random_state=r)
+
         cyc = [lambda e, r, E=E, b=b: DPCyclicSGD("squared", epsilon=e, epochs=E,
                                                   batch_size=b, random_state=r)
                for E, b in schedules]
+    # alpha="auto" (the default) is a candidate: it was missing before this row's
+    # "best fit kept"/"refit"/control split, so the tuned row chose from 4
+    # configurations that did not include the default.
+    op = op + [op_default]
     batches = (256, 512, 1024, 2048)
     if task.kind == "classification":
         sgd = [lambda e, r, b=b: DPSGDClassifier(
@@ -310,11 +344,18 @@ def _tuning_grids(task):
     else:
         sgd = [lambda e, r, b=b: DPSGDRegressor(
             epsilon=e, label_bound=B, batch_size=b, random_state=r) for b in batches]
-    return [("OutputPerturbation tuned: alpha·n in {1, 10, 100, 1000}", op),
-            ("CyclicSGD tuned: (epochs, batch) in {(5,256), (10,1024), (50,n), (auto,auto)}",
-             cyc),
-            ("DPSGD tuned: batch in {256, 512, 1024, 2048} (label_bound public or "
-             "'private')", sgd)]
+    return [("OutputPerturbation", "alpha·n in {1, 10, 100, 1000, auto}", op, op_default),
+            ("CyclicSGD",
+             "(epochs, batch) in {(5,256), (10,1024), (50,n), (auto,auto)}", cyc,
+             cyc_default),
+            ("DPSGD", "batch in {256, 512, 1024, 2048} (label_bound public or 'private')",
+             sgd, None)]
+
+
+#: Seeds of the control's extra fits (seed + j·_CONTROL_STRIDE, j = 1 .. k-1) and of
+#: the refit (seed + _REFIT_OFFSET): distinct from every bench seed and from each other.
+_CONTROL_STRIDE = 1000
+_REFIT_OFFSET = 500_000
 
 
 class _AlphaTimesN:
@@ -346,15 +387,58 @@ def _baselines(task, Xtr, ytr, Xte, yte):
     return out
 
 
+def _select(candidates, eps, seed, fitted, cache, kind, Xva, yva):
+    """The candidate best on validation: (index 0-based or None, its fit, its score)."""
+    best, best_val, chosen = None, -math.inf, None
+    for k, make in enumerate(candidates):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                est = fitted(make, eps, seed, cache)
+            val = score(kind, yva, est.predict(Xva))
+        except Exception:  # noqa: BLE001 - a failed candidate is skipped
+            continue
+        if val > best_val:
+            best, best_val, chosen = est, val, k
+    return chosen, best, best_val
+
+
+def _holdout(task, seed, holdout):
+    """(train, selection, scoring) splits. ``holdout="test"``: the bench's validation
+    and test splits. ``"validation"``: the validation split halved (selection on the
+    first half, scores on the second); the test split is not read."""
+    from .datasets import split
+
+    train, valid, test = split(task, seed)
+    if holdout == "test":
+        return train, valid, test
+    if holdout != "validation":
+        raise ValueError(f"holdout must be 'test' or 'validation', got {holdout!r}")
+    Xva, yva = valid
+    half = Xva.shape[0] // 2  # the split is already a random permutation
+    return train, (Xva[:half], yva[:half]), (Xva[half:], yva[half:])
+
+
 def linear_rows(task, seeds, epsilons, delta, *, tune=True, slow=False, rows=None,
-                recipe=True, log=print):
+                recipe=True, holdout="test", log=print):
     """Scores of every row: {row: {eps or None: [score per seed]}}, and notes.
 
     ``rows``: keep only the library rows whose name contains one of these strings
     (the baselines always run). ``recipe=False`` skips the two DP-SGD recipe rows
-    (to run a piece of the table whose recipe cells another piece already holds)."""
-    from .datasets import split
+    (to run a piece of the table whose recipe cells another piece already holds).
+    ``holdout="validation"``: every score on the second half of the validation split,
+    every choice on its first half (the test split is not read: to study the tuning
+    rows without the test split).
 
+    Each tuning grid gives three rows (plus, under ``[validation]``, the selection
+    split's score of what they chose): "tuned (best fit kept)", the fit that won on
+    validation; "tuned (refit)", the winning configuration fitted again with a fresh
+    seed (scikit-learn's ``GridSearchCV(refit=True)`` selects, then refits); and the
+    control "default, best of k seeds", the default fitted with k seeds and the best on
+    validation kept: the same selection among k noise draws with no configuration to
+    choose. The kept row beats one draw of even a perfect default by the selection
+    among noise draws wherever the noise moves validation and test scores together;
+    the control measures that part alone, the refit row removes it."""
     table, notes, timing, picks = {}, {}, {}, {}
 
     def put(row, eps, value):
@@ -365,15 +449,15 @@ def linear_rows(task, seeds, epsilons, delta, *, tune=True, slow=False, rows=Non
         specs = [(name, make) for name, make in specs if any(r in name for r in rows)]
     grids = _tuning_grids(task) if tune else []
     if rows:
-        grids = [(name, c) for name, c in grids if any(r in name for r in rows)]
+        grids = [g for g in grids if any(r in g[0] + " tuned" for r in rows)]
 
     def fitted(make, eps, seed, cache):
-        """One DPCyclicSGD fit per distinct parameter set in a cell: a tuning candidate
-        equal to the default row (the same seed, hence the same noise) is that fit.
-        Other estimators are fitted as before."""
+        """One fit per distinct estimator and parameter set in a cell: a tuning
+        candidate or a control fit equal to a row already fitted (the same seed, hence
+        the same noise) is that fit. The wrapper ``_AlphaTimesN`` is not cached."""
         est = make(eps, seed)
-        key = (repr(sorted(est.get_params().items()))
-               if type(est).__name__ == "DPCyclicSGD" else None)
+        key = ((type(est).__name__, repr(sorted(est.get_params().items())))
+               if hasattr(est, "get_params") else None)
         if key is not None and key in cache:
             return cache[key]
         est.fit(Xtr, ytr)
@@ -382,7 +466,7 @@ def linear_rows(task, seeds, epsilons, delta, *, tune=True, slow=False, rows=Non
         return est
 
     for seed in seeds:
-        (Xtr, ytr), (Xva, yva), (Xte, yte) = split(task, seed)
+        (Xtr, ytr), (Xva, yva), (Xte, yte) = _holdout(task, seed, holdout)
         for row, value in _baselines(task, Xtr, ytr, Xte, yte).items():
             put(row, None, value)
         for eps in epsilons:
@@ -402,26 +486,47 @@ def linear_rows(task, seeds, epsilons, delta, *, tune=True, slow=False, rows=Non
                         notes.setdefault(row + " [warns]", str(w.message)[:200])
                 timing.setdefault(row, []).append(time.perf_counter() - t0)
                 put(row, eps, value)
-            for row, candidates in grids:
-                best, best_val, chosen = None, -math.inf, None
-                for k, make in enumerate(candidates, 1):
-                    try:
-                        with warnings.catch_warnings():
-                            warnings.simplefilter("ignore")
-                            est = fitted(make, eps, seed, cache)
-                        val = score(task.kind, yva, est.predict(Xva))
-                    except Exception:  # noqa: BLE001 - a failed candidate is skipped
-                        continue
-                    if val > best_val:
-                        best, best_val, chosen = est, val, k
-                value = float("nan") if best is None else score(task.kind, yte,
-                                                                best.predict(Xte))
-                put(row, eps, value)
-                picks.setdefault(row, {}).setdefault(eps, []).append(chosen)
-                notes[row] = (f"best of {len(candidates)} fits on the validation split: "
-                              f"spends {len(candidates)}·ε on the training rows (basic "
-                              "composition), and the selection is not private in the "
-                              "validation rows")
+            for name, grid, candidates, default in grids:
+                k = len(candidates)
+                kept = f"{name} tuned (best fit kept): {grid}"
+                chosen, best, best_val = _select(candidates, eps, seed, fitted, cache,
+                                                 task.kind, Xva, yva)
+                put(kept, eps, float("nan") if best is None
+                    else score(task.kind, yte, best.predict(Xte)))
+                put(kept + " [validation]", eps, best_val)
+                picks.setdefault(kept, {}).setdefault(eps, []).append(
+                    None if chosen is None else chosen + 1)
+                notes[kept] = (f"best of {k} fits on the validation split, that fit kept: "
+                               f"spends {k}·ε on the training rows (basic composition), "
+                               "and the selection is not private in the validation rows")
+                refit = f"{name} tuned (refit with a fresh seed): {grid}"
+                if chosen is None:
+                    put(refit, eps, float("nan"))
+                else:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        est = fitted(candidates[chosen], eps, seed + _REFIT_OFFSET, cache)
+                    put(refit, eps, score(task.kind, yte, est.predict(Xte)))
+                notes[refit] = (f"the configuration chosen by the row above fitted again "
+                                f"with a fresh seed: spends ({k} + 1)·ε on the training "
+                                "rows (basic composition); the selection is not private "
+                                "in the validation rows")
+                if default is None:
+                    continue
+                control = f"{name} control: default, best of {k} seeds on validation"
+                draws = [lambda e, r, j=j: default(e, r + j * _CONTROL_STRIDE)
+                         for j in range(k)]  # j = 0: the default row's own fit
+                _, best, best_val = _select(draws, eps, seed, fitted, cache, task.kind,
+                                            Xva, yva)
+                put(control, eps, float("nan") if best is None
+                    else score(task.kind, yte, best.predict(Xte)))
+                put(control + " [validation]", eps, best_val)
+                default_fit = fitted(default, eps, seed, cache)
+                put(f"{name} default [validation]", eps,
+                    score(task.kind, yva, default_fit.predict(Xva)))
+                notes[control] = (f"the default with {k} seeds (seed + 1000·j), the best "
+                                  "on the validation split kept: the tuned row's selection "
+                                  f"with no configuration to choose; spends {k}·ε")
             if not recipe:
                 continue
             B = task.public.get("label_bound")
