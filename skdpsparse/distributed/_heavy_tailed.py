@@ -10,11 +10,9 @@ only integer sums over rows:
    (``skdpsparse.mechanisms.quantile.rank_counts``): :func:`partial_rank_counts`;
 2. the tail quantiles read the same counts on a grid that depends on released
    numbers only: the union U_j of the public grid and the grid shifted by the
-   released median (``tails="union"`` or ``"counted"``,
-   :func:`partial_column_counts`), the public grid shifted by the median
-   (``"deviations"``), or the public grid again (``"values"``, no pass);
-3. with ``tails="counted"``, the counts of four tail bins per column whose edges are
-   functions of the released quantiles (:func:`partial_tail_bins`);
+   released median (:func:`partial_column_counts`);
+3. the counts of four tail bins per column whose edges are functions of the released
+   quantiles (:func:`partial_tail_bins`);
 4. the clipped mean reads the per-column sums of clip((x_ij − lo_j)/w_j, 0, 1)
    rounded to 2^-F, F = 52 − bit_length(n)
    (``skdpsparse.mechanisms.heavy_tailed_clip.box_clipped_mean``):
@@ -30,8 +28,8 @@ bins, the mean's noise) is made on the driver, from the in-memory plan, in the
 in-memory order, with the key derived from the merged data digest. The same seed
 therefore gives the in-memory release bit for bit
 (``tests/distributed/test_heavy_tailed_dask.py``). The cost is one pass over the
-chunks per release that reads the data (two to four: persist ``X`` first if its
-chunks are expensive to compute).
+chunks per release that reads the data (four, or two for the shared scale: persist
+``X`` first if its chunks are expensive to compute).
 """
 
 from dataclasses import dataclass
@@ -70,12 +68,10 @@ def merge_sums(a, b):
 
 
 # ---------------------------------------------------------------- rank counts
-def partial_rank_counts(chunk, grid, n_features, row_offset=0, shift=None):
-    """(strict, non-strict) rank counts of one chunk, int64 of shape (d, G) each
-    (``shift``, a released median, subtracted from each column first)."""
+def partial_rank_counts(chunk, grid, n_features, row_offset=0):
+    """(strict, non-strict) rank counts of one chunk, int64 of shape (d, G) each."""
     chunk = check_chunk(chunk, n_features, row_offset)
-    return (rank_counts(chunk, grid, strict=True, shift=shift),
-            rank_counts(chunk, grid, shift=shift))
+    return rank_counts(chunk, grid, strict=True), rank_counts(chunk, grid)
 
 
 def merge_rank_counts(a, b):
@@ -210,9 +206,8 @@ def located_interval(first_counts, run, plan, rng):
     passes = {"rank": partial_rank_counts, "pooled": partial_pooled_counts,
               "columns": partial_column_counts, "bins": partial_tail_bins}
 
-    def count(kind, arg, shift=None):
-        kwargs = {} if shift is None else {"shift": shift}
-        return run(passes[kind], arg, d, **kwargs)
+    def count(kind, arg):
+        return run(passes[kind], arg, d)
 
     return heavy_tailed_clip.located_interval(count, plan, rng, first_counts=first_counts)
 

@@ -284,40 +284,26 @@ TAIL_INDEX_MAX = 50.0
 #: The inner quantile of each tail is at ``TAIL_RATIO`` times the outer one's level.
 TAIL_RATIO = 4.0
 
-#: How the tail quantiles are drawn (:func:`private_quantile_clipped_mean`): as
-#: ``"union"`` plus noisy counts of the rows beyond each outer quantile (default,
-#: issue 19's third round); on the union of the grid and the grid shifted by the
-#: released median; on the shifted grid alone; or on the grid alone (the rule before
-#: issue 19's second round).
-TAILS = ("counted", "union", "deviations", "values")
-
-#: ``tails="counted"``: the tail draws score the grid cell each point closes
-#: (:func:`tail_cell_distance`, issue 19's fourth round) instead of the point's ranks.
-CELL_SCORES = True
-
-#: ``tails="counted"``: a tail is read as ended at its outer quantile (no stretch) only
-#: when, besides the sum of its two bins being within 2√2 standard deviations of a bin
-#: of zero (the rule before), each bin is within ``ENDED_BIN_SDS`` of them (issue 19's
-#: fifth round): the sum alone read a near bin of 110 rows (3.4 standard deviations) as
-#: ended when both bins drew negative noise (see ``_counted_tail``).
-ENDED_PER_BIN = True
-
-#: A bin more than this many standard deviations above zero is rows, not noise: for a
-#: tail with no rows beyond its outer quantile each bin is noise around zero, above 3σ
-#: with probability 0.0013 (Gaussian) or about ½e^(−3√2) ≈ 0.007 (discrete Laplace of
+#: A tail is read as ended at its outer quantile (no stretch) only when the sum of its
+#: two bins is within 2√2 standard deviations of a bin of zero and each bin is within
+#: ``ENDED_BIN_SDS`` of them (``_counted_tail``; the sum alone read a near bin of 110
+#: rows, 3.4 standard deviations, as ended when both bins drew negative noise). A bin
+#: more than 3 standard deviations above zero is rows, not noise: for a tail with no
+#: rows beyond its outer quantile each bin is noise around zero, above 3σ with
+#: probability 0.0013 (Gaussian) or about ½e^(−3√2) ≈ 0.007 (discrete Laplace of
 #: σ = √2·b), so the condition almost never takes the ended reading from a tail that
 #: did end.
 ENDED_BIN_SDS = 3.0
 
-#: ``tails="counted"``: the far bin of each tail starts at this multiple of the outer
-#: quantile's distance from the median (one octave).
+#: The far bin of each tail starts at this multiple of the outer quantile's distance
+#: from the median (one octave).
 TAIL_COUNT_RATIO = 2.0
 
-#: ``tails="counted"``: the four tail bins of a column cost as many draws as this.
+#: The four tail bins of a column cost as many draws as this.
 COUNT_DRAWS = 2
 
-#: ``tails="counted"``: a far bin's upper bound is its noisy count plus this many of
-#: its standard deviations.
+#: A far bin's upper bound is its noisy count plus this many of its standard
+#: deviations.
 COUNT_DOUBT = 2.0
 
 
@@ -338,7 +324,7 @@ def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None, floor=Fa
                           tail_counts=None, n_samples=None, count_sd=None):
     """The clipping interval of each column from its five private quantiles
     (post-processing: no privacy cost), and with ``tail_counts`` from the noisy
-    counts of rows beyond the outer quantiles (``tails="counted"``, below).
+    counts of rows beyond the outer quantiles (below).
 
     ``quantiles`` holds q_α, q_{4α}, q_{1/2}, q_{1−4α}, q_{1−α} per column (rows),
     α = ``level``. Each tail beyond its inner quantile is modelled as Pareto, from the
@@ -353,25 +339,24 @@ def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None, floor=Fa
     noise's standard deviation per unit of width). Symmetric tails cancel and keep a
     tight interval; a heavy tail on one side widens that side only.
 
-    ``floor=True`` (every ``tails`` rule of :func:`plan_quantile_clipped_mean` but
-    ``"values"``)
-    removes the candidates inside the outer quantile, C < t_out. Why, from public
-    numbers only: at the level of :func:`auto_clip_level`, α·n is the exponential
-    mechanism's rank error 2(ln G + ln 20)/ε_q, while the clip that balances bias and
-    noise leaves out about n·s·√(a − 1) rows per side (s = ``noise_sd``; setting the
-    derivative of B(C)² + (sC)² to zero with B(C) = C·P(X − m > C)/(a − 1)). With
-    the split of the plan (ε_q from fρ over 5d draws, s from (1 − f)ρ), their ratio
-    is 2(ln G + ln 20)·√(5(1 − f)/(4f))/√(a − 1), about 66/√(a − 1) at f = 0.1 and
-    G = 963: the balance lies beyond the outer quantile for every index a the model
-    allows below 4000, so clipping inside it only adds bias. Without the floor a
-    noisy fit of a steep index (t_out close to t_in) clipped at t_in, 4αn rows (12 %
-    of a Pareto column at n = 10⁴, ε = 4, d = 10).
+    ``floor=True`` (what :func:`located_interval` passes) removes the candidates inside
+    the outer quantile, C < t_out. Why, from public numbers only: at the level of
+    :func:`auto_clip_level`, α·n is the exponential mechanism's rank error 2(ln G + ln
+    20)/ε_q, while the clip that balances bias and noise leaves out about n·s·√(a − 1)
+    rows per side (s = ``noise_sd``; setting the derivative of B(C)² + (sC)² to zero
+    with B(C) = C·P(X − m > C)/(a − 1)). With the split of the plan (ε_q from fρ over 5d
+    draws, s from (1 − f)ρ), their ratio is 2(ln G + ln 20)·√(5(1 − f)/(4f))/√(a − 1),
+    about 66/√(a − 1) at f = 0.1 and G = 963: the balance lies beyond the outer quantile
+    for every index a the model allows below 4000, so clipping inside it only adds bias.
+    Without the floor a noisy fit of a steep index (t_out close to t_in) clipped at
+    t_in, 4αn rows (12 % of a Pareto column at n = 10⁴, ε = 4, d = 10).
 
     ``tail_counts`` (shape (4, d): per column the noisy numbers of rows in
     (m + t_out, m + λt_out], beyond m + λt_out, in [m − λt_out', m − t_out') and below
     m − λt_out', λ = ``TAIL_COUNT_RATIO``, each with noise of standard deviation
     ``count_sd``) replaces, beyond t_out, the model fitted through the two quantiles
-    by one fitted through the counts: N̂ = N̂_near + N̂_far rows beyond t_out, and
+    by one fitted through the counts: each noisy bin read as at least 0 (a count of
+    rows; post-processing), N̂ = N̂_near + N̂_far rows beyond t_out, and
     the index a = ln(N̂/max(N̂_far, 1))/ln λ (clamped to [1.05, 50]), so that
     B(C) = (N̂/n)·t_out^a·C^{1−a}/(a − 1). Why: the outer quantile is drawn with a
     rank error of the order of α·n itself (that is how α is chosen), so its true
@@ -380,10 +365,22 @@ def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None, floor=Fa
     whose N̂ is at most 2√2·``count_sd`` and whose two bins are each within
     ``ENDED_BIN_SDS``·``count_sd`` of zero (the tail ended before t_out, e.g. a bounded
     or top-coded column whose outer draw landed above its maximum) is not stretched:
-    C = t_out (the second condition is ``ENDED_PER_BIN``: the first alone read a near
-    bin of 110 rows whose two bins both drew negative noise as ended, and the clip at
-    t_out cost 30 times the oracle's error on a generated delay column, n = 3.3·10⁵,
-    ε = 4). A side with t_out = 0, or without counts, keeps the quantiles' model.
+    C = t_out (the first condition alone read a near bin of 110 rows whose two bins
+    both drew negative noise as ended, and the clip at t_out cost 30 times the
+    oracle's error on a generated delay column, n = 3.3·10⁵, ε = 4). A side with
+    t_out = 0, or without counts, keeps the quantiles' model.
+
+    With ``tail_counts`` the pair is chosen by minimax regret (:func:`_end_regret`)
+    rather than by the error under the fitted tail alone: a far bin empty to within
+    ``COUNT_DOUBT`` standard deviations is also read as a tail that ends at its edge
+    λ·t_out, and the interval is the one whose error relative to the best under
+    either reading is smallest at worst. Why: at one column the far bin holds about
+    9.9·2^(−a) of its standard deviations for a tail of index a, so for a > 2.3 the
+    counts cannot tell a tail that goes on from one that ended, and the fitted
+    reading alone stretched columns that end (top codes, capped delays) to the cap
+    ``MAX_STRETCH``. Over generated families (``heavy_tail_study.py decide``) it has
+    the smallest worst family ratio of the options measured
+    (``doc/derivations/private_means.rst``, Part 1e).
 
     Returns
     -------
@@ -401,12 +398,12 @@ def extrapolated_interval(quantiles, level, noise_sd, max_stretch=None, floor=Fa
         if tail_counts is not None:
             near, far = np.asarray(tail_counts, dtype=np.float64)[2 * side:2 * side + 2]
             C, bias, end = _counted_tail(C, bias, t_in, t_out, near, far, n_samples,
-                                         count_sd, with_end=True)
+                                         count_sd)
         sides.append((C, bias))
         ends.append(end)
     (c_up, b_up), (c_lo, b_lo) = sides
     err = _pair_errors(b_up, b_lo, c_up, c_lo, noise_sd)
-    if tail_counts is not None and END_REGRET:
+    if tail_counts is not None:  # the readings an empty far bin leaves open
         err = _end_regret(err, sides, ends, noise_sd)
     flat = err.reshape(err.shape[0], -1).argmin(axis=1)
     iu, il = np.unravel_index(flat, err.shape[1:])
@@ -423,20 +420,6 @@ def _pair_errors(b_up, b_lo, c_up, c_lo, noise_sd):
                + BIAS_DOUBT * (b_up[:, :, None] ** 2 + b_lo[:, None, :] ** 2)
                + (noise_sd * (c_up[:, :, None] + c_lo[:, None, :])) ** 2)
     return np.where(np.isnan(err), np.inf, err)  # inf − inf: both sides unusable
-
-
-#: ``tails="counted"``, a variant kept for ``heavy_tail_study.py`` (off): where a far
-#: tail bin is empty to within ``COUNT_DOUBT`` standard deviations, minimise the
-#: largest regret over the two readings of the counts (the fitted tail goes on; the
-#: tail ends at the far bin's edge) instead of the error under the first alone
-#: (``_end_regret``). Measured in issue 19's fifth round on generated sets only:
-#: it shortens the stretch on tails that end (look-alikes of delays and top-coded
-#: incomes, geometric mean of the expected error over the oracle's 2.98 → 2.68) and
-#: raises the error of tails that go on (one-column Lomax(3) and integer Lomax(2.5)
-#: at n = 10⁴: up to 2.5 times; 2.23 → 2.36 over that family), as it must: the counts
-#: cannot tell the two readings apart there (``doc/derivations/private_means.rst``,
-#: Part 1e).
-END_REGRET = False
 
 
 def _end_regret(err, sides, ends, noise_sd):
@@ -490,19 +473,26 @@ def _tail_candidates(t_in, t_out, inner_mass, stretch, floor=False):
     return C, bias
 
 
-def _counted_tail(C, bias, t_in, t_out, near, far, n, count_sd, with_end=False):
+def _counted_tail(C, bias, t_in, t_out, near, far, n, count_sd):
     """The candidates of one tail checked against the noisy counts beyond t_out
-    (:func:`extrapolated_interval`, ``tail_counts``); post-processing."""
+    (:func:`extrapolated_interval`, ``tail_counts``); post-processing. Returns the
+    candidates, their bias under the fitted reading, and the ended reading
+    (its bias, and where it is admissible) for :func:`_end_regret`."""
     t_in = np.maximum(t_in, 0.0)
     t_out = np.maximum(t_out, t_in)
+    # A bin counts rows: a negative noisy count is read as 0 before the total (a
+    # function of the released bins alone, post-processing). Unclamped, a near bin of
+    # 80 and a far one drawn at −50 gave a total of 30 and an index fitted through a
+    # far bound below 0; a total below 0 made the modelled bias negative.
+    near = np.maximum(near, 0.0)
+    far = np.maximum(far, 0.0)
     total = near + far
     usable = t_out > 0
-    # Ended: the total within 2√2 standard deviations of a bin of 0 (issue 19's third
-    # round) and, with ENDED_PER_BIN, each bin within ENDED_BIN_SDS of them (fifth round:
-    # a near bin of 110 rows and a far one of 0, both drawn low, passed the first test).
+    # Ended: the total within 2√2 standard deviations of a bin of 0 and each bin within
+    # ENDED_BIN_SDS of them (a near bin of 110 rows and a far one of 0, both drawn low,
+    # passed the first test alone).
     ended = usable & (total <= 2.0 * math.sqrt(2.0) * count_sd)
-    if ENDED_PER_BIN:
-        ended &= np.maximum(near, far) <= ENDED_BIN_SDS * count_sd
+    ended &= np.maximum(near, far) <= ENDED_BIN_SDS * count_sd
     log_ratio = math.log(TAIL_COUNT_RATIO)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         a_q = np.log(TAIL_RATIO) / np.log(t_out / t_in)
@@ -521,9 +511,7 @@ def _counted_tail(C, bias, t_in, t_out, near, far, n, count_sd, with_end=False):
     # An ended tail: nothing beyond t_out to model, no stretch.
     bias = np.where(ended[:, None], 0.0, bias)
     C = np.where(ended[:, None], t_out[:, None], C)
-    if not with_end:
-        return C, bias
-    # The other reading of the counts (END_REGRET): the tail ends at the far bin's
+    # The other reading of the counts (_end_regret): the tail ends at the far bin's
     # edge λ·t_out, admissible when the far count is within COUNT_DOUBT standard
     # deviations of 0 (the same doubt as the upper bound far_hi above).
     empty = usable & ~ended & (far <= COUNT_DOUBT * count_sd)
@@ -558,12 +546,6 @@ def _laplace_epsilon_after(events, epsilon, delta):
         else:
             hi = mid
     return lo
-
-
-#: The mixed path (δ > 0, Laplace mean) gives its draws the zCDP budget that costs the
-#: mean the share f of its ε (:func:`mixed_draws_rho`); before issue 19's third round
-#: the draws took fρ, which cost the mean 34 % of ε at ε = 1, δ = 1e-6, f = 0.14.
-MIXED_SHARE_OF_MEAN = True
 
 
 def mixed_draws_rho(epsilon, delta, share):
@@ -613,7 +595,7 @@ def laplace_is_better(n_features, epsilon, delta, scale_fraction=0.0):
     if delta == 0:
         return True
     rho = approx_dp_to_zcdp(epsilon, delta)
-    if scale_fraction > 0 and MIXED_SHARE_OF_MEAN:  # the draws of mixed_draws_rho
+    if scale_fraction > 0:  # the draws of mixed_draws_rho
         eps_m = (1.0 - scale_fraction) * epsilon
     else:
         events = [ZCDPEvent(scale_fraction * rho)] if scale_fraction > 0 else []
@@ -644,12 +626,11 @@ class QuantileClipPlan:
     :func:`mixed_draws_rho` so that ε_m ≥ (1 − 7f/5)ε, or (1 − f)ε without bins). The
     interval and the mean's noise scale are computed in the run from the draws'
     releases (post-processing);
-    the mean's budget is fixed here. The grid of the tail draws (``tails``) depends
-    on the data only through the released median, so every rule has the same draws,
-    sensitivity and budget; ``"counted"`` adds the noisy tail bins
-    (:func:`noisy_tail_bins`: ℓ1 sensitivity 2d, ℓ2 √(2d); discrete Laplace b = 1/ε_q
-    or discrete Gaussian σ = 2/ε_q), exactly the charge of 2d more draws, which
-    ``n_draws`` counts (7d in all).
+    the mean's budget is fixed here. The grid of the tail draws depends on the data
+    only through the released median; the noisy tail bins (:func:`noisy_tail_bins`:
+    ℓ1 sensitivity 2d, ℓ2 √(2d); discrete Laplace b = 1/ε_q or discrete Gaussian
+    σ = 2/ε_q) are exactly the charge of 2d more draws, which ``n_draws`` counts (7d
+    in all).
 
     Attributes
     ----------
@@ -657,7 +638,7 @@ class QuantileClipPlan:
     epsilon, delta : float
         The target.
     scale_fraction : float
-        f: the quantile draws' share (with ``"counted"`` the bins take 2f/5 more).
+        f: the quantile draws' share (the bins take 2f/5 more).
     grid : ndarray
         The public grid of the quantiles.
     kind : {"gaussian", "laplace"}
@@ -672,9 +653,7 @@ class QuantileClipPlan:
         α: the outer tail level of the per-column draws, or the level of the pooled
         upper quantile (shared).
     max_stretch : float or None
-        Passed to :func:`extrapolated_interval`: None (``MAX_STRETCH``), or 1.0 at
-        the cap of α with ``tails="values"`` (the earlier rule; with the floor of the
-        other rules the stretch is allowed at the cap too).
+        Passed to :func:`extrapolated_interval`: None (``MAX_STRETCH``).
     noise_sd : float
         The mean's noise per unit of width with every column active (for the
         extrapolation).
@@ -684,14 +663,10 @@ class QuantileClipPlan:
     budget : ZCDP, PureDP or ApproxDP, with its event
     approx_dp : ApproxDP or PureDP
         The (ε, δ) ``budget`` implies at ``delta``.
-    tails : {"counted", "union", "deviations", "values"}
-        How the tail quantiles are drawn (:func:`private_quantile_clipped_mean`); the
-        same draws at the same ε whichever rule, and with ``"counted"`` the noisy
-        tail bins besides, charged as ``COUNT_DRAWS`` draws per column (in
-        ``n_draws``).
     count_kind : {"laplace", "gaussian"} or None
-        The noise of the tail bins (``"counted"``): discrete Laplace when the draws
-        are ε_q-DP (δ = 0), discrete Gaussian when they are ε_q²/8-zCDP.
+        The noise of the tail bins (None for the shared scale, which has none):
+        discrete Laplace when the draws are ε_q-DP (δ = 0), discrete Gaussian when
+        they are ε_q²/8-zCDP.
     count_scale : float
         Its scale b = 1/ε_q (Laplace) or σ = 2/ε_q (Gaussian) per bin, for the ℓ1
         sensitivity 2d (ℓ2 √(2d)) of the 4d bins: 2dε_q-DP or dε_q²/4-zCDP, the
@@ -716,7 +691,6 @@ class QuantileClipPlan:
     draws: object
     budget: object
     approx_dp: object
-    tails: str = "counted"
     count_kind: str | None = None
     count_scale: float = 0.0
 
@@ -737,7 +711,7 @@ def _shared_level(n, grid_size, epsilon_each):
 
 def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
                                scale_fraction=SCALE_FRACTION, level="auto", grid=None,
-                               noise="auto", tails="counted"):
+                               noise="auto"):
     """The budget split and the draws of private_clip, from public numbers
     (arguments as :func:`private_quantile_clipped_mean`).
 
@@ -766,17 +740,15 @@ def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
     grid = geometric_grid() if grid is None else np.asarray(grid, dtype=np.float64)
     if noise not in ("auto", "gaussian", "laplace"):
         raise ValueError(f"noise must be 'auto', 'gaussian' or 'laplace', got {noise!r}.")
-    if tails not in TAILS:
-        raise ValueError(f"tails must be one of {TAILS}, got {tails!r}.")
     if delta == 0 and noise == "gaussian":
         raise ValueError("noise='gaussian' needs delta > 0.")
-    # The mean's noise: Laplace (pure ε_m-DP) or Gaussian ((1 − f)ρ-zCDP).
-    # tails="counted": the tail bins are charged as COUNT_DRAWS·d more draws at the
-    # quantile draws' ε_q, so the locating step spends f·(N_DRAWS + COUNT_DRAWS)/N_DRAWS.
-    located = f * (N_DRAWS + COUNT_DRAWS) / N_DRAWS if tails == "counted" else f
+    # The mean's noise: Laplace (pure ε_m-DP) or Gaussian ((1 − f)ρ-zCDP). The tail
+    # bins are charged as COUNT_DRAWS·d more draws at the quantile draws' ε_q, so the
+    # locating step spends f·(N_DRAWS + COUNT_DRAWS)/N_DRAWS.
+    located = f * (N_DRAWS + COUNT_DRAWS) / N_DRAWS
     if not located < 1:
-        raise ValueError(f"scale_fraction must be below {N_DRAWS / (N_DRAWS + COUNT_DRAWS)!r} "
-                         f"with tails='counted', got {scale_fraction!r}.")
+        raise ValueError(f"scale_fraction must be below {N_DRAWS / (N_DRAWS + COUNT_DRAWS)!r}"
+                         f", got {scale_fraction!r}.")
     laplace = noise == "laplace" or (noise == "auto" and laplace_is_better(
         d, epsilon, delta, located))
     rho = approx_dp_to_zcdp(epsilon, delta) if delta > 0 else None
@@ -784,13 +756,13 @@ def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
     def each(k, share):  # ε_q of each of k draws that together cost the mean `share`
         if delta == 0:
             return quantile_epsilon(k, epsilon=share * epsilon)
-        if laplace and MIXED_SHARE_OF_MEAN:
+        if laplace:  # the mixed path: the draws cost the mean the share of its ε
             return quantile_epsilon(k, rho=mixed_draws_rho(epsilon, delta, share))
         return quantile_epsilon(k, rho=share * rho)
 
-    counted = tails == "counted"
-    n_draws = (N_DRAWS + (COUNT_DRAWS if counted else 0)) * d
-    # f over the 5d quantile draws, whichever rule (the bins at the same ε_q).
+    counted = True
+    n_draws = (N_DRAWS + COUNT_DRAWS) * d
+    # f over the 5d quantile draws (the bins at the same ε_q).
     eps_q = each(n_draws, located)
     # Too few rows for 5d draws (α at its cap, public numbers only): one scale shared
     # by all columns instead, from SHARED_DRAWS draws on the pooled |x_ij|.
@@ -832,11 +804,9 @@ def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
         noise_sd = math.sqrt(d) / n / math.sqrt(2.0 * rho_m)
         event = ComposedEvent((draws, ZCDPEvent(rho_m)))
         budget = with_event(ZCDP(n_draws * eps_q**2 / 8.0 + rho_m), event)
-    # The Pareto stretch is allowed at the cap of α too (max_stretch None): the floor
-    # keeps the interval outside the outer quantiles, and pinning it there clipped
-    # α·n = n/16 rows per side (see extrapolated_interval). tails="values" (no floor)
-    # keeps the earlier rule, no stretch at the cap, bit for bit.
-    capped = tails == "values" and level == "auto" and alpha >= 1.0 / 16.0
+    # The Pareto stretch is allowed at the cap of α too: the floor keeps the interval
+    # outside the outer quantiles, and pinning it there clipped α·n = n/16 rows per
+    # side (see extrapolated_interval).
     # The tail bins: K·d ε_q-DP (b = 2/(K·ε_q) for ℓ1 sensitivity 2d) or K·d·ε_q²/8-zCDP
     # (σ = √(8/K)/ε_q for ℓ2 sensitivity √(2d)): the charge of K·d draws, K = COUNT_DRAWS
     # (K = 2: b = 1/ε_q, σ = 2/ε_q, bit for bit).
@@ -845,8 +815,8 @@ def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
         math.sqrt(8.0 / COUNT_DRAWS) / eps_q if delta > 0 else 2.0 / (COUNT_DRAWS * eps_q))
     return QuantileClipPlan(
         n, d, epsilon, delta, f, grid, "laplace" if laplace else "gaussian", bool(shared),
-        n_draws, eps_q, alpha, 1.0 if capped else None, noise_sd, rho_m, eps_m, draws,
-        budget, budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget, tails,
+        n_draws, eps_q, alpha, None, noise_sd, rho_m, eps_m, draws,
+        budget, budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget,
         count_kind, count_scale)
 
 
@@ -863,10 +833,9 @@ def _located_interval(X, plan, rng):
     from them: :func:`located_interval` with the counts taken from ``X`` in memory."""
     from .quantile import rank_counts
 
-    def count(kind, arg, shift=None):
+    def count(kind, arg):
         if kind == "rank":
-            return (rank_counts(X, arg, strict=True, shift=shift),
-                    rank_counts(X, arg, shift=shift))
+            return rank_counts(X, arg, strict=True), rank_counts(X, arg)
         if kind == "pooled":
             return pooled_abs_counts(X, arg)
         if kind == "columns":
@@ -884,9 +853,9 @@ def located_interval(count, plan, rng, first_counts=None):
     Parameters
     ----------
     count : callable
-        ``count(kind, arg, shift=None)`` returns the exact (NOT private) counts of
-        the whole data: ``"rank"`` the strict and non-strict rank counts on the grid
-        ``arg`` (each column shifted by ``shift``), ``"pooled"``
+        ``count(kind, arg)`` returns the exact (NOT private) counts of the whole
+        data: ``"rank"`` the strict and non-strict rank counts on the grid ``arg``,
+        ``"pooled"``
         :func:`pooled_abs_counts`, ``"columns"`` :func:`union_column_counts` on the
         grids ``arg``, ``"bins"`` :func:`tail_bin_counts` for the quantiles ``arg``.
         Its arguments are public numbers and earlier releases only.
@@ -913,49 +882,28 @@ def located_interval(count, plan, rng, first_counts=None):
         c = SHARED_STRETCH * max(abs(up), abs(med))
         return np.full(d, -c), np.full(d, c), np.array([med, up])
     rows = _Rows(n, d)
-    # The median first, then the inner quantiles with the prior anchored at it, then
-    # the outer ones anchored at their tail's inner one (each anchor a release:
-    # adaptive composition): a draw the ranks cannot place (beyond the data, or
-    # between two grid points the data lie between) stays near the data instead of
-    # wandering octaves beyond it.
+    # The median first on the public grid, then the four tail draws on the union grid
+    # U_j = grid ∪ (m_j + grid) (inner ones with the prior anchored at the median,
+    # outer ones at their tail's inner draw; each anchor a release: adaptive
+    # composition), each scoring the grid cell a point closes; then the noisy tail
+    # bins beyond the outer quantiles.
     counts = count("rank", grid) if first_counts is None else first_counts
     med = private_quantiles(rows, [0.5], epsilon_each=eps_q, rng=rng, grid=grid,
                             counts=counts)
-    bins = None
-    if plan.tails in ("union", "counted"):
-        grids = union_grids(grid, med[0])
-        cells = plan.tails == "counted" and CELL_SCORES  # the quantiles rounded outwards
-        inner, outer = union_tail_draws(count("columns", grids), grids, med[0], n, alpha,
-                                        eps_q, rng, cells=cells)
-        quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
-        if plan.tails == "counted":
-            bins = draw_tail_bins(count("bins", np.sort(quantiles, axis=0)), plan, rng)
-    elif plan.tails == "deviations":
-        shift = med[0]
-        counts = count("rank", grid, shift=shift)
-        inner = private_quantiles(rows, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
-                                  epsilon_each=eps_q, rng=rng, grid=grid, counts=counts)
-        outer = private_quantiles(rows, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
-                                  grid=grid, counts=counts, anchors=inner)
-        quantiles = np.vstack([outer[:1], inner[:1], np.zeros((1, med.shape[1])),
-                               inner[1:], outer[1:]]) + shift
-        quantiles[2] = shift
-    else:
-        inner = private_quantiles(rows, [TAIL_RATIO * alpha, 1.0 - TAIL_RATIO * alpha],
-                                  epsilon_each=eps_q, rng=rng, grid=grid, counts=counts,
-                                  anchors=np.vstack([med, med]))
-        outer = private_quantiles(rows, [alpha, 1.0 - alpha], epsilon_each=eps_q, rng=rng,
-                                  grid=grid, counts=counts, anchors=inner)
-        quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
+    grids = union_grids(grid, med[0])
+    inner, outer = union_tail_draws(count("columns", grids), grids, med[0], n, alpha, eps_q,
+                                    rng, cells=True)
+    quantiles = np.vstack([outer[:1], inner[:1], med, inner[1:], outer[1:]])
+    bins = draw_tail_bins(count("bins", np.sort(quantiles, axis=0)), plan, rng)
     lower, upper = extrapolated_interval(quantiles, alpha, plan.noise_sd,
-                                         max_stretch=plan.max_stretch,
-                                         floor=plan.tails != "values", tail_counts=bins,
-                                         n_samples=plan.n_samples, count_sd=plan.count_sd)
+                                         max_stretch=plan.max_stretch, floor=True,
+                                         tail_counts=bins, n_samples=plan.n_samples,
+                                         count_sd=plan.count_sd)
     return lower, upper, quantiles
 
 
 def tail_bin_edges(quantiles):
-    """The public edges of the four tail bins of every column (``tails="counted"``)
+    """The public edges of the four tail bins of every column
     from its released quantiles (sorted, rows q_α … q_{1−α}): with m the median,
     t = q_{1−α} − m and t' = m − q_α, the upper bins (m + t, m + λt] and
     (m + λt, ∞), the lower ones [m − λt', m − t') and (−∞, m − λt'),
@@ -994,7 +942,7 @@ def tail_bin_counts(X, quantiles):
 
 
 def noisy_tail_bins(X, quantiles, plan, rng):
-    """The four tail bins of every column plus the plan's noise (``tails="counted"``).
+    """The four tail bins of every column plus the plan's noise.
 
     **Privacy guarantee.** The edges are functions of earlier releases (the
     quantiles) and public numbers, the same on neighbouring datasets (adaptive
@@ -1033,7 +981,7 @@ def _column_counts(col, grid, n_zeros=0):
 
 
 def _union_tail_draws(X, med, alpha, eps_q, rng, grid):
-    """The four tail draws of every column (``tails="union"``) on the union of the
+    """The four tail draws of every column (with the point score) on the union of the
     public grid and the grid shifted by the released median, U_j = grid ∪ (m_j + grid):
     the inner ones with the prior |k − k_m| (one unit per step of U_j from m_j), the
     outer ones with the anchored prior w_a·max(0, 8·log2(|g − m_j|/|a − m_j|)) on the
@@ -1115,7 +1063,7 @@ def union_tail_draws(counts, grids, med, n, alpha, eps_q, rng, cells=False):
     from chunks), in the order lower inner, lower outer, upper inner, upper outer of
     each column. Returns (inner, outer), each of shape (2, d).
 
-    ``cells=True`` (``tails="counted"``): every draw scores a point by the cell it
+    ``cells=True`` (what :func:`located_interval` passes): every draw scores a point by the cell it
     closes (:func:`tail_cell_distance`: the quantile rounded outwards to U_j) instead
     of by the point's own ranks; Δ_u = 1 either way. Why: a quantile inside an atom
     between two grid points (a top-coded maximum) has no point of score 0, and every
@@ -1192,11 +1140,11 @@ def quantile_clipped_mean(X, plan, rng):
 
 
 def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCALE_FRACTION,
-                                  level="auto", grid=None, noise="auto",
-                                  tails="counted"):
-    """A private mean that needs no bound: private quantiles locate each column's
-    clipping interval, then :func:`private_clipped_mean` (two mechanisms, composed):
-    :func:`plan_quantile_clipped_mean` then :func:`quantile_clipped_mean`.
+                                  level="auto", grid=None, noise="auto"):
+    """A private mean that needs no bound: private quantiles and noisy tail counts
+    locate each column's clipping interval, then :func:`private_clipped_mean` (the
+    parts composed): :func:`plan_quantile_clipped_mean` then
+    :func:`quantile_clipped_mean`.
 
     **Privacy guarantee.** Protected: one row of ``X`` (neighbouring datasets differ
     by replacing one row; n and d public). The returned budget, as
@@ -1205,63 +1153,52 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
     timing side channels.
 
     1. For every column j, five private quantiles q_α, q_{4α}, q_{1/2}, q_{1−4α},
-       q_{1−α} by the exponential mechanism
-       (:func:`~skdpsparse.mechanisms.quantile.private_quantiles`, 5d draws on the
-       public :func:`~skdpsparse.mechanisms.quantile.geometric_grid`), α from
-       :func:`auto_clip_level`. The median m_j first (public grid, prior one unit
-       per step from 0). ``tails="union"`` (default): the four tail quantiles are
-       drawn on U_j = grid ∪ (m_j + grid), public given the release m_j, so a tail
-       is resolved both near 0 (a positive column piling up above 0) and at the
-       scale of its distance from the median (a tail crossing 0); the inner draws
-       with the prior one unit per step of U_j from m_j, the outer ones with the
-       anchored prior w_a (:func:`~skdpsparse.mechanisms.quantile.prior_weight`) per
-       step of the deviation grid beyond their inner draw,
-       w_a·max(0, 8·log2(|g − m_j|/|a − m_j|)) on the tail's side. Counted on the
-       public grid alone with priors in its index (``tails="values"``, the earlier
-       rule), the 160 points between 2^-20 and 1 sat inside a column whose tail
-       crosses 0 and the draws stopped near 0 (a symmetrised Pareto column with true
-       q_{4α} = −0.08 drew 0.013); on the shifted grid alone
-       (``tails="deviations"``, :func:`~skdpsparse.mechanisms.quantile.rank_counts`
-       with ``shift``) a log-normal column's lower tail, piled up within one grid
-       step of 0 seen from the median, could not be resolved and its draws wandered
-       below 0.
-       With ``tails="counted"`` (default) the four tail draws score the grid cell
-       each point closes, the quantile rounded outwards to U_j
-       (:func:`tail_cell_distance`; Δ_u = 1 as for the point score), so that a level
-       inside an atom between grid points (a top-coded maximum) is drawn at the atom
-       instead of anywhere above it.
-    1b. ``tails="counted"`` (default): the numbers of rows in four bins per column
-       beyond the outer quantiles, (m + t, m + 2t], beyond m + 2t, and their mirror
-       images below (t the outer quantile's distance from the median; edges from
-       releases only), plus discrete Laplace (b = 1/ε_q, δ = 0) or discrete Gaussian
-       (σ = 2/ε_q) noise (:func:`noisy_tail_bins`). The bins of a column are
-       disjoint, so a replaced row moves them by at most 2 in ℓ1 (√2 in ℓ2) per
-       column: 2dε_q-DP or 2d·ε_q²/8-zCDP, the charge of 2d draws.
-    2. The interval [lo_j, hi_j] from them by :func:`extrapolated_interval`
+       q_{1−α} by the exponential mechanism, α from :func:`auto_clip_level`. The
+       median m_j first, on the public
+       :func:`~skdpsparse.mechanisms.quantile.geometric_grid` (prior one unit per
+       step from 0, :func:`~skdpsparse.mechanisms.quantile.private_quantiles`). The
+       four tail quantiles on U_j = grid ∪ (m_j + grid), public given the release
+       m_j, so a tail is resolved both near 0 (a positive column piling up above 0)
+       and at the scale of its distance from the median (a tail crossing 0)
+       (:func:`union_tail_draws`): the inner draws with the prior one unit per step
+       of U_j from m_j, the outer ones with the anchored prior w_a
+       (:func:`~skdpsparse.mechanisms.quantile.prior_weight`) per step of the
+       deviation grid beyond their inner draw. Each tail draw scores the grid cell a
+       point closes, the quantile rounded outwards to U_j
+       (:func:`tail_cell_distance`; Δ_u = 1), so that a level inside an atom between
+       grid points (a top-coded maximum) is drawn at the atom.
+    2. The numbers of rows in four bins per column beyond the outer quantiles,
+       (m + t, m + 2t], beyond m + 2t, and their mirror images below (t the outer
+       quantile's distance from the median; edges from releases only), plus discrete
+       Laplace (b = 1/ε_q, δ = 0) or discrete Gaussian (σ = 2/ε_q) noise
+       (:func:`noisy_tail_bins`). The bins of a column are disjoint, so a replaced
+       row moves them by at most 2 in ℓ1 (√2 in ℓ2) per column: 2dε_q-DP or
+       2d·ε_q²/8-zCDP, the charge of 2d draws.
+    3. The interval [lo_j, hi_j] from them by :func:`extrapolated_interval`
        (post-processing: each tail's Pareto fit says how far to clip, checked
-       against the bins: a tail with no rows beyond the outer quantile is not
-       stretched, one with fewer rows in the far bin than the fit predicts is
-       refitted through the bins; never inside the outer quantile, ``floor=True``,
-       except with ``tails="values"``).
-    3. The mean of column j clipped into [lo_j, hi_j] plus noise proportional to
+       against the bins; never inside the outer quantile).
+    4. The mean of column j clipped into [lo_j, hi_j] plus noise proportional to
        hi_j − lo_j (:func:`private_clipped_mean`).
 
     Budget (``scale_fraction`` = f):
 
     * zCDP path (``delta > 0``, Gaussian): ρ = ``approx_dp_to_zcdp(epsilon, delta)``;
       the draws get fρ (each ε_q = √(8fρ/(5d)), ε_q²/8-zCDP as bounded-range
-      mechanisms), the bins 2fρ/5 (``"counted"``), the mean the rest, (1 − 7f/5)ρ
-      (or (1 − f)ρ without bins), with discrete Gaussian noise; in all ρ-zCDP (Bun
-      and Steinke 2016, Lemma 2.3, adaptive composition: the mean's interval is the
-      draws' and the bins' output).
-    * pure path (``delta == 0``, or Laplace chosen for δ > 0): the draws get fε (each
-      fε/(5d)), the bins 2fε/5, the mean the rest with discrete Laplace noise; in
-      all ε-DP (basic composition), which implies (ε, δ)-DP for every δ. (For
-      δ > 0 with Laplace the draws and bins are the zCDP ones, composed with the
-      pure mean by Rényi accounting.)
+      mechanisms), the bins 2fρ/5, the mean the rest, (1 − 7f/5)ρ, with discrete
+      Gaussian noise; in all ρ-zCDP (Bun and Steinke 2016, Lemma 2.3, adaptive
+      composition: the mean's interval is the draws' and the bins' output).
+    * pure path (``delta == 0``): the draws get fε (each fε/(5d)), the bins 2fε/5,
+      the mean the rest with discrete Laplace noise; in all ε-DP (basic
+      composition), which implies (ε, δ)-DP for every δ.
+    * mixed path (``delta > 0``, Laplace chosen): the draws and bins are zCDP with
+      the budget of :func:`mixed_draws_rho`, composed with the pure mean by Rényi
+      accounting.
+
+    When n is too small for 7d releases (α at ``SHARED_BELOW_LEVEL``), one interval
+    [−C, C] is shared by all columns instead (:func:`shared_scale_draws`).
 
     The budget returned carries a :class:`~skdpsparse.accounting.ComposedEvent` of the
-    two parts, which is what a privacy ledger composes.
+    parts, which is what a privacy ledger composes.
 
     Parameters
     ----------
@@ -1269,18 +1206,15 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
     epsilon : float
     delta : float in [0, 1)
     rng : RandomSource or numpy.random.Generator
-    scale_fraction : float in (0, 1)
-        f, the quantile draws' share; below 5/7 with ``tails="counted"``.
-    level : "auto" or float in (0, 1/16]
+    scale_fraction : float in (0, 5/7)
+        f, the quantile draws' share (the bins take 2f/5 more).
+    level : "auto" or float in (0, 1/8)
         α, the outer tail level; ``"auto"``: :func:`auto_clip_level`.
     noise : {"auto", "gaussian", "laplace"}
         For ``delta > 0``: the zCDP path (Gaussian) or the pure path (Laplace, whose
         ε-DP implies (ε, δ)-DP); ``"auto"``: :func:`laplace_is_better`.
     grid : ndarray, optional
         The public grid of the quantiles.
-    tails : {"counted", "union", "deviations", "values"}, default="counted"
-        The grid of the tail draws (step 1; ``"counted"`` is ``"union"`` with the
-        bins of step 1b). Same draws at the same ε: only the bins change the budget.
 
     Returns
     -------
@@ -1294,7 +1228,7 @@ def private_quantile_clipped_mean(X, *, epsilon, delta, rng, scale_fraction=SCAL
     X = _as_data(X)
     plan = plan_quantile_clipped_mean(*X.shape, epsilon=epsilon, delta=delta,
                                       scale_fraction=scale_fraction, level=level, grid=grid,
-                                      noise=noise, tails=tails)
+                                      noise=noise)
     estimate, run = quantile_clipped_mean(X, plan, rng)
     info = {"method": "private_clip", "noise": run["noise"], "scale": run["scale"],
             "lower": run["lower"], "upper": run["upper"], "quantiles": run["quantiles"],

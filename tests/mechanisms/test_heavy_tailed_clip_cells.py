@@ -1,4 +1,4 @@
-"""The cell score of the tail draws of ``tails="counted"``
+"""The cell score of the tail draws of the located interval
 (``heavy_tailed_clip.tail_cell_distance``, issue 19's fourth round): the score against
 brute force, its sensitivity (a replaced row moves every score by at most 1, the Δ_u
 the draws are charged for) with a broken variant of sensitivity 2 that the check
@@ -113,13 +113,12 @@ def test_a_quantile_inside_a_top_coded_atom_is_drawn_at_the_atom():
     assert np.count_nonzero(upper_draws(False)[:, 0] > 4e4) >= 2
 
 
-def test_the_default_rounds_its_tail_draws_outwards_and_the_other_rules_do_not():
-    """``tails="counted"`` draws with the cell score; ``"union"`` keeps the point score
-    (its seeded draws are the earlier rule's): the same seed gives the same releases
-    as union_tail_draws with ``cells`` set accordingly."""
+def test_the_default_rounds_its_tail_draws_outwards():
+    """The located interval draws with the cell score: the same seed gives the same
+    releases as union_tail_draws with ``cells=True``."""
     X = np.random.default_rng(3).standard_t(3, size=(20_000, 2))
-    for tails, cells in (("counted", True), ("union", False)):
-        plan = C.plan_quantile_clipped_mean(*X.shape, epsilon=8.0, delta=1e-6, tails=tails)
+    for cells in (True,):
+        plan = C.plan_quantile_clipped_mean(*X.shape, epsilon=8.0, delta=1e-6)
         assert not plan.shared
         _, _, q = C._located_interval(X, plan, np.random.default_rng(1))
         rng = np.random.default_rng(1)

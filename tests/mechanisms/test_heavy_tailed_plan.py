@@ -93,16 +93,13 @@ def test_private_clip_plan_splits_the_budget_as_documented():
     rho = approx_dp_to_zcdp(eps, delta)
     plan = HC.plan_quantile_clipped_mean(n, d, epsilon=eps, delta=delta, scale_fraction=f,
                                          noise="gaussian")
-    # tails="counted" (the default): 5d quantile draws on fρ and 4d tail bins charged
-    # as 2d draws more, 2fρ/5; the mean the rest.
+    # 5d quantile draws on fρ and 4d tail bins charged as 2d draws more, 2fρ/5; the
+    # mean the rest.
     assert not plan.shared and plan.n_draws == 7 * d
     assert plan.quantile_epsilon == pytest.approx(math.sqrt(8 * f * rho / (5 * d)), rel=1e-14)
     assert plan.mean_rho == pytest.approx((1 - 7 * f / 5) * rho, rel=1e-12)
     assert plan.budget.rho == pytest.approx(rho, rel=1e-12)
     assert plan.noise_sd == pytest.approx(math.sqrt(d) / n / math.sqrt(2 * (1 - 7 * f / 5) * rho))
-    union = HC.plan_quantile_clipped_mean(n, d, epsilon=eps, delta=delta, scale_fraction=f,
-                                          noise="gaussian", tails="union")
-    assert union.n_draws == 5 * d and union.mean_rho == pytest.approx((1 - f) * rho, rel=1e-12)
     pure = HC.plan_quantile_clipped_mean(n, d, epsilon=eps, delta=0.0, scale_fraction=f)
     assert pure.kind == "laplace"
     assert pure.quantile_epsilon == pytest.approx(f * eps / (5 * d), rel=1e-14)

@@ -1,5 +1,5 @@
 """Audit cases of the located interval of :class:`~skdpsparse.mean.DPHeavyTailedMean`'s
-default (``method="private_clip"``, ``tails="counted"``): the noisy tail bins that
+default (``method="private_clip"``): the noisy tail bins that
 check the Pareto fit (:func:`~skdpsparse.mechanisms.heavy_tailed_clip.draw_tail_bins`,
 derivation Part 1c of ``doc/derivations/private_means.rst``).
 
