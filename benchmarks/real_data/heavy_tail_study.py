@@ -7,7 +7,8 @@ non-privately here for the diagnosis) and the noise (the release minus that clip
 mean), beside the interval's width and the number of rows clipped per column.
 
     python benchmarks/real_data/heavy_tail_study.py [--seeds 3] [--n 10000 100000]
-    python benchmarks/real_data/heavy_tail_study.py compare --variant union counted
+    python benchmarks/real_data/heavy_tail_study.py compare --variant default fitted_only
+    python benchmarks/real_data/heavy_tail_study.py decide [--seeds 5 --seed-offset 100]
     python benchmarks/real_data/heavy_tail_study.py floor [--seeds 8]
     python benchmarks/real_data/heavy_tail_study.py stages --sets lookalikes --n 327000
 
@@ -15,6 +16,14 @@ mean), beside the interval's width and the number of rows clipped per column.
 t_out, the data's maximum and the released upper end over it, the far tail bin's count
 and the fitted tail's prediction over the bin's standard deviation, and how the counts
 were read (ended, lighter, fitted).
+
+``decide`` (issue 19's sixth round) scores the options for reading an empty far tail
+bin on every generated family (the look-alikes at their n; Student-t(3) and Pareto(3)
+at d = 10, Lomax(3) and log-normal(1.5) at d = 1, n = 10⁴ and 10⁵; ε = 1, 2, 4, 8) and
+prints each family's geometric mean of the expected error over the oracle's, the worst
+family and the worst cell: ``fitted_only`` (the fitted tail alone, the rule before),
+``default`` (minimax regret over the two readings), ``stretch4`` / ``stretch6`` (the
+fitted reading with the stretch capped at 4 or 6 times t_out) and ``regret_stretch6``.
 
 ``compare`` scores each variant by its *expected* error (the clipping bias of the
 released interval, computed non-privately, and the noise's standard deviation from
@@ -237,7 +246,7 @@ def compare(argv=None):
     p.add_argument("--epsilons", type=float, nargs="*", default=[1.0, 4.0])
     p.add_argument("--delta", type=float, default=1e-6)
     p.add_argument("--only", default=None, help="substring of the set names to run")
-    p.add_argument("--variant", nargs="*", default=["union", "counted"])
+    p.add_argument("--variant", nargs="*", default=["fitted_only", "default"])
     p.add_argument("--seed-offset", type=int, default=100)
     p.add_argument("--sets", choices=tuple(SET_FAMILIES), default="columns")
     a = p.parse_args(argv)
@@ -257,45 +266,112 @@ def compare(argv=None):
                                for X in Xs])
                 cells = []
                 for v in a.variant:
-                    kw, consts = VARIANTS[v]
-                    saved = {k: getattr(C, k) for k in consts}
-                    for k, val in consts.items():
-                        setattr(C, k, val)
-                    try:
-                        errs = [study(X, eps, a.delta, a.seed_offset + seed,
-                                      **kw)["expected"] for seed, X in enumerate(Xs)]
-                    finally:
-                        for k, val in saved.items():
-                            setattr(C, k, val)
+                    errs = _with_variant(v, lambda **kw: [
+                        study(X, eps, a.delta, a.seed_offset + seed, **kw)["expected"]
+                        for seed, X in enumerate(Xs)])
                     cells.append(f"{np.mean(errs) / orc:.2f} (max {np.max(errs) / orc:.1f})")
                 print(f"| {name} | {n} | {eps:g} | {orc:.3g} | " + " | ".join(cells) + " |",
                       flush=True)
 
 
+def _fitted_only(err, *args):
+    """The fitted reading alone (``_end_regret`` replaced by the identity)."""
+    return err
+
+
 VARIANTS = {  # label: (keyword arguments, module constants replaced for the run)
-    "values": (dict(tails="values"), {}),
-    "deviations": (dict(tails="deviations"), {}),
-    "union": (dict(tails="union"), {}),
-    "counted": (dict(tails="counted"), {}),
-    "deviations_f0.2": (dict(tails="deviations", scale_fraction=0.2), {}),
+    "default": (dict(), {}),
+    "fitted_only": (dict(), {"_end_regret": _fitted_only}),
+    "f0.2": (dict(scale_fraction=0.2), {}),
+    "f0.3": (dict(scale_fraction=0.3), {}),
     "shared_x2": (dict(), {"SHARED_STRETCH": 2.0}),
     "shared_x1.5": (dict(), {"SHARED_STRETCH": 1.5}),
     "shared_x1": (dict(), {"SHARED_STRETCH": 1.0}),
-    "counted_points": (dict(tails="counted"), {"CELL_SCORES": False}),
-    "counted_cells": (dict(tails="counted"), {"CELL_SCORES": True}),
     "doubt2": (dict(), {"COUNT_DOUBT": 2.0}),
     "doubt1": (dict(), {"COUNT_DOUBT": 1.0}),
     "doubt0.5": (dict(), {"COUNT_DOUBT": 0.5}),
     "doubt0": (dict(), {"COUNT_DOUBT": 0.0}),
-    "end_regret": (dict(tails="counted"), {"END_REGRET": True}),
-    "ended_total": (dict(tails="counted"), {"ENDED_PER_BIN": False}),
-    "ended_per_bin": (dict(tails="counted"), {"ENDED_PER_BIN": True}),
-    "bins_x3": (dict(tails="counted"), {"COUNT_DRAWS": 6}),
-    "bins_x6": (dict(tails="counted"), {"COUNT_DRAWS": 12}),
-    "f0.2": (dict(tails="counted", scale_fraction=0.2), {}),
-    "f0.3": (dict(tails="counted", scale_fraction=0.3), {}),
-    "stretch4": (dict(tails="counted"), {"MAX_STRETCH": 4.0}),
+    "bins_x3": (dict(), {"COUNT_DRAWS": 6}),
+    "bins_x6": (dict(), {"COUNT_DRAWS": 12}),
+    "stretch4": (dict(), {"MAX_STRETCH": 4.0, "_end_regret": _fitted_only}),
+    "stretch6": (dict(), {"MAX_STRETCH": 6.0, "_end_regret": _fitted_only}),
+    "regret_stretch6": (dict(), {"MAX_STRETCH": 6.0}),
 }
+
+
+def _with_variant(name, fn):
+    kw, consts = VARIANTS[name]
+    saved = {k: getattr(C, k) for k in consts}
+    for k, val in consts.items():
+        setattr(C, k, val)
+    try:
+        return fn(**kw)
+    finally:
+        for k, val in saved.items():
+            setattr(C, k, val)
+
+
+def decide_families(n_small, seeds, offset):
+    """(family, cell label, samples) of ``decide``: the d = 10 and one-column sets of
+    :func:`sets` at n = ``n_small`` and 10·``n_small``, the look-alikes at the bench
+    columns' sizes (delays 3.27·10⁵, incomes 3.8·10⁴)."""
+    keep = ("student_t", "pareto", "lomax(3)", "lognormal(1.5)")
+    for n in (n_small, 10 * n_small):
+        data = {}
+        for s in range(offset, offset + seeds):
+            for name, X in sets(n, s):
+                if name.startswith(keep):
+                    data.setdefault(name, []).append(X)
+        for name, Xs in data.items():
+            yield name.split()[0], f"{name}, n = {n}", Xs
+    for n, which in ((327_000, "delay"), (38_000, "income")):
+        data = {}
+        for s in range(offset, offset + seeds):
+            for name, X in lookalike_sets(n, s):
+                if name.startswith(which):
+                    data.setdefault(name, []).append(X)
+        for name, Xs in data.items():
+            yield "look-alikes", f"{name}, n = {n}", Xs
+
+
+def decide(argv=None):
+    """The options for an empty far bin, minimax over generated families (issue 19's
+    sixth round): per family the geometric mean over its cells of the mean expected
+    error over the oracle's, then the worst family per option."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--seed-offset", type=int, default=100)
+    p.add_argument("--n", type=int, default=10**4)
+    p.add_argument("--epsilons", type=float, nargs="*", default=[1.0, 2.0, 4.0, 8.0])
+    p.add_argument("--delta", type=float, default=1e-6)
+    p.add_argument("--variant", nargs="*",
+                   default=["fitted_only", "default", "stretch4", "stretch6",
+                            "regret_stretch6"])
+    a = p.parse_args(argv)
+    cells = {}
+    for fam, label, Xs in decide_families(a.n, a.seeds, a.seed_offset):
+        for eps in a.epsilons:
+            orc = np.mean([oracle_error(X, *full_budget_noise(*X.shape, eps, a.delta))
+                           for X in Xs])
+            row = {}
+            for v in a.variant:
+                errs = _with_variant(v, lambda **kw: [
+                    study(X, eps, a.delta, a.seed_offset + k, **kw)["expected"]
+                    for k, X in enumerate(Xs)])
+                row[v] = float(np.mean(errs) / orc)
+            cells[(fam, label, eps)] = row
+            print(f"| {label} | {eps:g} | " + " | ".join(f"{row[v]:.2f}" for v in a.variant)
+                  + " |", flush=True)
+    fams = sorted({k[0] for k in cells})
+    print("\n| option | " + " | ".join(fams) + " | worst family | geometric mean | worst cell |")
+    print("|---|" + "---|" * (len(fams) + 3))
+    for v in a.variant:
+        g = {f: float(np.exp(np.mean([np.log(r[v]) for k, r in cells.items() if k[0] == f])))
+             for f in fams}
+        allg = float(np.exp(np.mean([np.log(r[v]) for r in cells.values()])))
+        worst = max(r[v] for r in cells.values())
+        print(f"| {v} | " + " | ".join(f"{g[f]:.2f}" for f in fams)
+              + f" | {max(g.values()):.2f} | {allg:.2f} | {worst:.2f} |")
 
 
 def stages(argv=None):
@@ -400,6 +476,8 @@ if __name__ == "__main__":
         compare(sys.argv[2:])
     elif sys.argv[1:2] == ["floor"]:
         floor(sys.argv[2:])
+    elif sys.argv[1:2] == ["decide"]:
+        decide(sys.argv[2:])
     elif sys.argv[1:2] == ["stages"]:
         stages(sys.argv[2:])
     else:
