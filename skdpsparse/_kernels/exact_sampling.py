@@ -36,7 +36,7 @@ import numpy as np
 
 from ._common import threads_are_fork_safe
 from .bit_reader import _bit_length, _bits, _new_reader, _uniform_below, _uniform_below_bits
-from .grid_noise import fill_noise
+from .grid_noise import fill_noise, max_abs_exceeds
 
 __all__ = [
     "DISCRETE_GAUSSIAN",
@@ -308,7 +308,7 @@ def add_discrete_noise(values, kind, scale, key, domain, *, chunk=4096):
     """
     if values.dtype != np.int64 or values.ndim != 1:
         raise TypeError("values must be a 1-d int64 array.")
-    if values.size and np.abs(values).max() > MAX_GRID_VALUE:
+    if max_abs_exceeds(values, MAX_GRID_VALUE):  # one pass, no |values| temporary
         raise ValueError("grid values must be at most 2^60 in magnitude.")
     _check_common(kind, scale, key, domain, chunk)
     fill_noise(values, True, kind == DISCRETE_GAUSSIAN, int(scale), key, int(domain),

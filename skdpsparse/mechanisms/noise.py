@@ -42,6 +42,7 @@ from fractions import Fraction
 import numpy as np
 
 from .._kernels.exact_sampling import MAX_GRID_VALUE
+from .._kernels.grid_noise import from_grid, grid_factor, to_grid
 from ..utils._random import as_random_source
 
 __all__ = ["GridNoise", "add_noise_inplace", "grid_noise", "plan_grid_noise"]
@@ -150,7 +151,14 @@ def plan_grid_noise(kind, scale, sensitivity, n_changed, true_sensitivity=None):
 
 
 def _to_grid(values, exponent):
-    """round(clip(v/γ, ±2⁶⁰)) as int64, exactly."""
+    """round(clip(v/γ, ±2⁶⁰)) as int64, exactly (one compiled pass for a contiguous
+    array and a normal 2^−e: :func:`~skdpsparse._kernels.grid_noise.to_grid`)."""
+    factor = grid_factor(-exponent)
+    if factor is not None and values.ndim == 1 and values.flags.c_contiguous:
+        grid = np.empty(values.shape, np.int64)
+        if not to_grid(values, factor, grid):
+            raise ValueError("the statistic to release contains NaN or infinity.")
+        return grid
     if not np.all(np.isfinite(values)):
         raise ValueError("the statistic to release contains NaN or infinity.")
     with np.errstate(over="ignore"):  # ±inf after scaling is clipped just below
@@ -213,7 +221,11 @@ def add_noise_inplace(values, rng, kind, scale, *, sensitivity, n_changed=None,
                            true_sensitivity)
     grid = _to_grid(values.reshape(-1), plan.exponent)
     as_random_source(rng).add_discrete_noise(grid, kind, plan.grid_scale)
-    values[...] = np.ldexp(grid.astype(np.float64), plan.exponent).reshape(values.shape)
+    factor = grid_factor(plan.exponent)
+    if factor is not None and values.flags.c_contiguous:
+        from_grid(grid, factor, values.reshape(-1))  # a view: written in place
+    else:
+        values[...] = np.ldexp(grid.astype(np.float64), plan.exponent).reshape(values.shape)
     return values
 
 

@@ -130,3 +130,95 @@ def test_exact_side_handles_probabilities_below_the_decimal_range():
     assert gx._side(tiny, 0, 4) == 0
     assert gx._side(tiny, 1, 4) == -1
     assert gx._side(gx.exp_neg(gx.Fraction(1, 10**40)), 15, 4) == 0  # just below 1
+
+
+# ------------------------------------------------ to and from the grid (noise.py)
+def _numpy_to_grid(values, exponent):
+    """The NumPy expression the compiled pass replaced (its reference)."""
+    with np.errstate(over="ignore"):
+        scaled = np.ldexp(values, -exponent)
+    np.clip(scaled, -float(1 << 60), float(1 << 60), out=scaled)
+    return np.rint(scaled).astype(np.int64)
+
+
+def _awkward_values(exponent, rng):
+    """Values at every magnitude of the grid 2^exponent: halfway points (ties to even),
+    neighbours of the clip, huge ones, signed zeros, subnormals, random ones."""
+    gamma = math.ldexp(1.0, exponent)
+    k = np.arange(-6, 7, dtype=np.float64)
+    big = float(1 << 60)
+    specials = np.concatenate([
+        (k + 0.5) * gamma, np.nextafter((k + 0.5) * gamma, np.inf),
+        np.nextafter((k + 0.5) * gamma, -np.inf), k * gamma,
+        [big * gamma, -big * gamma, np.nextafter(big, np.inf) * gamma, 2.0 ** 62 * gamma,
+         1e308, -1e308, 5e-324, -5e-324, 2.2250738585072014e-308, 0.0, -0.0]])
+    randoms = np.ldexp(rng.standard_normal(2000), rng.integers(-80, 80, 2000)) * gamma
+    return np.concatenate([specials, randoms, rng.standard_normal(2000)])
+
+
+@pytest.mark.parametrize("exponent", [-1022, -1000, -60, -30, -1, 0, 7, 40, 1000, 1022])
+def test_to_and_from_grid_are_the_numpy_expressions_bit_for_bit(exponent):
+    # Multiplying by the double 2^-e is ldexp(v, -e) exactly (both correctly rounded):
+    # the grid values, and the release after the noise, must be those of the NumPy
+    # passes they replaced, at the ends of the exponent range as well.
+    rng = np.random.default_rng(exponent + 2000)
+    with np.errstate(over="ignore", under="ignore"):
+        values = _awkward_values(exponent, rng)
+    values = values[np.isfinite(values)]
+    grid = np.empty(values.size, np.int64)
+    assert gn.to_grid(values, gn.grid_factor(-exponent), grid)
+    np.testing.assert_array_equal(grid, _numpy_to_grid(values, exponent))
+    noisy = grid + rng.integers(-(1 << 61), 1 << 61, grid.size)  # odd integers beyond 2^53
+    back = np.empty(grid.size)
+    gn.from_grid(noisy, gn.grid_factor(exponent), back)
+    with np.errstate(over="ignore", under="ignore"):
+        want = np.ldexp(noisy.astype(np.float64), exponent)
+    assert back.tobytes() == want.tobytes()  # bit for bit, signed zeros included
+
+
+def test_to_grid_reports_non_finite_values_and_the_factor_range():
+    out = np.empty(3, np.int64)
+    for bad in (np.nan, np.inf, -np.inf):
+        assert not gn.to_grid(np.array([1.0, bad, 2.0]), 1.0, out)
+    assert gn.grid_factor(1022) == 2.0**1022 and gn.grid_factor(-1022) == 2.0**-1022
+    assert gn.grid_factor(1023) is None and gn.grid_factor(-1023) is None  # not normal
+
+
+def test_max_abs_exceeds_counts_the_most_negative_integer():
+    # np.abs(-2^63) is -2^63: the former check |values|.max() > 2^60 let it through.
+    bound = 1 << 60
+    assert not gn.max_abs_exceeds(np.array([bound, -bound, 0], np.int64), bound)
+    assert gn.max_abs_exceeds(np.array([0, bound + 1], np.int64), bound)
+    assert gn.max_abs_exceeds(np.array([-(1 << 63)], np.int64), bound)
+    assert not gn.max_abs_exceeds(np.zeros(0, np.int64), bound)
+    from skdpsparse._kernels.exact_sampling import DISCRETE_GAUSSIAN, add_discrete_noise
+
+    with pytest.raises(ValueError, match="2\\^60"):  # k + Y would overflow int64
+        add_discrete_noise(np.array([-(1 << 63)], np.int64), DISCRETE_GAUSSIAN, 10,
+                           key_words(bytes(32)), 0)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "laplace"])
+@pytest.mark.parametrize("shape", [(5000,), (40, 25)])
+def test_release_is_the_former_numpy_release_for_the_same_key(kind, shape):
+    # add_noise_inplace with the compiled passes against the former NumPy path, run
+    # here on a second source with the same key: the same grid values, so the same
+    # hashed context, the same noise and the same release, bit for bit.
+    from skdpsparse.mechanisms.noise import add_noise_inplace, plan_grid_noise
+    from skdpsparse.utils import RandomSource
+
+    rng = np.random.default_rng(7)
+    values = rng.standard_normal(shape) * 0.3
+    plan = plan_grid_noise(kind, 0.25, 0.1, values.size)
+    values.flat[::97] = 2.5 * math.ldexp(1.0, plan.exponent)  # ties: round to even
+    key = os.urandom(32)
+    grid = _numpy_to_grid(values.reshape(-1), plan.exponent)
+    RandomSource(key).add_discrete_noise(grid, kind, plan.grid_scale)
+    want = np.ldexp(grid.astype(np.float64), plan.exponent).reshape(shape)
+    got = add_noise_inplace(values.copy(), RandomSource(key), kind, 0.25, sensitivity=0.1)
+    assert got.tobytes() == want.tobytes()
+    # A non-contiguous view takes the NumPy path: the same release again.
+    wide = np.zeros((values.size, 2))
+    wide[:, 0] = values.reshape(-1)
+    add_noise_inplace(wide[:, 0], RandomSource(key), kind, 0.25, sensitivity=0.1)
+    assert wide[:, 0].tobytes() == want.reshape(-1).tobytes()
