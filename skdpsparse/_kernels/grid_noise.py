@@ -55,6 +55,7 @@ from ._common import on_grid_nb, threads_are_fork_safe
 from .chacha import LANES, chacha20_blocks
 from .bit_reader import _WORDS, _bits, _new_reader
 from .grid_noise_exact import threshold_words
+from .sparse_rows import free_threads
 
 __all__ = ["BUCKETS", "GROUP", "MARGIN", "fill_noise", "from_grid", "grid_factor",
            "max_abs_exceeds", "noise_tables", "to_grid"]
@@ -544,11 +545,25 @@ def fill_noise(values, add, gaussian, n, key, domain, chunk, *, margin=MARGIN,
     args = (values, bool(add), bool(gaussian), n, int(b), int(log_k), lower, guide, upper,
             h_max, key, int(domain), chunk, float(margin), int(max_depth), state)
     # Threads only pay for long fills: waking the pool cost 5.6 ms against a 39 ms
-    # output-perturbation fit of 4097 draws on a busy machine. The draws do not depend
-    # on the choice (each chunk reads its own stream).
-    threaded = (values.size > max(chunk, _MIN_THREADED_DRAWS)
-                and threads_are_fork_safe())
-    (_fill_parallel if threaded else _fill_serial)(*args)
+    # output-perturbation fit of 4097 draws on a busy machine. And only on free cores:
+    # the chunks are shared out statically, so a thread that waits for a busy core
+    # holds up the join (a 2^20 fill took 2.6x its CPU time in wall time with 2
+    # threads while another process held a core). The count is that of
+    # :func:`.sparse_rows.free_threads` (``SKDPSPARSE_NUM_THREADS`` if set, else the
+    # idle CPUs), at most numba's current setting. The draws do not depend on it
+    # (each chunk reads its own stream).
+    threads = 1
+    if values.size > max(chunk, _MIN_THREADED_DRAWS) and threads_are_fork_safe():
+        threads = min(free_threads(), numba.get_num_threads(), state.shape[0])
+    if threads > 1:
+        previous = numba.get_num_threads()
+        numba.set_num_threads(threads)  # this thread's launches only
+        try:
+            _fill_parallel(*args)
+        finally:
+            numba.set_num_threads(previous)
+    else:
+        _fill_serial(*args)
     exact = 0
     while (state[:, 0] >= 0).any():
         from .grid_noise_exact import exact_draw

@@ -6,6 +6,7 @@ import math
 import os
 from decimal import Context, Decimal
 
+import numba
 import numpy as np
 import pytest
 
@@ -222,3 +223,25 @@ def test_release_is_the_former_numpy_release_for_the_same_key(kind, shape):
     wide[:, 0] = values.reshape(-1)
     add_noise_inplace(wide[:, 0], RandomSource(key), kind, 0.25, sensitivity=0.1)
     assert wide[:, 0].tobytes() == want.reshape(-1).tobytes()
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs two numba threads")
+def test_fill_uses_the_free_threads_and_the_draws_do_not_change(monkeypatch):
+    # The thread count comes from free_threads (here SKDPSPARSE_NUM_THREADS): one
+    # thread runs the serial fill, two the pool with two threads; the draws are the
+    # same, and numba's setting of the calling thread is restored.
+    launches = []
+    pool = gn._fill_parallel
+    monkeypatch.setattr(gn, "_fill_parallel",
+                        lambda *args: (launches.append(numba.get_num_threads()), pool(*args)))
+    key = key_words(os.urandom(32))
+    draws = {}
+    before = numba.get_num_threads()
+    for threads in ("1", "2"):
+        monkeypatch.setenv("SKDPSPARSE_NUM_THREADS", threads)
+        values = np.zeros(gn._MIN_THREADED_DRAWS + 4097, np.int64)
+        gn.fill_noise(values, False, True, 2**29 + 12345, key, 3, 4096)
+        draws[threads] = values
+        assert numba.get_num_threads() == before
+    assert launches == [2]
+    np.testing.assert_array_equal(draws["1"], draws["2"])
