@@ -16,6 +16,9 @@ Run:  python benchmarks/run_all.py [--rounds 5] [--only sparse_mean,samplers] [-
 Cases (issue targets in brackets):
   sparse_mean          DPSparseMeanEstimator.fit vs X.sum(axis=0)/n + one normal(d) draw
                        [≤ 1.0]; the bandwidth floor (one pass over X's arrays) printed
+  sparse_mean_busy     the same while a spinning process (started and ended by this
+                       script) holds one core: the fit's threads come from the free
+                       cores [≤ 1.0]
   noise_smoothing      DPHeavyTailedMean(noise_smoothing).fit vs X.mean(axis=0) [≤ 2.0]
   cwme_shuffle         DPHeavyTailedMean(cwme, shuffle).fit vs X.mean(axis=0) [≤ 1.2]
   cwme_no_shuffle      the same without the shuffle [reported]
@@ -73,6 +76,7 @@ class Case:
     baseline_name: str
     target: float  # ratio ours/baseline to reach (None: reported only)
     uses_blas: bool = False
+    busy: bool = False  # time it while a spinning process holds one core
 
 
 _CLOCK = [time.perf_counter]  # --cpu-time: time.process_time
@@ -87,6 +91,10 @@ def _timed(fn):
 def run_case(case, rounds, blas_threads):
     """Interleaved rounds after one warm-up call of each; returns a result row."""
     limits = threadpool_limits(limits=blas_threads) if blas_threads else None
+    # A busy core for the "one core busy" rows: a child that spins until killed (by
+    # its own pid, below); both ours and the baseline run beside it.
+    spinner = (subprocess.Popen([sys.executable, "-c", "while True: pass"])
+               if case.busy else None)
     try:
         case.ours()
         case.baseline()
@@ -97,6 +105,9 @@ def run_case(case, rounds, blas_threads):
     finally:
         if limits is not None:
             limits.restore_original_limits()
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait()
     ratios = np.array(ours) / np.array(base)
     return {"case": case.name, "baseline": case.baseline_name,
             "blas": "1 thread" if blas_threads == 1 else "default",
@@ -123,9 +134,14 @@ def sparse_mean_cases(quick):
     floor = min(_timed(lambda: (X.data.sum(), X.indices.sum())) for _ in range(3))
     print(f"  sparse_mean: CSR n={n}, d=2^20, {s} nonzeros/row; bandwidth floor (one pass "
           f"over data and indices) {floor * 1e3:.1f} ms")
-    return [Case("sparse_mean", lambda: est.fit(X),
-                 lambda: np.asarray(X.sum(axis=0)).ravel() / n + gen.standard_normal(d),
-                 "X.sum(axis=0)/n + normal(d)", 1.0)]
+
+    def baseline():
+        return np.asarray(X.sum(axis=0)).ravel() / n + gen.standard_normal(d)
+
+    return [Case("sparse_mean", lambda: est.fit(X), baseline,
+                 "X.sum(axis=0)/n + normal(d)", 1.0),
+            Case("sparse_mean_busy", lambda: est.fit(X), baseline,
+                 "the same, one core busy", 1.0, busy=True)]
 
 
 def heavy_tailed_cases(quick):
