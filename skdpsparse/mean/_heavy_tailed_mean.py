@@ -45,7 +45,9 @@ class DPHeavyTailedMean(PrivateMeanMixin, BaseEstimator):
     quantile rounded outwards and a top-coded maximum is found at its atom), noisy
     counts of the rows beyond each outer quantile (which check the tail model: a tail
     that ends, e.g. a top-coded column, is not stretched) and a Pareto extrapolation
-    of each tail, never inside the outer quantiles (post-processing), and the rest
+    of each tail, never inside the outer quantiles and, where the counts cannot tell a
+    tail that ends from one that goes on, the interval least worse than the best under
+    either reading (minimax regret; post-processing), and the rest
     releases the mean of each column clipped into its interval, with noise
     proportional to the interval's width
     (:func:`~skdpsparse.mechanisms.heavy_tailed_clip.private_quantile_clipped_mean`).
