@@ -15,6 +15,12 @@ Cases:
   d = 2**20.
 * The fused bounded column sum (the sum behind a private mean) against SciPy's
   plain ``X.mean(axis=0)``, same matrix.
+* The ChaCha20 keystream (every exact draw's bits; 4 MB, or 1 MB with ``--quick``)
+  against NumPy's ``Generator.bytes`` (PCG64: not a cipher, a reference speed for
+  random bytes).
+* The noise grid's two passes (``grid_noise.to_grid`` / ``from_grid``, d = 10⁶)
+  against the NumPy expressions they replaced (ldexp, clip, rint, astype; astype,
+  ldexp), checked equal bit for bit first.
 """
 
 import argparse
@@ -65,6 +71,13 @@ def kernel_bound_rows(X, l2_bound, l1_bound):
     return scales, csr_scale_rows(X.indptr, X.data, scales)
 
 
+def numpy_to_grid(values, exponent):
+    """The NumPy rounding to the noise grid that ``to_grid`` replaced."""
+    scaled = np.ldexp(values, -exponent)
+    np.clip(scaled, -float(1 << 60), float(1 << 60), out=scaled)
+    return np.rint(scaled).astype(np.int64)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
@@ -86,7 +99,7 @@ def main():
             t_ref = median_time(lambda: project_l1_sort(v, radius), repeat)
             t_ker = median_time(lambda: project_l1_ball(v, radius), repeat)
             rows.append((f"l1-ball projection d={d:.0e}, r={label}", "sort (Duchi)", t_ref, t_ker))
-        del v, a
+        v = a = None  # free them before the next size (a del confuses flake8)
 
     # -- CSR contribution bounding and bounded column sums
     n, nnz_row, d = (10**5, 16, 2**17) if args.quick else (10**6, 16, 2**20)
@@ -118,6 +131,32 @@ def main():
                  median_time(fused_mean, repeat)))
     rows.append(("  same, no bounds (the scatter alone)", "SciPy X.mean(axis=0)", t_ref,
                  median_time(unbounded_mean, repeat)))
+
+    # -- ChaCha20 keystream and the noise grid's passes
+    from skdpsparse._kernels.chacha import LANES, _keystream, key_words
+    from skdpsparse._kernels.grid_noise import from_grid, grid_factor, to_grid
+
+    n_blocks = (1 << 14) if args.quick else (1 << 16)
+    words = np.empty(16 * n_blocks, np.uint32)
+    key = key_words(os.urandom(32))
+    gen = np.random.default_rng(1)
+    assert n_blocks % LANES == 0
+    rows.append((f"ChaCha20 keystream, {n_blocks * 64 >> 20} MB", "NumPy Generator.bytes",
+                 median_time(lambda: gen.bytes(64 * n_blocks), repeat),
+                 median_time(lambda: _keystream(key, 0, 0, 0, 0, n_blocks, words), repeat)))
+    values, exponent = rng.standard_normal(10**6) * 1e-3, -30
+    grid = np.empty(values.size, np.int64)
+    back = np.empty(values.size)
+    assert to_grid(values, grid_factor(-exponent), grid)
+    assert np.array_equal(grid, numpy_to_grid(values, exponent))
+    from_grid(grid, grid_factor(exponent), back)
+    assert back.tobytes() == np.ldexp(grid.astype(np.float64), exponent).tobytes()
+    rows.append(("noise grid rounding d=1e6 (to_grid)", "NumPy ldexp/clip/rint",
+                 median_time(lambda: numpy_to_grid(values, exponent), repeat),
+                 median_time(lambda: to_grid(values, grid_factor(-exponent), grid), repeat)))
+    rows.append(("noise grid back d=1e6 (from_grid)", "NumPy astype + ldexp",
+                 median_time(lambda: np.ldexp(grid.astype(np.float64), exponent), repeat),
+                 median_time(lambda: from_grid(grid, grid_factor(exponent), back), repeat)))
 
     width = max(len(r[0]) for r in rows)
     print(f"median of {repeat} runs after warm-up; load average {os.getloadavg()[0]:.2f} "
