@@ -147,7 +147,7 @@ def chacha20_keystream(key, n_blocks, *, counter=0, nonce=b"\x00" * 12):
     nonce = bytes(nonce)
     if len(nonce) != 12:
         raise ValueError(f"a ChaCha20 nonce has 12 bytes, got {len(nonce)}.")
-    if not 0 <= counter and counter + n_blocks <= 2**32:
+    if not (0 <= counter and counter + n_blocks <= 2**32):  # never reuse the stream
         raise ValueError("the 32-bit block counter would wrap around.")
     words = np.frombuffer(nonce, dtype="<u4").astype(np.int64)
     out = np.empty(16 * int(n_blocks), np.uint32)

@@ -212,6 +212,9 @@ def add_noise_inplace(values, rng, kind, scale, *, sensitivity, n_changed=None,
     values = np.asarray(values)
     if values.dtype != np.float64:
         raise TypeError("values must be a float64 array.")
+    if not values.flags.writeable:  # refused before any draw (the release is in place)
+        raise ValueError("values must be a writeable array: the release replaces it in "
+                         "place.")
     if kind not in _KINDS:
         raise ValueError(f"kind must be 'laplace' or 'gaussian', got {kind!r}.")
     if _check_scale(scale, "sigma" if kind == "gaussian" else "scale") == 0 or values.size == 0:

@@ -110,13 +110,8 @@ def test_keystream_bytes_follow_the_rfc_layout_across_batches():
         assert got[block].tolist() == _rfc_block(key, 5 + block, words)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FLAW (latent, predates session 33): chacha20_keystream's wrap guard "
-    "`if not 0 <= counter and counter + n_blocks <= 2**32` is `(not 0 <= counter) and "
-    "...`, so a counter >= 0 never raises; blocks past 2^32 - 1 silently repeat block "
-    "0, 1, ... of the same stream (keystream reuse). Reachable only via the exact "
-    "fallback (grid_noise_exact.KeyBits) after 2^32 blocks of one chunk: fix the guard "
-    "to `if not (0 <= counter and counter + n_blocks <= 2**32)`."))
+# Was FLAW 1 (xfail strict): the guard parsed as `(not 0 <= counter) and ...`; fixed
+# by its parentheses in chacha20_keystream.
 @pytest.mark.parametrize("counter, n_blocks", [(2**32 - 1, 2), (2**32 + 5, 1)])
 def test_keystream_refuses_a_counter_that_would_wrap(counter, n_blocks):
     with pytest.raises(ValueError, match="wrap"):
@@ -218,12 +213,7 @@ def test_a_non_finite_statistic_raises_before_any_draw(position, bad, layout):
     np.testing.assert_array_equal(values, before)  # NaN == NaN here
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FLAW (usability, b29fdf5; not a privacy leak): a read-only C-contiguous statistic "
-    "now fails inside from_grid with numba's TypingError (setitem on a readonly array), "
-    "after the key was derived and the noise drawn; before, NumPy's ValueError "
-    "('assignment destination is read-only'). Fix: check values.flags.writeable in "
-    "add_noise_inplace before any draw, with a ValueError naming `values`."))
+# Was FLAW 3 (xfail strict): now refused by add_noise_inplace before any draw.
 def test_a_read_only_statistic_is_refused_clearly_before_any_draw():
     from skdpsparse.mechanisms.noise import add_noise_inplace
 
