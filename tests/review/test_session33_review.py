@@ -17,7 +17,8 @@ noisy tail bins read as at least 0 (``mechanisms/heavy_tailed_clip.py``).
    parses as ``(not 0 <= counter) and ...``): blocks past 2^32 − 1 silently repeat
    the stream's first blocks. Reached only through the exact fallback
    (``grid_noise_exact.KeyBits``) after 2^32 blocks (256 GiB) of one chunk's stream,
-   so not exploitable in practice; the xfail test is the missing refusal.
+   so not exploitable in practice. Found by this review (then xfail), fixed in 2497b44
+   (the guard parenthesised): the test below is its regression test.
 2. The draws do not depend on the thread count with the exact fallback running
    between threaded passes, at sizes that are not multiples of the chunk; a fit's
    sequence of draws (key schedule included) is the same with 1 and 2 threads and
@@ -26,16 +27,16 @@ noisy tail bins read as at least 0 (``mechanisms/heavy_tailed_clip.py``).
    key schedule untouched); the grid a mechanism hands to ``add_discrete_noise`` is
    within ±2^60 for every finite input, so the −2^63 that the former ``np.abs`` check
    let through could not come from a release (a robustness fix for direct callers,
-   not a privacy bug). FLAW (usability, not privacy): a read-only contiguous
-   statistic now fails with numba's TypingError after the draw, not a clear error
-   before it (xfail test).
+   not a privacy bug). FLAW (usability, not privacy; b29fdf5): a read-only contiguous
+   statistic failed with numba's TypingError after the draw, not a clear error
+   before it; found by this review (then xfail), fixed in 2497b44 (refused before any
+   draw): the test below is its regression test.
 4. The located interval reads the data only through the released quantiles and the
    released (noisy) tail bins: recomputed from those and the plan's public numbers,
    it is the interval the fit used; and the exact bins would give another interval on
    this data (so a rule that read them would be caught).
 """
 
-import math
 import os
 
 import numba
