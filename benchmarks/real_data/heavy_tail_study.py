@@ -290,6 +290,8 @@ VARIANTS = {  # label: (keyword arguments, module constants replaced for the run
     "doubt2": (dict(), {"COUNT_DOUBT": 2.0}),
     "doubt1": (dict(), {"COUNT_DOUBT": 1.0}),
     "doubt0.5": (dict(), {"COUNT_DOUBT": 0.5}),
+    "doubt0.75": (dict(), {"COUNT_DOUBT": 0.75}),
+    "doubt0.25": (dict(), {"COUNT_DOUBT": 0.25}),
     "doubt0": (dict(), {"COUNT_DOUBT": 0.0}),
     "bins_x3": (dict(), {"COUNT_DRAWS": 6}),
     "bins_x6": (dict(), {"COUNT_DRAWS": 12}),
