@@ -445,3 +445,24 @@ def test_the_shared_stretch_serves_symmetric_columns():
                               random_state=100 + seed)[0]
         assert (_shared_expected_error(X, 1.5, seed)
                 < 0.85 * _shared_expected_error(X, 2.0, seed))
+
+
+def test_the_interval_is_the_same_whatever_the_block_of_columns(monkeypatch):
+    """The candidate pairs are scored a block of columns at a time (memory): the
+    interval of every column is the one of the whole at once, bit for bit, with
+    counts that leave some far bins empty (the regret) and some not."""
+    rng = np.random.default_rng(7)
+    d = 150
+    med = rng.normal(size=d)
+    t = np.sort(rng.uniform(0.5, 5.0, size=(4, d)), axis=0)
+    q = np.vstack([med - t[3], med - t[1], med, med + t[0], med + t[2]])
+    counts = np.maximum(rng.normal(40.0, 30.0, size=(4, d)), -20.0)
+    counts[1, ::3] = rng.normal(0.0, 5.0, size=counts[1, ::3].shape)  # empty far bins
+    kw = dict(floor=True, tail_counts=counts, n_samples=50_000, count_sd=5.0)
+    monkeypatch.setattr(C, "PAIR_BLOCK", 10**6)
+    whole = C.extrapolated_interval(q, 1e-3, 1e-4, **kw)
+    monkeypatch.setattr(C, "PAIR_BLOCK", 7)
+    blocks = C.extrapolated_interval(q, 1e-3, 1e-4, **kw)
+    np.testing.assert_array_equal(whole[0], blocks[0])
+    np.testing.assert_array_equal(whole[1], blocks[1])
+    assert len(np.unique(whole[1] - med)) > 10  # the columns' intervals differ
