@@ -198,7 +198,7 @@ def _below_exp_neg_from(io, r, w, z, margin):
     return _below_from(io, r, w, _exp_neg(z), margin)
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _refill(io, counter):
     """The next ``LANES`` keystream blocks into the reader's buffer (as ``_bits``)."""
     if counter + LANES > 0xFFFFFFFF:
@@ -249,7 +249,7 @@ def _skip(r, nxt, d):
     return (pool, left, pos + np.int64(spill), counter)
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _read_depth(io, r, v, nxt, words, c, m, first, max_depth):
     """Consume the bits the ideal algorithm reads to find that c thresholds of the
     decreasing exact words[0..m) lie above V: ``first``, then ``GROUP`` at a time while
@@ -272,7 +272,7 @@ def _read_depth(io, r, v, nxt, words, c, m, first, max_depth):
     return c, _skip(r, nxt, d)
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _count_h(io, r, upper, m, max_depth):
     """#{h : λ^h > V} over H's table ``upper``: its exact words padded with −1 to
     ``_H_PAD`` entries, then its guide (for each 8-bit cell, the number of words at or
@@ -285,7 +285,7 @@ def _count_h(io, r, upper, m, max_depth):
     return _read_depth(io, r, v, nxt, upper, c, m, _H_BITS, max_depth)
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _count_l(io, r, lower, m, guide, log_k, max_depth):
     """#{l ≥ 1 : P(L ≥ l) > V} over L's table (exact words, one −1 appended): the guide
     of V's first k + 4 bits counts the thresholds above V's cell; one inside it (about
@@ -297,7 +297,7 @@ def _count_l(io, r, lower, m, guide, log_k, max_depth):
     return _read_depth(io, r, v, nxt, lower, c, m, log_k + GROUP, max_depth)
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _geometric_part(io, r, upper, m, max_depth):
     """H = #{h : λ^h > V}, restarting (memorylessly) past the table; −1 if undecided."""
     total = 0
@@ -349,7 +349,7 @@ def _table_parts(io, r, upper, m, lower, guide, log_k, max_depth):
     return h, bucket, r
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _remainder_part(io, r, n, b, margin):
     """R in [0, 2^b) with P(R = r) ∝ exp(−r/N): a uniform R accepted with probability
     exp(−R/N) (nothing more read when R = 0); −1 if undecided."""
@@ -464,8 +464,11 @@ def _offset(r):
 @numba.njit(cache=True, _nrt=False)
 def _draw_range(io, r, values, start, stop, add, gaussian, n, b, log_k, lower, guide,
                 upper, h_max, margin, max_depth, state, c):
-    # The hot loop runs without reference counting and with every helper inlined (as
-    # in exact_sampling: refcount updates on the arrays cost more than a draw).
+    # The hot loop runs without reference counting and with its hot helpers inlined
+    # (as in exact_sampling: refcount updates on the arrays cost more than a draw).
+    # The cold ones (H or L past the one-look path, R's redraw, a buffer refill) are
+    # plain calls: inlining them too cost 45 s of compilation against 20 s, for 2-3 %
+    # of run time (quiet 2-core machine, 2^20 draws on one thread).
     inv_n = 1.0 / float(n)
     for i in range(start, stop):
         before = r
