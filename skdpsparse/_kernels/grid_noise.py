@@ -349,7 +349,7 @@ def _table_parts(io, r, upper, m, lower, guide, log_k, max_depth):
     return h, bucket, r
 
 
-@numba.njit(cache=True, _nrt=False)
+@numba.njit(cache=True, _nrt=False, inline="always")
 def _remainder_part(io, r, n, b, margin):
     """R in [0, 2^b) with P(R = r) ∝ exp(−r/N): a uniform R accepted with probability
     exp(−R/N) (nothing more read when R = 0); −1 if undecided."""
@@ -466,9 +466,10 @@ def _draw_range(io, r, values, start, stop, add, gaussian, n, b, log_k, lower, g
                 upper, h_max, margin, max_depth, state, c):
     # The hot loop runs without reference counting and with its hot helpers inlined
     # (as in exact_sampling: refcount updates on the arrays cost more than a draw).
-    # The cold ones (H or L past the one-look path, R's redraw, a buffer refill) are
-    # plain calls: inlining them too cost 45 s of compilation against 20 s, for 2-3 %
-    # of run time (quiet 2-core machine, 2^20 draws on one thread).
+    # The cold ones (H or L past the one-look path, a buffer refill) are plain calls:
+    # inlining them too cost 45 s of compilation against 29 s for about 2 % of run
+    # time (quiet 2-core machine, 2^20 draws on one thread). _remainder_part stays
+    # inlined: the lazy sums of cyclic_sgd call it on every draw (10 % slower out of line).
     inv_n = 1.0 / float(n)
     for i in range(start, stop):
         before = r
