@@ -774,7 +774,6 @@ def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
             return quantile_epsilon(k, rho=mixed_draws_rho(epsilon, delta, share))
         return quantile_epsilon(k, rho=share * rho)
 
-    counted = True
     n_draws = (N_DRAWS + COUNT_DRAWS) * d
     # f over the 5d quantile draws (the bins at the same ε_q).
     eps_q = each(n_draws, located)
@@ -785,7 +784,6 @@ def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
     if shared:
         n_draws = SHARED_DRAWS
         eps_q = each(n_draws, f)
-        counted = False
     draws = SelfComposedEvent(ZCDPEvent(eps_q**2 / 8.0) if delta > 0 else PureDPEvent(eps_q),
                               n_draws)
     eps_m = rho_m = None
@@ -818,17 +816,17 @@ def plan_quantile_clipped_mean(n_samples, n_features, *, epsilon, delta,
         noise_sd = math.sqrt(d) / n / math.sqrt(2.0 * rho_m)
         event = ComposedEvent((draws, ZCDPEvent(rho_m)))
         budget = with_event(ZCDP(n_draws * eps_q**2 / 8.0 + rho_m), event)
-    # The Pareto stretch is allowed at the cap of α too: the floor keeps the interval
-    # outside the outer quantiles, and pinning it there clipped α·n = n/16 rows per
-    # side (see extrapolated_interval).
-    # The tail bins: K·d ε_q-DP (b = 2/(K·ε_q) for ℓ1 sensitivity 2d) or K·d·ε_q²/8-zCDP
-    # (σ = √(8/K)/ε_q for ℓ2 sensitivity √(2d)): the charge of K·d draws, K = COUNT_DRAWS
-    # (K = 2: b = 1/ε_q, σ = 2/ε_q, bit for bit).
-    count_kind = None if not counted else ("gaussian" if delta > 0 else "laplace")
-    count_scale = 0.0 if not counted else (
+    # The tail bins (none for the shared scale): K·d ε_q-DP (b = 2/(K·ε_q) for ℓ1
+    # sensitivity 2d) or K·d·ε_q²/8-zCDP (σ = √(8/K)/ε_q for ℓ2 sensitivity √(2d)): the
+    # charge of K·d draws, K = COUNT_DRAWS (K = 2: b = 1/ε_q, σ = 2/ε_q, bit for bit).
+    count_kind = None if shared else ("gaussian" if delta > 0 else "laplace")
+    count_scale = 0.0 if shared else (
         math.sqrt(8.0 / COUNT_DRAWS) / eps_q if delta > 0 else 2.0 / (COUNT_DRAWS * eps_q))
     return QuantileClipPlan(
         n, d, epsilon, delta, f, grid, "laplace" if laplace else "gaussian", bool(shared),
+        # max_stretch None (MAX_STRETCH) at the cap of α too: the floor keeps the
+        # interval outside the outer quantiles, and pinning it there clipped
+        # α·n = n/16 rows per side (see extrapolated_interval).
         n_draws, eps_q, alpha, None, noise_sd, rho_m, eps_m, draws,
         budget, budget.to_approx_dp(delta) if isinstance(budget, ZCDP) else budget,
         count_kind, count_scale)
