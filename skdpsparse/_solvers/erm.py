@@ -739,7 +739,7 @@ def _lbfgs(fge, theta0, accept, max_iter, first=None):
             pending.clear()
             value, grad, err = fge(theta)
         r_l2, r_l1 = _certified(grad, err)
-        if r_l2 < best["r"]:
+        if r_l2 < best["r"] or "x" not in best:  # the first point even if r is NaN
             best.update(r=r_l2, x=np.array(theta, dtype=np.float64), g=grad, e=err)
         if accept(r_l2, r_l1):
             best.update(r=-1.0, x=np.array(theta, dtype=np.float64), g=grad, e=err)
@@ -765,10 +765,6 @@ def _lbfgs(fge, theta0, accept, max_iter, first=None):
                  options={"maxiter": max_iter, "ftol": 0.0, "gtol": 0.0, "maxcor": 10})
     except _LbfgsDone:
         pass
-    if "x" not in best:  # nothing evaluated (cannot happen: SciPy evaluates theta0)
-        theta = np.array(theta0, dtype=np.float64)
-        _, grad, err = fge(theta)
-        return theta, grad, err, iterations[0]
     return best["x"], best["g"], best["e"], iterations[0]
 
 
