@@ -317,22 +317,19 @@ def decide_families(n_small, seeds, offset):
     """(family, cell label, samples) of ``decide``: the d = 10 and one-column sets of
     :func:`sets` at n = ``n_small`` and 10·``n_small``, the look-alikes at the bench
     columns' sizes (delays 3.27·10⁵, incomes 3.8·10⁴)."""
-    keep = ("student_t", "pareto", "lomax(3)", "lognormal(1.5)")
-    for n in (n_small, 10 * n_small):
+    def seeded(make, n, prefixes):  # {set name: [X per seed]} of the sets kept
         data = {}
         for s in range(offset, offset + seeds):
-            for name, X in sets(n, s):
-                if name.startswith(keep):
+            for name, X in make(n, s):
+                if name.startswith(prefixes):
                     data.setdefault(name, []).append(X)
-        for name, Xs in data.items():
+        return data.items()
+
+    for n in (n_small, 10 * n_small):
+        for name, Xs in seeded(sets, n, ("student_t", "pareto", "lomax(3)", "lognormal(1.5)")):
             yield name.split()[0], f"{name}, n = {n}", Xs
     for n, which in ((327_000, "delay"), (38_000, "income")):
-        data = {}
-        for s in range(offset, offset + seeds):
-            for name, X in lookalike_sets(n, s):
-                if name.startswith(which):
-                    data.setdefault(name, []).append(X)
-        for name, Xs in data.items():
+        for name, Xs in seeded(lookalike_sets, n, which):
             yield "look-alikes", f"{name}, n = {n}", Xs
 
 
